@@ -1,0 +1,35 @@
+"""mpicoll: MPI collectives built by hand on point-to-point, beside the native ones.
+
+Three faces of one core:
+
+- functional: ``mpicoll.allreduce(sendbuf, recvbuf=None, op=MPI.SUM, *,
+  comm=None, algorithm=None)`` and the same for every primitive;
+- drop-in: ``mpicoll.P2PComm(MPI.COMM_WORLD, allreduce="ring")``, an
+  ``MPI.Intracomm`` whose uppercase collectives run mpicoll's algorithms;
+- seed-compatible: ``mpicoll.distributed``, the torch.distributed calls on
+  NumPy arrays.
+
+``mpicoll.algorithms(primitive)`` lists each primitive's algorithms
+(``native`` is the MPI library's own); ``mpicoll.traffic()`` counts the
+messages and bytes they send.
+"""
+from ._errors import ArgumentError, ArgumentTypeError
+from ._registry import PRIMITIVES, algorithms
+from ._context import traffic, Traffic, CallTraffic
+from ._defaults import DEFAULTS_TABLE, default_algorithm
+from .collectives import (bcast, reduce, allreduce, gather, allgather, scatter,
+                          reduce_scatter_block, reduce_scatter, alltoall, barrier)
+from .comm import P2PComm
+
+__version__ = "0.1.0"
+
+__all__ = ["PRIMITIVES", "algorithms", "algorithm_info", "traffic", "Traffic", "CallTraffic",
+           "ArgumentError", "ArgumentTypeError", "DEFAULTS_TABLE", "default_algorithm",
+           "bcast", "reduce", "allreduce", "gather", "allgather", "scatter",
+           "reduce_scatter_block", "reduce_scatter", "alltoall", "barrier", "P2PComm"]
+
+
+def algorithm_info(primitive, name):
+    """The registered function of an algorithm (its docstring states its cost)."""
+    from ._registry import lookup
+    return lookup(primitive, name)

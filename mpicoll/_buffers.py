@@ -1,0 +1,121 @@
+"""Checks that turn user arrays into the flat, contiguous views algorithms use.
+
+Every check raises :class:`ArgumentError` naming the argument, what was
+expected and what was given. Nothing here sends a message.
+"""
+import operator
+
+import numpy as np
+from mpi4py import MPI
+
+from ._errors import ArgumentError, ArgumentTypeError, describe
+
+__all__ = ["is_cupy", "as_array", "check_dtype", "same_dtype", "check_size",
+           "check_root", "check_counts", "IN_PLACE"]
+
+IN_PLACE = MPI.IN_PLACE
+
+
+def is_cupy(obj):
+    return type(obj).__module__.split(".")[0] == "cupy"
+
+
+_dtype_ok = {}
+
+
+def check_dtype(argname, dtype):
+    """Raise unless mpi4py maps ``dtype`` to a predefined MPI datatype."""
+    ok = _dtype_ok.get(dtype)
+    if ok is None:
+        ok = ""
+        if dtype.byteorder not in "=|" and dtype.byteorder != ("<" if np.little_endian else ">"):
+            ok = (f"expected data in native byte order; got byte-swapped dtype {dtype.str} "
+                  f"(convert with .astype(a.dtype.newbyteorder('=')))")
+        else:
+            # mpi4py's own typecode table: what it uses to send this array.
+            try:
+                if dtype.fields is not None or dtype.subdtype is not None:
+                    raise ValueError(dtype)
+                mpitype = MPI.Datatype.fromcode(dtype.char)
+                if mpitype == MPI.DATATYPE_NULL or mpitype.Get_size() != dtype.itemsize:
+                    raise ValueError(dtype)
+            except (ValueError, KeyError, TypeError):
+                ok = f"expected a numeric or bool dtype that MPI can send; got {dtype}"
+        _dtype_ok[dtype] = ok
+    if ok:
+        raise ArgumentError(f"{argname}: {ok}", MPI.ERR_TYPE)
+
+
+def as_array(argname, obj, *, writable=False):
+    """Validate a user buffer; return a flat (1-D) view of it."""
+    if is_cupy(obj):
+        raise ArgumentTypeError(
+            f"{argname}: CuPy arrays are recognised but mpicoll's GPU path is not "
+            f"available in this version; got {describe(obj)}. Pass a NumPy array "
+            f"(cupy.asnumpy(x)) or use the MPI library directly")
+    if not isinstance(obj, np.ndarray):
+        raise ArgumentTypeError(f"{argname}: expected a NumPy array; got {describe(obj)}")
+    check_dtype(argname, obj.dtype)
+    if not obj.flags.c_contiguous:
+        raise ArgumentError(
+            f"{argname}: expected a C-contiguous array; got a non-contiguous view of shape "
+            f"{obj.shape} with strides {obj.strides} (use numpy.ascontiguousarray)", MPI.ERR_BUFFER)
+    if writable and not obj.flags.writeable:
+        raise ArgumentError(
+            f"{argname}: expected a writable array (it receives data); got a read-only array",
+            MPI.ERR_BUFFER)
+    return obj.reshape(-1)
+
+
+def same_dtype(name_a, a, name_b, b):
+    if a.dtype != b.dtype:
+        raise ArgumentError(
+            f"{name_b}: expected dtype {a.dtype} (the dtype of {name_a}); got {b.dtype}",
+            MPI.ERR_TYPE)
+
+
+def check_size(argname, arr, expected, how):
+    if arr.size != expected:
+        raise ArgumentError(
+            f"{argname}: expected {expected} elements ({how}); got {arr.size}", MPI.ERR_COUNT)
+
+
+def check_root(root, size, argname="root"):
+    if isinstance(root, (bool, np.bool_)) or not _is_index(root):
+        raise ArgumentTypeError(
+            f"{argname}: expected an integer rank in [0, {size - 1}]; got {describe(root)}",
+            MPI.ERR_ROOT)
+    root = operator.index(root)
+    if not 0 <= root < size:
+        raise ArgumentError(
+            f"{argname}: expected a rank in [0, {size - 1}] (communicator size {size}); got {root}",
+            MPI.ERR_ROOT)
+    return root
+
+
+def _is_index(x):
+    try:
+        operator.index(x)
+        return True
+    except TypeError:
+        return False
+
+
+def check_counts(argname, counts, size):
+    """A sequence of ``size`` non-negative integers -> list of int."""
+    try:
+        seq = list(counts)
+    except TypeError:
+        raise ArgumentTypeError(
+            f"{argname}: expected a sequence of {size} non-negative integers; got {describe(counts)}",
+            MPI.ERR_COUNT) from None
+    if len(seq) != size:
+        raise ArgumentError(
+            f"{argname}: expected {size} counts (one per rank); got {len(seq)}", MPI.ERR_COUNT)
+    out = []
+    for i, c in enumerate(seq):
+        if isinstance(c, (bool, np.bool_)) or not _is_index(c) or operator.index(c) < 0:
+            raise ArgumentError(
+                f"{argname}[{i}]: expected a non-negative integer; got {describe(c)}", MPI.ERR_COUNT)
+        out.append(operator.index(c))
+    return out

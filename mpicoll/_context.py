@@ -1,0 +1,181 @@
+"""The point-to-point layer every hand-written algorithm talks through.
+
+Library traffic runs on a private duplicate of the caller's communicator,
+cached as an MPI attribute of that communicator (freed with it), so mpicoll's
+messages never match the user's own (the pattern of mpi4py.util.pkl5).
+
+:class:`Ctx` wraps the buffer point-to-point calls (Send, Recv, Sendrecv,
+Isend, Irecv, Waitall) and counts messages, bytes and elements per call when
+a :func:`mpicoll.traffic` recorder is active.
+"""
+import contextlib
+import threading
+
+from mpi4py import MPI
+
+__all__ = ["private_comm", "Ctx", "traffic", "Traffic", "CallTraffic"]
+
+_TAG = 0x6D63  # one tag for all library traffic: collectives are ordered per communicator
+
+_keyval = None
+_keyval_lock = threading.Lock()
+
+
+def _free_private(comm, keyval, value):
+    # Called by MPI when the user's communicator is freed (or at finalize).
+    if not MPI.Is_finalized():
+        value.Free()
+
+
+def private_comm(comm):
+    """The private duplicate of ``comm`` used for library messages (created once)."""
+    global _keyval
+    if _keyval is None:
+        with _keyval_lock:
+            if _keyval is None:
+                _keyval = MPI.Comm.Create_keyval(delete_fn=_free_private)
+    dup = comm.Get_attr(_keyval)
+    if dup is None:
+        # Dup through a plain Intracomm view so that a P2PComm's private
+        # communicator is a plain one (its collectives must be MPI's own).
+        dup = MPI.Intracomm(comm).Dup()
+        comm.Set_attr(_keyval, dup)
+    return dup
+
+
+class CallTraffic:
+    """Messages and data one rank sent and received in one collective call."""
+
+    __slots__ = ("primitive", "algorithm", "rank", "size", "count", "itemsize",
+                 "sent_msgs", "sent_bytes", "recv_msgs", "recv_bytes")
+
+    def __init__(self, primitive, algorithm, rank, size, count, itemsize):
+        self.primitive = primitive
+        self.algorithm = algorithm
+        self.rank = rank
+        self.size = size
+        self.count = count
+        self.itemsize = itemsize
+        self.sent_msgs = self.sent_bytes = self.recv_msgs = self.recv_bytes = 0
+
+    @property
+    def sent_elements(self):
+        return self.sent_bytes // self.itemsize if self.itemsize else 0
+
+    @property
+    def recv_elements(self):
+        return self.recv_bytes // self.itemsize if self.itemsize else 0
+
+    def as_dict(self):
+        d = {k: getattr(self, k) for k in self.__slots__}
+        d["sent_elements"] = self.sent_elements
+        d["recv_elements"] = self.recv_elements
+        return d
+
+    def __repr__(self):
+        return (f"CallTraffic({self.primitive}/{self.algorithm} rank {self.rank}: "
+                f"sent {self.sent_msgs} msgs {self.sent_bytes} B, "
+                f"received {self.recv_msgs} msgs {self.recv_bytes} B)")
+
+
+class Traffic:
+    """What :func:`traffic` recorded on this rank: one :class:`CallTraffic` per call."""
+
+    def __init__(self):
+        self.calls = []
+
+    def _total(self, field):
+        return sum(getattr(c, field) for c in self.calls)
+
+    sent_msgs = property(lambda self: self._total("sent_msgs"))
+    sent_bytes = property(lambda self: self._total("sent_bytes"))
+    recv_msgs = property(lambda self: self._total("recv_msgs"))
+    recv_bytes = property(lambda self: self._total("recv_bytes"))
+    sent_elements = property(lambda self: self._total("sent_elements"))
+    recv_elements = property(lambda self: self._total("recv_elements"))
+
+    def __repr__(self):
+        return (f"Traffic({len(self.calls)} calls, sent {self.sent_msgs} msgs "
+                f"{self.sent_bytes} B, received {self.recv_msgs} msgs {self.recv_bytes} B)")
+
+
+_recorders = []
+
+
+@contextlib.contextmanager
+def traffic():
+    """Count the point-to-point traffic of mpicoll calls made inside the block.
+
+    Per rank, for every collective call: messages, bytes and elements sent and
+    received by the hand-written algorithms (``native`` calls are recorded
+    with zero counts: their traffic is inside the MPI library)::
+
+        with mpicoll.traffic() as t:
+            mpicoll.allreduce(x, algorithm="ring")
+        t.calls[0].sent_elements   # 2*(N-1)*K/N for even chunks
+    """
+    rec = Traffic()
+    _recorders.append(rec)
+    try:
+        yield rec
+    finally:
+        _recorders.remove(rec)
+
+
+class Ctx:
+    """One collective call's view of the private communicator.
+
+    Algorithms receive a Ctx and validated, flat, contiguous arrays; they
+    talk only through the methods below.
+    """
+
+    __slots__ = ("comm", "rank", "size", "_rec")
+
+    def __init__(self, comm, primitive, algorithm, count=0, itemsize=0):
+        self.comm = comm
+        self.rank = comm.Get_rank()
+        self.size = comm.Get_size()
+        self._rec = None
+        if _recorders:
+            rec = CallTraffic(primitive, algorithm, self.rank, self.size, count, itemsize)
+            for r in _recorders:
+                r.calls.append(rec)
+            self._rec = rec
+
+    # counting -----------------------------------------------------------
+    def _sent(self, buf):
+        if self._rec is not None:
+            self._rec.sent_msgs += 1
+            self._rec.sent_bytes += buf.nbytes
+
+    def _recvd(self, buf):
+        if self._rec is not None:
+            self._rec.recv_msgs += 1
+            self._rec.recv_bytes += buf.nbytes
+
+    # point-to-point -----------------------------------------------------
+    def send(self, buf, dest):
+        self._sent(buf)
+        self.comm.Send(buf, dest, _TAG)
+
+    def recv(self, buf, source):
+        self._recvd(buf)
+        self.comm.Recv(buf, source, _TAG)
+
+    def sendrecv(self, sendbuf, dest, recvbuf, source):
+        self._sent(sendbuf)
+        self._recvd(recvbuf)
+        self.comm.Sendrecv(sendbuf, dest, _TAG, recvbuf, source, _TAG)
+
+    def isend(self, buf, dest):
+        self._sent(buf)
+        return self.comm.Isend(buf, dest, _TAG)
+
+    def irecv(self, buf, source):
+        self._recvd(buf)
+        return self.comm.Irecv(buf, source, _TAG)
+
+    @staticmethod
+    def waitall(requests):
+        if requests:
+            MPI.Request.Waitall(requests)

@@ -1,0 +1,50 @@
+"""Exceptions raised by mpicoll.
+
+:class:`ArgumentError` is both a :class:`ValueError` and an ``MPI.Exception``
+carrying the MPI error class that MPI itself would report (``MPI.ERR_ROOT``,
+``MPI.ERR_COUNT``, ...), so code written against mpi4py's error handling and
+plain Python code can both catch it.
+"""
+from mpi4py import MPI
+
+__all__ = ["ArgumentError", "ArgumentTypeError", "describe"]
+
+
+class ArgumentError(MPI.Exception, ValueError):
+    """A collective was called with bad arguments; nothing was sent.
+
+    The message names the argument, what was expected and what was given.
+    ``Get_error_class()`` returns the matching MPI error class.
+    """
+
+    def __init__(self, message, error_class=MPI.ERR_ARG):
+        MPI.Exception.__init__(self, error_class)
+        self.message = message
+
+    def __str__(self):
+        return self.message
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.message!r})"
+
+    def __reduce__(self):
+        return (type(self), (self.message, self.Get_error_class()))
+
+
+class ArgumentTypeError(ArgumentError, TypeError):
+    """An argument has the wrong Python type (also a :class:`TypeError`)."""
+
+    def __init__(self, message, error_class=MPI.ERR_TYPE):
+        super().__init__(message, error_class)
+
+
+def describe(obj):
+    """Short description of a user value for error messages."""
+    shape = getattr(obj, "shape", None)
+    dtype = getattr(obj, "dtype", None)
+    if shape is not None and dtype is not None:
+        return f"{type(obj).__module__.split('.')[0]}.{type(obj).__name__} of shape {tuple(shape)} and dtype {dtype}"
+    text = repr(obj)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{type(obj).__name__} {text}"

@@ -1,0 +1,88 @@
+"""Reduction operations: which MPI ops are valid for which dtype, and the
+local combine step every reducing algorithm uses.
+
+Built-in ops run as NumPy ufuncs writing in place (``out=``); user ops made
+with ``MPI.Op.Create`` run through ``Op.Reduce_local``. Operands are always
+passed in rank order (lower ranks first), so non-commutative ops keep rank
+order and both partners of an exchange compute bitwise-identical results.
+"""
+import numpy as np
+from mpi4py import MPI
+
+from ._errors import ArgumentError, ArgumentTypeError, describe
+
+__all__ = ["OPS", "check_op", "combine", "op_name"]
+
+_BUILTIN = [
+    (MPI.SUM, "SUM", np.add),
+    (MPI.PROD, "PROD", np.multiply),
+    (MPI.MIN, "MIN", np.minimum),
+    (MPI.MAX, "MAX", np.maximum),
+    (MPI.LAND, "LAND", np.logical_and),
+    (MPI.LOR, "LOR", np.logical_or),
+    (MPI.LXOR, "LXOR", np.logical_xor),
+    (MPI.BAND, "BAND", np.bitwise_and),
+    (MPI.BOR, "BOR", np.bitwise_or),
+    (MPI.BXOR, "BXOR", np.bitwise_xor),
+]
+#: MPI built-in op handle -> (name, NumPy ufunc); MPI.Op objects are not hashable.
+OPS = {op.handle: (name, ufunc) for op, name, ufunc in _BUILTIN}
+
+# MPI's rules (MPI 4.1, section 6.9.2): which op groups apply to which types.
+_VALID_KINDS = {
+    "SUM": "iufc", "PROD": "iufc", "MIN": "iuf", "MAX": "iuf",
+    "LAND": "iub", "LOR": "iub", "LXOR": "iub",
+    "BAND": "iu", "BOR": "iu", "BXOR": "iu",
+}
+_KIND_NAMES = {"i": "signed integer", "u": "unsigned integer", "f": "floating",
+               "c": "complex", "b": "bool"}
+
+
+def op_name(op):
+    """Human name of an op: 'SUM', ..., or 'user op' for Op.Create'd ones."""
+    if not isinstance(op, MPI.Op):
+        return repr(op)
+    entry = OPS.get(op.handle)
+    return entry[0] if entry is not None else "user op"
+
+
+def check_op(op, dtype, *, argname="op"):
+    """Raise ArgumentError unless ``op`` is an MPI op valid for ``dtype``."""
+    if not isinstance(op, MPI.Op):
+        raise ArgumentTypeError(
+            f"{argname}: expected an mpi4py.MPI.Op (MPI.SUM, ..., or MPI.Op.Create(...)); "
+            f"got {describe(op)}", MPI.ERR_OP)
+    if op == MPI.OP_NULL:
+        raise ArgumentError(f"{argname}: expected a valid MPI op; got MPI.OP_NULL", MPI.ERR_OP)
+    entry = OPS.get(op.handle)
+    if entry is None:
+        if op.is_predefined:
+            supported = ", ".join(v[0] for v in OPS.values())
+            raise ArgumentError(
+                f"{argname}: expected one of MPI.{', MPI.'.join(n for n in supported.split(', '))} "
+                f"or a user op; got a predefined op mpicoll does not support "
+                f"(MAXLOC, MINLOC, REPLACE and NO_OP need pair types or one-sided semantics)",
+                MPI.ERR_OP)
+        return  # user op: valid for any datatype the user function accepts
+    name = entry[0]
+    if dtype.kind not in _VALID_KINDS[name]:
+        kinds = ", ".join(_KIND_NAMES[k] for k in _VALID_KINDS[name])
+        raise ArgumentError(
+            f"{argname}: MPI.{name} is defined for {kinds} data; got dtype {dtype}",
+            MPI.ERR_OP)
+
+
+def combine(op, lower, higher, out):
+    """Reduce ``lower (op) higher`` (lower-rank data first); return the result array.
+
+    Built-in ops write into ``out`` (which must be ``lower`` or ``higher``)
+    and return it. User ops follow MPI's Reduce_local contract and always
+    write into ``higher``, which is returned; callers swap buffers
+    accordingly instead of copying.
+    """
+    entry = OPS.get(op.handle)
+    if entry is not None:
+        entry[1](lower, higher, out=out)
+        return out
+    op.Reduce_local(lower, higher)
+    return higher

@@ -1,0 +1,105 @@
+"""Allgather: every rank ends with all ranks' blocks, in rank order.
+
+Per rank, N = 3::
+
+    sendbuf: rank 0 [1 1]   rank 1 [2 2]   rank 2 [3 3]
+    recvbuf: every rank [1 1 2 2 3 3]
+
+In place, ``sendbuf`` is a view of this rank's block of ``recvbuf``.
+Costs: α per message, β per byte, n bytes per rank's block.
+"""
+import numpy as np
+
+from .._registry import register
+from mpi4py import MPI
+
+from ._common import aliases, copy_in, pof2_below, fold_rank, unfold_rank, first_rank
+from .bcast import binomial_bcast
+from .gather import binomial_gather
+
+
+@register("allgather", "native")
+def allgather_native(ctx, sendbuf, recvbuf):
+    """The MPI library's own ``MPI_Allgather``."""
+    ctx.comm.Allgather(MPI.IN_PLACE if aliases(sendbuf, recvbuf) else sendbuf, recvbuf)
+
+
+@register("allgather", "ring")
+def allgather_ring(ctx, sendbuf, recvbuf):
+    """Ring: in step s every rank forwards block rank - s to its right neighbour.
+
+    Cost: (N-1)(α + nβ); N-1 steps. Bandwidth-optimal; latency grows with N.
+    """
+    size, rank, c = ctx.size, ctx.rank, sendbuf.size
+    copy_in(recvbuf[rank * c:(rank + 1) * c], sendbuf)
+    right, left = (rank + 1) % size, (rank - 1) % size
+    for s in range(size - 1):
+        sb, rb = (rank - s) % size, (rank - s - 1) % size
+        ctx.sendrecv(recvbuf[sb * c:(sb + 1) * c], right, recvbuf[rb * c:(rb + 1) * c], left)
+
+
+@register("allgather", "recursive_doubling")
+def allgather_recursive_doubling(ctx, sendbuf, recvbuf):
+    """Recursive doubling: in step k, swap everything held with rank XOR 2^k.
+
+    Cost: ⌈log2 p⌉α + (p-1)/p·Nnβ with p = 2^⌊log2 N⌋; when N != p the
+    first 2(N-p) ranks fold pairwise first and get the result back at the
+    end: add 2α + (N+1)nβ. Best for short messages.
+    """
+    size, rank, c = ctx.size, ctx.rank, sendbuf.size
+    copy_in(recvbuf[rank * c:(rank + 1) * c], sendbuf)
+    pof2 = pof2_below(size)
+    rem = size - pof2
+    v = fold_rank(rank, rem)
+    if rank < 2 * rem:
+        if v < 0:
+            ctx.send(recvbuf[rank * c:(rank + 1) * c], rank + 1)
+        else:
+            ctx.recv(recvbuf[(rank - 1) * c:rank * c], rank - 1)
+    if v >= 0:
+        def span(vlo, vhi):     # virtual ranks [vlo, vhi) -> their original blocks
+            return recvbuf[first_rank(vlo, rem) * c:first_rank(vhi, rem) * c]
+        mask = 1
+        while mask < pof2:
+            base, pbase = v & ~(mask - 1), (v ^ mask) & ~(mask - 1)
+            partner = unfold_rank(v ^ mask, rem)
+            ctx.sendrecv(span(base, base + mask), partner, span(pbase, pbase + mask), partner)
+            mask <<= 1
+    if rank < 2 * rem:
+        if v < 0:
+            ctx.recv(recvbuf, rank + 1)
+        else:
+            ctx.send(recvbuf, rank - 1)
+
+
+@register("allgather", "bruck")
+def allgather_bruck(ctx, sendbuf, recvbuf):
+    """Bruck: in step k, send the first min(2^k, N-2^k) blocks held to rank - 2^k.
+
+    Cost: ⌈log2 N⌉α + (N-1)nβ, for any N; ⌈log2 N⌉ steps, plus one local
+    rotation of N blocks through a temporary buffer. Short messages, N not
+    a power of two.
+    """
+    size, rank, c = ctx.size, ctx.rank, sendbuf.size
+    tmp = np.empty(size * c, dtype=sendbuf.dtype)
+    tmp[:c] = sendbuf          # tmp block i = block of rank (rank + i)
+    k = 1
+    while k < size:
+        nb = min(k, size - k)
+        ctx.sendrecv(tmp[:nb * c], (rank - k) % size, tmp[k * c:(k + nb) * c], (rank + k) % size)
+        k <<= 1
+    split_at = (size - rank) * c
+    recvbuf[rank * c:] = tmp[:split_at]
+    recvbuf[:rank * c] = tmp[split_at:]
+
+
+@register("allgather", "gather_bcast")
+def allgather_gather_bcast(ctx, sendbuf, recvbuf):
+    """Binomial gather to rank 0, then binomial broadcast of the N blocks.
+
+    Cost: 2⌈log2 N⌉α + (N-1)nβ + ⌈log2 N⌉Nnβ; 2⌈log2 N⌉ steps. Simple;
+    the broadcast of the whole result makes it slow for long messages.
+    """
+    # In place, rank 0's sendbuf is block 0 of recvbuf: gathering there is a no-op copy.
+    binomial_gather(ctx, sendbuf, recvbuf if ctx.rank == 0 else None, 0)
+    binomial_bcast(ctx, recvbuf, 0)

@@ -1,0 +1,153 @@
+"""Allreduce: every rank ends with the element-wise reduction of all ranks'
+data in ``recvbuf``; results are bitwise identical on every rank.
+
+Per rank, N = 3, op = SUM::
+
+    sendbuf: rank 0 [1 1]   rank 1 [2 2]   rank 2 [3 3]
+    recvbuf: rank 0 [6 6]   rank 1 [6 6]   rank 2 [6 6]
+
+Algorithms take ``(ctx, sendbuf, recvbuf, op)``; ``sendbuf`` is None when
+the call is in place (``recvbuf`` then holds the input).
+Costs: α per message, β per byte, γ per byte reduced, n bytes per rank.
+"""
+import numpy as np
+
+from .._ops import combine
+from .._registry import register
+from ._common import split, offsets, pof2_below, fold_rank, unfold_rank, copy_in
+from .bcast import binomial_bcast
+from .reduce import binomial_reduce, halving_reduce_scatter
+
+
+@register("allreduce", "native")
+def allreduce_native(ctx, sendbuf, recvbuf, op):
+    """The MPI library's own ``MPI_Allreduce``."""
+    from mpi4py import MPI
+    ctx.comm.Allreduce(MPI.IN_PLACE if sendbuf is None else sendbuf, recvbuf, op)
+
+
+@register("allreduce", "reduce_bcast")
+def allreduce_reduce_bcast(ctx, sendbuf, recvbuf, op):
+    """Binomial reduce to rank 0, then binomial broadcast.
+
+    Cost: 2⌈log2 N⌉(α + nβ) + ⌈log2 N⌉nγ; 2⌈log2 N⌉ steps.
+    Any op (rank order kept); simple but moves every byte 2 log N times.
+    """
+    data = recvbuf.copy() if sendbuf is None else sendbuf
+    binomial_reduce(ctx, data, recvbuf if ctx.rank == 0 else None, op, 0)
+    binomial_bcast(ctx, recvbuf, 0)
+
+
+def _fold_in(ctx, recvbuf, spare, op, rem):
+    """Pairs (2i, 2i+1) for i < rem: the even rank hands its data to the odd one."""
+    rank = ctx.rank
+    if rank < 2 * rem:
+        if rank % 2 == 0:
+            ctx.send(recvbuf, rank + 1)
+        else:
+            ctx.recv(spare, rank - 1)
+            res = combine(op, spare, recvbuf, recvbuf)   # rank - 1 comes first
+            if res is not recvbuf:
+                recvbuf[...] = res
+
+
+def _fold_out(ctx, recvbuf, rem):
+    """The odd rank of each folded pair returns the result to its even partner."""
+    rank = ctx.rank
+    if rank < 2 * rem:
+        if rank % 2 == 0:
+            ctx.recv(recvbuf, rank + 1)
+        else:
+            ctx.send(recvbuf, rank - 1)
+
+
+@register("allreduce", "recursive_doubling")
+def allreduce_recursive_doubling(ctx, sendbuf, recvbuf, op):
+    """Recursive doubling: in step k, exchange the whole vector with rank XOR 2^k.
+
+    Cost: ⌈log2 p⌉(α + nβ + nγ) with p = 2^⌊log2 N⌋, plus 2(α + nβ) + nγ to
+    fold ranks when N != p. Best for short messages. Any op: both partners
+    combine lower-rank data first, so results are identical and ordered.
+    """
+    copy_in(recvbuf, sendbuf)
+    size, rank = ctx.size, ctx.rank
+    pof2 = pof2_below(size)
+    rem = size - pof2
+    spare = np.empty_like(recvbuf)
+    _fold_in(ctx, recvbuf, spare, op, rem)
+    v = fold_rank(rank, rem)
+    if v >= 0:
+        acc = recvbuf
+        mask = 1
+        while mask < pof2:
+            pv = v ^ mask
+            partner = unfold_rank(pv, rem)
+            ctx.sendrecv(acc, partner, spare, partner)
+            if pv < v:
+                res = combine(op, spare, acc, acc)
+            else:
+                res = combine(op, acc, spare, acc)
+            if res is spare:
+                acc, spare = spare, acc
+            mask <<= 1
+        if acc is not recvbuf:
+            recvbuf[...] = acc
+    _fold_out(ctx, recvbuf, rem)
+
+
+@register("allreduce", "ring", commutative_only=True)
+def allreduce_ring(ctx, sendbuf, recvbuf, op):
+    """Ring: a reduce-scatter ring then an allgather ring, as in the seed.
+
+    Each of the 2(N-1) steps sends one chunk of about n/N bytes to the right
+    neighbour. Cost: 2(N-1)α + 2(N-1)/N·nβ + (N-1)/N·nγ.
+    Bandwidth-optimal, latency grows with N. Commutative ops only (each
+    chunk is combined in ring order, not rank order).
+    """
+    copy_in(recvbuf, sendbuf)
+    size, rank = ctx.size, ctx.rank
+    off = offsets(split(recvbuf.size, size))
+    right, left = (rank + 1) % size, (rank - 1) % size
+    tmp = np.empty(off[1] if size > 1 else 0, dtype=recvbuf.dtype)  # chunk 0 is the largest
+
+    def chunk(i):
+        i %= size
+        return recvbuf[off[i]:off[i + 1]]
+
+    # Reduce-scatter: after step s, chunk rank-s-1 holds s+2 contributions.
+    for s in range(size - 1):
+        send, mine = chunk(rank - s), chunk(rank - s - 1)
+        rbuf = tmp[:mine.size]
+        ctx.sendrecv(send, right, rbuf, left)
+        combine(op, rbuf, mine, mine)
+    # Allgather: rank now owns chunk rank+1; pass the finished chunks around.
+    for s in range(size - 1):
+        ctx.sendrecv(chunk(rank + 1 - s), right, chunk(rank - s), left)
+
+
+@register("allreduce", "rabenseifner", commutative_only=True)
+def allreduce_rabenseifner(ctx, sendbuf, recvbuf, op):
+    """Rabenseifner: recursive-halving reduce-scatter + recursive-doubling allgather.
+
+    Cost: 2⌈log2 p⌉α + 2(p-1)/p·nβ + (p-1)/p·nγ with p = 2^⌊log2 N⌋, plus
+    2(α + nβ) + nγ to fold ranks when N != p. Best for long messages at large
+    N (log latency, optimal bandwidth). Commutative ops only.
+    """
+    copy_in(recvbuf, sendbuf)
+    size, rank = ctx.size, ctx.rank
+    pof2 = pof2_below(size)
+    rem = size - pof2
+    spare = np.empty_like(recvbuf)
+    _fold_in(ctx, recvbuf, spare, op, rem)
+    v = fold_rank(rank, rem)
+    if v >= 0:
+        off = offsets(split(recvbuf.size, pof2))
+        halving_reduce_scatter(ctx, recvbuf, spare, op, off, v, pof2, rem)
+        mask = 1
+        while mask < pof2:      # recursive doubling of aligned chunk blocks
+            partner = unfold_rank(v ^ mask, rem)
+            base, pbase = v & ~(mask - 1), (v ^ mask) & ~(mask - 1)
+            ctx.sendrecv(recvbuf[off[base]:off[base + mask]], partner,
+                         recvbuf[off[pbase]:off[pbase + mask]], partner)
+            mask <<= 1
+    _fold_out(ctx, recvbuf, rem)

@@ -1,0 +1,68 @@
+"""Alltoall: block j of rank i's ``sendbuf`` lands in block i of rank j's ``recvbuf``.
+
+Per rank, N = 2 (blocks of one element)::
+
+    sendbuf: rank 0 [00 01]   rank 1 [10 11]
+    recvbuf: rank 0 [00 10]   rank 1 [01 11]
+
+Costs: α per message, β per byte, n bytes per block (N blocks per rank).
+"""
+import numpy as np
+
+from .._registry import register
+from ._common import copy_in
+
+
+@register("alltoall", "native")
+def alltoall_native(ctx, sendbuf, recvbuf):
+    """The MPI library's own ``MPI_Alltoall``."""
+    ctx.comm.Alltoall(sendbuf, recvbuf)
+
+
+@register("alltoall", "pairwise")
+def alltoall_pairwise(ctx, sendbuf, recvbuf):
+    """Pairwise exchange: in step i, send to rank+i and receive from rank-i.
+
+    Cost: (N-1)(α + nβ); N-1 steps. Long blocks: every byte moves once.
+    """
+    size, rank = ctx.size, ctx.rank
+    c = sendbuf.size // size
+    copy_in(recvbuf[rank * c:(rank + 1) * c], sendbuf[rank * c:(rank + 1) * c])
+    for i in range(1, size):
+        dst, src = (rank + i) % size, (rank - i) % size
+        ctx.sendrecv(sendbuf[dst * c:(dst + 1) * c], dst, recvbuf[src * c:(src + 1) * c], src)
+
+
+@register("alltoall", "bruck")
+def alltoall_bruck(ctx, sendbuf, recvbuf):
+    """Bruck: in step k, forward every block whose index has bit k set to rank+2^k.
+
+    Cost: ⌈log2 N⌉α + ⌈log2 N⌉(N/2)nβ, plus local packing and two rotations;
+    ⌈log2 N⌉ steps. Short blocks at large N (fewer, larger messages).
+    """
+    size, rank = ctx.size, ctx.rank
+    c = sendbuf.size // size
+    if size == 1:
+        copy_in(recvbuf, sendbuf)
+        return
+    # Rotate: tmp block i is the block destined for rank + i.
+    tmp = np.empty((size, c), dtype=sendbuf.dtype)
+    flat = tmp.reshape(-1)
+    k = (size - rank) * c
+    flat[:k] = sendbuf[rank * c:]
+    flat[k:] = sendbuf[:rank * c]
+    most = (size + 1) // 2 * c
+    pack = np.empty(most, dtype=sendbuf.dtype)
+    unpack = np.empty(most, dtype=sendbuf.dtype)
+    idx_all = np.arange(size)
+    k = 1
+    while k < size:
+        idx = idx_all[(idx_all & k) != 0]
+        n = idx.size * c
+        np.take(tmp, idx, axis=0, out=pack[:n].reshape(idx.size, c))
+        ctx.sendrecv(pack[:n], (rank + k) % size, unpack[:n], (rank - k) % size)
+        tmp[idx] = unpack[:n].reshape(idx.size, c)
+        k <<= 1
+    # Block i now came from rank - i: put it in its place, reversing order.
+    order = (rank - idx_all) % size
+    recvbuf.reshape(size, c)[order] = tmp

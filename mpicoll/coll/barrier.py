@@ -1,0 +1,71 @@
+"""Barrier: no rank leaves before every rank has entered.
+
+Per rank, N = 3: rank 0 enters at t=0, rank 1 at t=1, rank 2 at t=2;
+all three leave at t≈2.
+
+Costs in messages of zero bytes: α each.
+"""
+import numpy as np
+
+from .._registry import register
+
+_EMPTY = np.empty(0, dtype=np.uint8)
+
+
+@register("barrier", "native")
+def barrier_native(ctx):
+    """The MPI library's own ``MPI_Barrier``."""
+    ctx.comm.Barrier()
+
+
+@register("barrier", "linear")
+def barrier_linear(ctx):
+    """Everyone reports to rank 0, which then releases everyone.
+
+    Cost: 2(N-1)α at rank 0; 2 steps. Rank 0 is the bottleneck.
+    """
+    size, rank = ctx.size, ctx.rank
+    if rank == 0:
+        ctx.waitall([ctx.irecv(np.empty(0, np.uint8), r) for r in range(1, size)])
+        ctx.waitall([ctx.isend(_EMPTY, r) for r in range(1, size)])
+    else:
+        ctx.send(_EMPTY, 0)
+        ctx.recv(np.empty(0, np.uint8), 0)
+
+
+@register("barrier", "binomial")
+def barrier_binomial(ctx):
+    """Binomial gather of empty messages to rank 0, then a binomial release.
+
+    Cost: 2⌈log2 N⌉α; 2⌈log2 N⌉ steps.
+    """
+    size, rank = ctx.size, ctx.rank
+    token = np.empty(0, np.uint8)
+    mask = 1
+    while mask < size:
+        if rank & mask:
+            ctx.send(_EMPTY, rank - mask)
+            ctx.recv(token, rank - mask)
+            break
+        if rank + mask < size:
+            ctx.recv(token, rank + mask)
+        mask <<= 1
+    mask >>= 1
+    while mask > 0:
+        if rank + mask < size and not rank & mask:
+            ctx.send(_EMPTY, rank + mask)
+        mask >>= 1
+
+
+@register("barrier", "dissemination")
+def barrier_dissemination(ctx):
+    """Dissemination: in round k, signal rank + 2^k and wait for rank - 2^k.
+
+    Cost: ⌈log2 N⌉α, for any N; ⌈log2 N⌉ rounds, no rank is a bottleneck.
+    """
+    size, rank = ctx.size, ctx.rank
+    token = np.empty(0, np.uint8)
+    k = 1
+    while k < size:
+        ctx.sendrecv(_EMPTY, (rank + k) % size, token, (rank - k) % size)
+        k <<= 1

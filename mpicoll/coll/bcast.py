@@ -1,0 +1,129 @@
+"""Broadcast: ``buf`` on ``root`` is copied into ``buf`` on every rank.
+
+Per rank, N = 3, root = 0::
+
+    before: rank 0 [1 2 3]   rank 1 [0 0 0]   rank 2 [0 0 0]
+    after:  rank 0 [1 2 3]   rank 1 [1 2 3]   rank 2 [1 2 3]
+
+Costs use the Hockney model: α latency per message, β time per byte,
+n bytes in ``buf``, N ranks.
+"""
+from .._registry import register
+from ._common import split, offsets
+
+#: Segment size of the pipelined chain (bytes).
+PIPELINE_SEGMENT_BYTES = 1 << 16
+
+
+@register("bcast", "native")
+def bcast_native(ctx, buf, root):
+    """The MPI library's own ``MPI_Bcast`` on the same buffer."""
+    ctx.comm.Bcast(buf, root)
+
+
+@register("bcast", "linear")
+def bcast_linear(ctx, buf, root):
+    """Root sends the whole buffer to every other rank.
+
+    Cost: (N-1)(α + nβ) on the root; 1 step of N-1 concurrent sends.
+    Limits: the root's link carries (N-1)n bytes; fine only for tiny N.
+    """
+    if ctx.rank == root:
+        reqs = [ctx.isend(buf, r) for r in range(ctx.size) if r != root]
+        ctx.waitall(reqs)
+    else:
+        ctx.recv(buf, root)
+
+
+def binomial_bcast(ctx, buf, root):
+    """Binomial-tree broadcast (shared with composite algorithms)."""
+    size, rel = ctx.size, (ctx.rank - root) % ctx.size
+    mask = 1
+    while mask < size:
+        if rel & mask:
+            ctx.recv(buf, (rel - mask + root) % size)
+            break
+        mask <<= 1
+    mask >>= 1
+    while mask > 0:
+        if rel + mask < size:
+            ctx.send(buf, (rel + mask + root) % size)
+        mask >>= 1
+
+
+@register("bcast", "binomial")
+def bcast_binomial(ctx, buf, root):
+    """Binomial tree: in step k, every rank holding the data sends to rank + 2^k.
+
+    Cost: ⌈log2 N⌉(α + nβ); ⌈log2 N⌉ steps. Best for short messages; for long
+    ones every byte crosses log N links in sequence.
+    """
+    binomial_bcast(ctx, buf, root)
+
+
+@register("bcast", "scatter_allgather")
+def bcast_scatter_allgather(ctx, buf, root):
+    """Van de Geijn: binomial scatter of N chunks, then a ring allgather.
+
+    Cost: (⌈log2 N⌉ + N - 1)α + 2(N-1)/N·nβ; ⌈log2 N⌉ + N - 1 steps.
+    Best for long messages (bandwidth term about 2nβ, independent of N).
+    Chunks are near-equal (sizes differ by one element when N does not
+    divide the count); counts below N leave some chunks empty.
+    """
+    size, rank = ctx.size, ctx.rank
+    rel = (rank - root) % size
+    off = offsets(split(buf.size, size))   # chunk j belongs to relative rank j
+
+    def span(lo, hi):
+        return buf[off[lo]:off[min(hi, size)]]
+
+    # Binomial scatter: relative rank r receives chunks [r, r + lowbit(r)).
+    mask = 1
+    while mask < size:
+        if rel & mask:
+            ctx.recv(span(rel, rel + mask), (rel - mask + root) % size)
+            break
+        mask <<= 1
+    mask >>= 1
+    while mask > 0:
+        if rel + mask < size:
+            ctx.send(span(rel + mask, rel + 2 * mask), (rel + mask + root) % size)
+        mask >>= 1
+
+    # Ring allgather over relative ranks: step s passes chunk rel - s rightward.
+    right, left = (rank + 1) % size, (rank - 1) % size
+    for s in range(size - 1):
+        sc, rc = (rel - s) % size, (rel - s - 1) % size
+        ctx.sendrecv(span(sc, sc + 1), right, span(rc, rc + 1), left)
+
+
+@register("bcast", "pipeline")
+def bcast_pipeline(ctx, buf, root):
+    """Segmented chain root -> root+1 -> ... : segments flow like a pipeline.
+
+    Cost: (N - 2 + S)(α + (n/S)β) with S = ⌈n / 64 KiB⌉ segments; N - 2 + S steps.
+    Wins for long messages on a linear network; the N-2 fill steps make it
+    slow for short messages or large N.
+    """
+    size, rank = ctx.size, ctx.rank
+    if size == 1:
+        return
+    rel = (rank - root) % size
+    seg = max(1, PIPELINE_SEGMENT_BYTES // max(1, buf.itemsize))
+    bounds = list(range(0, buf.size, seg)) + [buf.size]
+    if buf.size == 0:
+        bounds = [0, 0]
+    segments = [buf[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+    prev, nxt = (rank - 1) % size, (rank + 1) % size
+    has_next = rel < size - 1
+    sends = []
+    if rel == 0:
+        sends = [ctx.isend(s, nxt) for s in segments]
+    else:
+        # Pre-post every receive so segments arrive while earlier ones are forwarded.
+        recvs = [ctx.irecv(s, prev) for s in segments]
+        for s, r in zip(segments, recvs):
+            r.Wait()
+            if has_next:
+                sends.append(ctx.isend(s, nxt))
+    ctx.waitall(sends)

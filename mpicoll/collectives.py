@@ -1,0 +1,388 @@
+"""The functional API: ``mpicoll.allreduce(sendbuf, recvbuf=None, op=MPI.SUM, *, comm=None, algorithm=None)`` and friends.
+
+Argument names follow mpi4py. Conventions shared by every function:
+
+- Buffers are C-contiguous NumPy arrays of a dtype MPI can send; shapes are
+  free, sizes are what MPI requires (checked).
+- ``recvbuf=None`` allocates the result and returns it; a given recvbuf is
+  filled and returned. Rooted operations return None on non-root ranks.
+- ``sendbuf=MPI.IN_PLACE`` (where MPI allows it) takes the input from
+  ``recvbuf`` and overwrites it.
+- ``algorithm``: a name from :func:`mpicoll.algorithms`, ``"native"`` for the
+  MPI library's own collective, or ``"auto"``; when None,
+  ``MPICOLL_<PRIMITIVE>_ALGORITHM`` is used, then ``auto``.
+- Bad arguments raise :class:`mpicoll.ArgumentError` on every rank before any
+  message is sent (see ``MPICOLL_CHECK``).
+
+The ``_name(call, bufs, ...)`` functions are the one implementation behind
+the functional API, :class:`mpicoll.P2PComm` and :mod:`mpicoll.distributed`;
+``bufs`` is a zero-argument callable returning the raw buffers, so that
+parsing errors are held and agreed like every other argument error.
+"""
+import numpy as np
+from mpi4py import MPI
+
+from . import coll as _coll  # noqa: F401  (importing it fills the registry)
+from ._buffers import (IN_PLACE, as_array, check_counts, check_root, check_size,
+                       same_dtype)
+from ._call import Call
+from ._errors import ArgumentError
+from ._ops import check_op
+
+__all__ = ["bcast", "reduce", "allreduce", "gather", "allgather", "scatter",
+           "reduce_scatter_block", "reduce_scatter", "alltoall", "barrier"]
+
+
+def _is_in_place(buf):
+    return buf is IN_PLACE
+
+
+def _not_in_place(argname, where):
+    return ArgumentError(f"{argname}: MPI.IN_PLACE is only valid {where}", MPI.ERR_BUFFER)
+
+
+def _recv_array(argname, recvbuf, like_dtype, expected, how, alloc_shape):
+    """Validate (or allocate, when None) a receive buffer of ``expected`` elements."""
+    if recvbuf is None:
+        return np.empty(alloc_shape, dtype=like_dtype), None
+    flat = as_array(argname, recvbuf, writable=True)
+    if flat.dtype != like_dtype:
+        raise ArgumentError(
+            f"{argname}: expected dtype {like_dtype} (the dtype of sendbuf); got {flat.dtype}",
+            MPI.ERR_TYPE)
+    check_size(argname, flat, expected, how)
+    return recvbuf, flat
+
+
+def _run(call, count, itemsize, fn, *args):
+    if count:                      # zero elements everywhere: nothing to move
+        fn(call.ctx(count, itemsize), *args)
+
+
+# -- bcast -----------------------------------------------------------------
+
+def _bcast(call, bufs, root, algorithm):
+    with call.checking():
+        (buf,) = bufs()
+        root = check_root(root, call.size)
+        flat = as_array("buf", buf, writable=call.rank != root)
+        fn = call.choose(algorithm, nbytes=flat.nbytes, count=flat.size)
+    call.settle()
+    _run(call, flat.size, flat.itemsize, fn, flat, root)
+    return buf
+
+
+def bcast(buf, root=0, *, comm=None, algorithm=None):
+    """Broadcast ``buf`` from ``root`` into ``buf`` on every rank; return ``buf``.
+
+    Per rank, N = 3: ``[1 2 3]`` on rank 0 and zeros elsewhere -> ``[1 2 3]`` everywhere.
+    """
+    return _bcast(Call("bcast", comm), lambda: (buf,), root, algorithm)
+
+
+# -- reduce ----------------------------------------------------------------
+
+def _reduce(call, bufs, op, root, algorithm):
+    with call.checking():
+        root = check_root(root, call.size)
+        is_root = call.rank == root
+        sendbuf, recvbuf = bufs()
+        if _is_in_place(sendbuf):
+            if not is_root:
+                raise _not_in_place("sendbuf", "on the root")
+            out = recvbuf
+            data = as_array("recvbuf", recvbuf, writable=True)
+            dest = data
+        else:
+            data = as_array("sendbuf", sendbuf)
+            out, dest = None, None
+            if is_root:
+                out, dest = _recv_array("recvbuf", recvbuf, data.dtype, data.size,
+                                        "as many as sendbuf", np.shape(sendbuf))
+                dest = out.reshape(-1) if dest is None else dest
+        check_op(op, data.dtype)
+        fn = call.choose(algorithm, op=op, nbytes=data.nbytes, count=data.size)
+    call.settle()
+    if _is_in_place(sendbuf):
+        data = data.copy()         # algorithms may write recvbuf before reading sendbuf
+    _run(call, data.size, data.itemsize, fn, data, dest, op, root)
+    return out if is_root else None
+
+
+def reduce(sendbuf, recvbuf=None, op=MPI.SUM, root=0, *, comm=None, algorithm=None):
+    """Reduce every rank's ``sendbuf`` with ``op`` into ``recvbuf`` on ``root``.
+
+    Returns the result on the root, None elsewhere. ``sendbuf=MPI.IN_PLACE``
+    on the root takes its input from ``recvbuf``.
+    Per rank, N = 3, SUM: ``[1 1]``, ``[2 2]``, ``[3 3]`` -> root gets ``[6 6]``.
+    """
+    return _reduce(Call("reduce", comm), lambda: (sendbuf, recvbuf), op, root, algorithm)
+
+
+# -- allreduce -------------------------------------------------------------
+
+def _allreduce(call, bufs, op, algorithm):
+    with call.checking():
+        sendbuf, recvbuf = bufs()
+        if _is_in_place(sendbuf):
+            out = recvbuf
+            dest = as_array("recvbuf", recvbuf, writable=True)
+            data = None
+        else:
+            data = as_array("sendbuf", sendbuf)
+            out, dest = _recv_array("recvbuf", recvbuf, data.dtype, data.size,
+                                    "as many as sendbuf", np.shape(sendbuf))
+            dest = out.reshape(-1) if dest is None else dest
+        check_op(op, dest.dtype)
+        fn = call.choose(algorithm, op=op, nbytes=dest.nbytes, count=dest.size)
+    call.settle()
+    _run(call, dest.size, dest.itemsize, fn, data, dest, op)
+    return out
+
+
+def allreduce(sendbuf, recvbuf=None, op=MPI.SUM, *, comm=None, algorithm=None):
+    """Reduce every rank's ``sendbuf`` with ``op``; every rank gets the result.
+
+    Results are bitwise identical on every rank. ``sendbuf=MPI.IN_PLACE``
+    reduces ``recvbuf`` in place.
+    Per rank, N = 3, SUM: ``[1 1]``, ``[2 2]``, ``[3 3]`` -> ``[6 6]`` everywhere.
+    """
+    return _allreduce(Call("allreduce", comm), lambda: (sendbuf, recvbuf), op, algorithm)
+
+
+# -- gather / allgather ----------------------------------------------------
+
+def _gather(call, bufs, root, algorithm):
+    with call.checking():
+        root = check_root(root, call.size)
+        is_root = call.rank == root
+        sendbuf, recvbuf = bufs()
+        n = call.size
+        out = dest = None
+        if _is_in_place(sendbuf):
+            if not is_root:
+                raise _not_in_place("sendbuf", "on the root")
+            out = recvbuf
+            dest = as_array("recvbuf", recvbuf, writable=True)
+            if dest.size % n:
+                raise ArgumentError(
+                    f"recvbuf: expected a multiple of {n} elements (one block per rank); "
+                    f"got {dest.size}", MPI.ERR_COUNT)
+            c = dest.size // n
+            data = dest[root * c:(root + 1) * c]
+        else:
+            data = as_array("sendbuf", sendbuf)
+            if is_root:
+                out, dest = _recv_array("recvbuf", recvbuf, data.dtype, n * data.size,
+                                        f"{n} ranks x {data.size}", (n,) + np.shape(sendbuf))
+                dest = out.reshape(-1) if dest is None else dest
+        fn = call.choose(algorithm, nbytes=data.nbytes, count=data.size)
+    call.settle()
+    _run(call, data.size, data.itemsize, fn, data, dest, root)
+    return out if is_root else None
+
+
+def gather(sendbuf, recvbuf=None, root=0, *, comm=None, algorithm=None):
+    """Gather every rank's ``sendbuf`` into ``recvbuf`` (N blocks) on ``root``.
+
+    Allocated results have shape ``(N, *sendbuf.shape)``. Returns None off the root.
+    Per rank, N = 3: ``[1 1]``, ``[2 2]``, ``[3 3]`` -> root gets ``[[1 1] [2 2] [3 3]]``.
+    """
+    return _gather(Call("gather", comm), lambda: (sendbuf, recvbuf), root, algorithm)
+
+
+def _allgather(call, bufs, algorithm):
+    with call.checking():
+        sendbuf, recvbuf = bufs()
+        n = call.size
+        if _is_in_place(sendbuf):
+            out = recvbuf
+            dest = as_array("recvbuf", recvbuf, writable=True)
+            if dest.size % n:
+                raise ArgumentError(
+                    f"recvbuf: expected a multiple of {n} elements (one block per rank); "
+                    f"got {dest.size}", MPI.ERR_COUNT)
+            c = dest.size // n
+            data = dest[call.rank * c:(call.rank + 1) * c]
+        else:
+            data = as_array("sendbuf", sendbuf)
+            out, dest = _recv_array("recvbuf", recvbuf, data.dtype, n * data.size,
+                                    f"{n} ranks x {data.size}", (n,) + np.shape(sendbuf))
+            dest = out.reshape(-1) if dest is None else dest
+        fn = call.choose(algorithm, nbytes=data.nbytes, count=data.size)
+    call.settle()
+    _run(call, data.size, data.itemsize, fn, data, dest)
+    return out
+
+
+def allgather(sendbuf, recvbuf=None, *, comm=None, algorithm=None):
+    """Gather every rank's ``sendbuf`` into ``recvbuf`` on every rank.
+
+    Per rank, N = 3: ``[1 1]``, ``[2 2]``, ``[3 3]`` -> ``[[1 1] [2 2] [3 3]]`` everywhere.
+    ``sendbuf=MPI.IN_PLACE``: this rank's block is already in ``recvbuf``.
+    """
+    return _allgather(Call("allgather", comm), lambda: (sendbuf, recvbuf), algorithm)
+
+
+# -- scatter ---------------------------------------------------------------
+
+def _scatter(call, bufs, root, algorithm):
+    with call.checking():
+        root = check_root(root, call.size)
+        is_root = call.rank == root
+        sendbuf, recvbuf = bufs()
+        n = call.size
+        data = None
+        if _is_in_place(recvbuf):
+            if not is_root:
+                raise _not_in_place("recvbuf", "on the root")
+            data = as_array("sendbuf", sendbuf)
+            if data.size % n:
+                raise ArgumentError(
+                    f"sendbuf: expected a multiple of {n} elements (one block per rank); "
+                    f"got {data.size}", MPI.ERR_COUNT)
+            # The root's block stays where it is; algorithms get a scratch copy.
+            c = data.size // n
+            out, dest = None, data[root * c:(root + 1) * c].copy()
+        else:
+            if recvbuf is None:
+                raise ArgumentError(
+                    "recvbuf: expected a NumPy array to receive this rank's block (every rank "
+                    "needs one); got None", MPI.ERR_BUFFER)
+            out = recvbuf
+            dest = as_array("recvbuf", recvbuf, writable=True)
+            if is_root:
+                data = as_array("sendbuf", sendbuf)
+                same_dtype("recvbuf", dest, "sendbuf", data)
+                check_size("sendbuf", data, n * dest.size, f"{n} ranks x {dest.size}")
+        fn = call.choose(algorithm, nbytes=dest.nbytes, count=dest.size)
+    call.settle()
+    _run(call, dest.size, dest.itemsize, fn, data, dest, root)
+    return out
+
+
+def scatter(sendbuf, recvbuf, root=0, *, comm=None, algorithm=None):
+    """Send block i of ``sendbuf`` on ``root`` into ``recvbuf`` on rank i; return recvbuf.
+
+    ``sendbuf`` (N blocks) matters only on the root. ``recvbuf=MPI.IN_PLACE``
+    on the root leaves its block where it is (and returns None there).
+    Per rank, N = 3: root's ``[1 1 2 2 3 3]`` -> ``[1 1]``, ``[2 2]``, ``[3 3]``.
+    """
+    return _scatter(Call("scatter", comm), lambda: (sendbuf, recvbuf), root, algorithm)
+
+
+# -- reduce_scatter --------------------------------------------------------
+
+def _reduce_scatter(call, bufs, counts, op, algorithm):
+    with call.checking():
+        sendbuf, recvbuf = bufs()
+        n = call.size
+        if _is_in_place(sendbuf):
+            full = as_array("recvbuf", recvbuf, writable=True)
+        else:
+            full = as_array("sendbuf", sendbuf)
+        if counts is None:
+            if full.size % n:
+                raise ArgumentError(
+                    f"{'recvbuf' if _is_in_place(sendbuf) else 'sendbuf'}: expected a multiple "
+                    f"of {n} elements (equal blocks); got {full.size}", MPI.ERR_COUNT)
+            counts = [full.size // n] * n
+        else:
+            counts = check_counts("recvcounts", counts, n)
+            total = sum(counts)
+            if _is_in_place(sendbuf):
+                if full.size < total:
+                    raise ArgumentError(
+                        f"recvbuf: expected at least sum(recvcounts) = {total} elements "
+                        f"(in place it holds the input); got {full.size}", MPI.ERR_COUNT)
+                full = full[:total]
+            else:
+                check_size("sendbuf", full, total, "sum(recvcounts)")
+        mine = counts[call.rank]
+        if _is_in_place(sendbuf):
+            out, dest = recvbuf, full[:mine]
+        else:
+            block_shape = (mine,)
+            if np.ndim(sendbuf) > 1 and np.shape(sendbuf)[0] == n and len(set(counts)) == 1:
+                block_shape = np.shape(sendbuf)[1:]
+            out, dest = _recv_array("recvbuf", recvbuf, full.dtype, mine,
+                                    f"recvcounts[{call.rank}]", block_shape)
+            dest = out.reshape(-1) if dest is None else dest
+        check_op(op, full.dtype)
+        fn = call.choose(algorithm, op=op, nbytes=full.nbytes, count=full.size)
+    call.settle()
+    if _is_in_place(sendbuf):
+        full = full.copy()         # the result overwrites the start of the input
+    _run(call, full.size, full.itemsize, fn, full, dest, counts, op)
+    return out
+
+
+def reduce_scatter_block(sendbuf, recvbuf=None, op=MPI.SUM, *, comm=None, algorithm=None):
+    """Reduce ``sendbuf`` (N equal blocks) with ``op``; rank i gets block i.
+
+    Per rank, N = 2, SUM: ``[1 2]``, ``[10 20]`` -> ``[11]``, ``[22]``.
+    ``sendbuf=MPI.IN_PLACE``: ``recvbuf`` holds the input; the result goes to its start.
+    """
+    return _reduce_scatter(Call("reduce_scatter", comm), lambda: (sendbuf, recvbuf),
+                           None, op, algorithm)
+
+
+def reduce_scatter(sendbuf, recvbuf=None, recvcounts=None, op=MPI.SUM, *, comm=None,
+                   algorithm=None):
+    """Reduce ``sendbuf`` with ``op``; rank i gets the ``recvcounts[i]`` elements of block i.
+
+    ``recvcounts=None`` means N equal blocks (as :func:`reduce_scatter_block`).
+    Per rank, N = 2, counts [1, 2], SUM: ``[1 2 3]``, ``[10 20 30]`` -> ``[11]``, ``[22 33]``.
+    """
+    return _reduce_scatter(Call("reduce_scatter", comm), lambda: (sendbuf, recvbuf),
+                           recvcounts, op, algorithm)
+
+
+# -- alltoall --------------------------------------------------------------
+
+def _alltoall(call, bufs, algorithm):
+    with call.checking():
+        sendbuf, recvbuf = bufs()
+        n = call.size
+        if _is_in_place(sendbuf):
+            out = recvbuf
+            dest = as_array("recvbuf", recvbuf, writable=True)
+            data = dest
+        else:
+            data = as_array("sendbuf", sendbuf)
+            out, dest = _recv_array("recvbuf", recvbuf, data.dtype, data.size,
+                                    "as many as sendbuf", np.shape(sendbuf))
+            dest = out.reshape(-1) if dest is None else dest
+        if data.size % n:
+            raise ArgumentError(
+                f"{'recvbuf' if data is dest else 'sendbuf'}: expected a multiple of {n} "
+                f"elements (one block per rank); got {data.size}", MPI.ERR_COUNT)
+        fn = call.choose(algorithm, nbytes=data.nbytes // n, count=data.size // n)
+    call.settle()
+    if data is dest:
+        data = data.copy()
+    _run(call, data.size, data.itemsize, fn, data, dest)
+    return out
+
+
+def alltoall(sendbuf, recvbuf=None, *, comm=None, algorithm=None):
+    """Send block j of ``sendbuf`` to rank j; block i of ``recvbuf`` comes from rank i.
+
+    Per rank, N = 2: ``[a0 a1]``, ``[b0 b1]`` -> ``[a0 b0]``, ``[a1 b1]``.
+    """
+    return _alltoall(Call("alltoall", comm), lambda: (sendbuf, recvbuf), algorithm)
+
+
+# -- barrier ---------------------------------------------------------------
+
+def _barrier(call, algorithm):
+    with call.checking():
+        fn = call.choose(algorithm)
+    call.settle()
+    if call.size > 1:
+        fn(call.ctx())
+
+
+def barrier(*, comm=None, algorithm=None):
+    """Block until every rank of ``comm`` has called barrier."""
+    _barrier(Call("barrier", comm), algorithm)

@@ -1,0 +1,282 @@
+"""``P2PComm``: a drop-in ``mpi4py.MPI.Intracomm`` whose collectives are mpicoll's.
+
+::
+
+    from mpi4py import MPI
+    import mpicoll
+    comm = mpicoll.P2PComm(MPI.COMM_WORLD, allreduce="ring", bcast="pipeline")
+    comm.Allreduce(sendbuf, recvbuf, op=MPI.SUM)   # runs allreduce_ring
+    comm.Send(...), comm.Split(...)                # the wrapped communicator's own
+
+Bcast, Reduce, Allreduce, Gather, Allgather, Scatter, Reduce_scatter_block,
+Reduce_scatter, Alltoall and Barrier accept mpi4py's buffer forms (``buf``,
+``[buf, datatype]``, ``[buf, count]``, ``[buf, count, datatype]``,
+``[buf, (count, displ), datatype]``, ``MPI.IN_PLACE`` or None where MPI allows
+in-place), for predefined datatypes. Errors are :class:`mpicoll.ArgumentError`,
+an ``MPI.Exception`` with MPI's error class.
+"""
+import operator
+
+import numpy as np
+from mpi4py import MPI
+from mpi4py.util import dtlib
+
+from . import collectives as _c
+from ._buffers import is_cupy
+from ._call import Call
+from ._errors import ArgumentError, ArgumentTypeError, describe
+from ._registry import PRIMITIVES, lookup
+
+__all__ = ["P2PComm"]
+
+
+def _to_dtype(argname, datatype):
+    if isinstance(datatype, str):
+        try:
+            datatype = MPI.Datatype.fromcode(datatype)
+        except (ValueError, KeyError):
+            raise ArgumentTypeError(f"{argname}: unknown datatype code {datatype!r}") from None
+    if not isinstance(datatype, MPI.Datatype) or datatype == MPI.DATATYPE_NULL:
+        raise ArgumentTypeError(
+            f"{argname}: expected an MPI datatype (e.g. MPI.DOUBLE); got {describe(datatype)}")
+    if not datatype.is_predefined:
+        raise ArgumentError(
+            f"{argname}: mpicoll supports predefined MPI datatypes; got a derived datatype "
+            f"({datatype.Get_name() or 'unnamed'})", MPI.ERR_TYPE)
+    try:
+        return dtlib.to_numpy_dtype(datatype)
+    except (ValueError, KeyError, TypeError):
+        raise ArgumentError(
+            f"{argname}: datatype {datatype.Get_name()} has no NumPy equivalent", MPI.ERR_TYPE) from None
+
+
+def _base_array(argname, buf):
+    if isinstance(buf, np.ndarray) or is_cupy(buf):
+        return buf
+    try:
+        mem = memoryview(buf)
+    except TypeError:
+        raise ArgumentTypeError(
+            f"{argname}: expected a buffer (NumPy array, bytearray, array.array, ...) or an "
+            f"mpi4py buffer specification [buf, count, datatype]; got {describe(buf)}") from None
+    try:
+        return np.frombuffer(mem, dtype=np.dtype(mem.format)) if mem.format else np.frombuffer(mem, np.uint8)
+    except (ValueError, TypeError):
+        return np.frombuffer(mem, np.uint8)
+
+
+def _index(argname, value):
+    if isinstance(value, (bool, np.bool_)):
+        raise ArgumentTypeError(f"{argname}: expected a non-negative integer count; got {value!r}")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise ArgumentTypeError(
+            f"{argname}: expected a non-negative integer count; got {describe(value)}") from None
+    if value < 0:
+        raise ArgumentError(f"{argname}: expected a non-negative count; got {value}", MPI.ERR_COUNT)
+    return value
+
+
+def parse_bufspec(argname, spec, *, blocks=1):
+    """mpi4py buffer specification -> flat NumPy array (or MPI.IN_PLACE).
+
+    ``blocks``: for BufSpecB arguments (Gather's recvbuf, Scatter's sendbuf)
+    a given count is per rank, so ``count * blocks`` elements are used.
+    """
+    if spec is None or spec is MPI.IN_PLACE:
+        return MPI.IN_PLACE
+    count = displ = datatype = None
+    if isinstance(spec, (list, tuple)):
+        items = list(spec)
+        if len(items) == 2:
+            buf, second = items
+            if isinstance(second, (MPI.Datatype, str)):
+                datatype = second
+            else:
+                count = second
+        elif len(items) == 3:
+            buf, count, datatype = items
+        else:
+            raise ArgumentTypeError(
+                f"{argname}: expected buf, [buf, datatype], [buf, count], [buf, count, datatype] "
+                f"or [buf, (count, displ), datatype]; got a {type(spec).__name__} of {len(items)} items "
+                f"(vector forms belong to the v-collectives)")
+        if isinstance(count, (list, tuple)):
+            if len(count) != 2:
+                raise ArgumentTypeError(f"{argname}: expected count or (count, displ); got {count!r}")
+            count, displ = count
+    else:
+        buf = spec
+    base = _base_array(argname, buf)
+    if is_cupy(base):
+        return base    # collectives' own checks give the clear CuPy error
+    if not base.flags.c_contiguous:
+        return base    # as_array reports it
+    flat = base.reshape(-1)
+    if datatype is not None:
+        dtype = _to_dtype(argname, datatype)
+        if dtype != flat.dtype:
+            if flat.nbytes % dtype.itemsize:
+                raise ArgumentError(
+                    f"{argname}: buffer of {flat.nbytes} bytes is not a whole number of "
+                    f"{datatype.Get_name() if isinstance(datatype, MPI.Datatype) else datatype} "
+                    f"elements", MPI.ERR_BUFFER)
+            flat = flat.view(np.uint8).view(dtype)
+    start = 0 if displ is None else _index(f"{argname} displacement", displ)
+    if count is not None:
+        n = _index(f"{argname} count", count) * blocks
+        if start + n > flat.size:
+            raise ArgumentError(
+                f"{argname}: count {n} (from displacement {start}) exceeds the buffer's "
+                f"{flat.size} elements", MPI.ERR_TRUNCATE)
+        flat = flat[start:start + n]
+    elif start:
+        flat = flat[start:]
+    return flat
+
+
+class P2PComm(MPI.Intracomm):
+    """An ``MPI.Intracomm`` whose collectives run mpicoll's hand-written algorithms.
+
+    ``P2PComm(comm, **choices)`` shares ``comm``'s handle (nothing is
+    duplicated or freed); ``choices`` maps primitive names to algorithm
+    names, e.g. ``allreduce="ring"``; unnamed primitives use
+    ``MPICOLL_<PRIMITIVE>_ALGORITHM`` or ``auto``. ``Dup()`` and ``Clone()``
+    keep the choices.
+    """
+
+    def __new__(cls, comm=None, *args, **kwargs):
+        return super().__new__(cls, comm)
+
+    def __init__(self, comm=None, **choices):
+        if comm is not None and not isinstance(comm, MPI.Intracomm):
+            raise ArgumentTypeError(
+                f"comm: expected an mpi4py.MPI.Intracomm; got {describe(comm)}", MPI.ERR_COMM)
+        for prim, name in choices.items():
+            if prim not in PRIMITIVES:
+                raise ArgumentError(
+                    f"{prim}: not a primitive; expected keywords among {', '.join(PRIMITIVES)}")
+            if name != "auto":
+                lookup(prim, name)
+        self._choices = dict(choices)
+
+    @property
+    def choices(self):
+        """The algorithm chosen per primitive (a copy)."""
+        return dict(getattr(self, "_choices", {}))
+
+    def _algo(self, primitive):
+        return getattr(self, "_choices", {}).get(primitive)
+
+    def _call(self, primitive):
+        return Call(primitive, self)
+
+    def Dup(self, info=None):
+        new = super().Dup(info) if info is not None else super().Dup()
+        new._choices = self.choices
+        return new
+
+    def Clone(self):
+        new = super().Clone()
+        new._choices = self.choices
+        return new
+
+    # -- collectives -------------------------------------------------------
+    def Bcast(self, buf, root=0):
+        _c._bcast(self._call("bcast"), lambda: (parse_bufspec("buf", buf),), root,
+                  self._algo("bcast"))
+
+    def Reduce(self, sendbuf, recvbuf, op=MPI.SUM, root=0):
+        def bufs():
+            s = parse_bufspec("sendbuf", sendbuf)
+            is_root = isinstance(root, int) and root == self.Get_rank()
+            r = parse_bufspec("recvbuf", recvbuf) if is_root else None
+            if is_root and s is not MPI.IN_PLACE and r is not MPI.IN_PLACE and isinstance(r, np.ndarray):
+                r = r[:s.size] if r.size > s.size else r
+            return s, r
+        _c._reduce(self._call("reduce"), bufs, op, root, self._algo("reduce"))
+
+    def Allreduce(self, sendbuf, recvbuf, op=MPI.SUM):
+        def bufs():
+            s = parse_bufspec("sendbuf", sendbuf)
+            r = parse_bufspec("recvbuf", recvbuf)
+            if r is MPI.IN_PLACE:
+                raise ArgumentError("recvbuf: expected a buffer; got MPI.IN_PLACE", MPI.ERR_BUFFER)
+            if s is not MPI.IN_PLACE and isinstance(r, np.ndarray) and r.size > s.size:
+                r = r[:s.size]
+            return s, r
+        _c._allreduce(self._call("allreduce"), bufs, op, self._algo("allreduce"))
+
+    def Gather(self, sendbuf, recvbuf, root=0):
+        n = self.Get_size()
+
+        def bufs():
+            s = parse_bufspec("sendbuf", sendbuf)
+            is_root = isinstance(root, int) and root == self.Get_rank()
+            r = parse_bufspec("recvbuf", recvbuf, blocks=n) if is_root else None
+            return s, r
+        _c._gather(self._call("gather"), bufs, root, self._algo("gather"))
+
+    def Allgather(self, sendbuf, recvbuf):
+        n = self.Get_size()
+        _c._allgather(self._call("allgather"),
+                      lambda: (parse_bufspec("sendbuf", sendbuf),
+                               parse_bufspec("recvbuf", recvbuf, blocks=n)),
+                      self._algo("allgather"))
+
+    def Scatter(self, sendbuf, recvbuf, root=0):
+        n = self.Get_size()
+
+        def bufs():
+            is_root = isinstance(root, int) and root == self.Get_rank()
+            s = parse_bufspec("sendbuf", sendbuf, blocks=n) if is_root else None
+            r = parse_bufspec("recvbuf", recvbuf)
+            if r is MPI.IN_PLACE and not is_root:
+                r = None
+            return s, r
+        _c._scatter(self._call("scatter"), bufs, root, self._algo("scatter"))
+
+    def Reduce_scatter_block(self, sendbuf, recvbuf, op=MPI.SUM):
+        def bufs():
+            s = parse_bufspec("sendbuf", sendbuf)
+            r = parse_bufspec("recvbuf", recvbuf)
+            if s is not MPI.IN_PLACE and isinstance(r, np.ndarray):
+                want = s.size // self.Get_size()
+                r = r[:want] if r.size > want else r
+            return s, r
+        _c._reduce_scatter(self._call("reduce_scatter"), bufs, None, op,
+                           self._algo("reduce_scatter"))
+
+    def Reduce_scatter(self, sendbuf, recvbuf, recvcounts=None, op=MPI.SUM):
+        call = self._call("reduce_scatter")
+        if recvcounts is None:
+            # mpi4py's rule: each rank's receive count comes from its recvbuf.
+            r = parse_bufspec("recvbuf", recvbuf)
+            mine = np.array([r.size if isinstance(r, np.ndarray) else -1], dtype=np.int64)
+            every = np.empty(call.size, dtype=np.int64)
+            call.pcomm.Allgather(mine, every)
+            recvcounts = [int(c) for c in every]
+            if min(recvcounts) < 0:
+                raise ArgumentError(
+                    "recvcounts: None needs a sized recvbuf on every rank to take counts from; "
+                    "pass recvcounts explicitly", MPI.ERR_COUNT)
+
+        def bufs():
+            s = parse_bufspec("sendbuf", sendbuf)
+            r = parse_bufspec("recvbuf", recvbuf)
+            if s is not MPI.IN_PLACE and isinstance(r, np.ndarray):
+                mine = recvcounts[self.Get_rank()] if len(recvcounts) == self.Get_size() else r.size
+                r = r[:mine] if r.size > mine else r
+            return s, r
+        _c._reduce_scatter(call, bufs, recvcounts, op, self._algo("reduce_scatter"))
+
+    def Alltoall(self, sendbuf, recvbuf):
+        n = self.Get_size()
+        _c._alltoall(self._call("alltoall"),
+                     lambda: (parse_bufspec("sendbuf", sendbuf, blocks=n),
+                              parse_bufspec("recvbuf", recvbuf, blocks=n)),
+                     self._algo("alltoall"))
+
+    def Barrier(self):
+        _c._barrier(self._call("barrier"), self._algo("barrier"))

@@ -1,0 +1,241 @@
+"""The torch.distributed calls the seed uses, on NumPy arrays, over mpicoll.
+
+Port a seed example by changing its import and its tensors::
+
+    import mpicoll.distributed as dist
+    dist.init_process_group(backend="p2p")            # or "native"
+    x = np.array([dist.get_rank() + 1] * 5, dtype=np.float32)
+    dist.all_reduce(x, op=dist.ReduceOp.SUM)          # in place, like torch
+
+Backends: ``"p2p"`` (mpicoll's hand-written algorithms; the seed's
+``"nccl"`` and ``"gloo"`` map here) and ``"native"`` (the MPI library's own
+collectives; ``"mpi"`` maps here). ``algorithms={"all_reduce": "ring", ...}``
+(torch or MPI primitive names) picks algorithms for the p2p backend.
+"""
+import enum
+
+import numpy as np
+from mpi4py import MPI
+
+from . import collectives as _c
+from ._call import Call
+from ._errors import ArgumentError, ArgumentTypeError, describe
+from ._registry import PRIMITIVES, lookup
+
+__all__ = ["ReduceOp", "init_process_group", "destroy_process_group", "is_initialized",
+           "get_rank", "get_world_size", "get_backend", "broadcast", "reduce", "all_reduce",
+           "gather", "all_gather", "scatter", "reduce_scatter", "all_to_all_single", "barrier"]
+
+BACKENDS = {"p2p": "p2p", "nccl": "p2p", "gloo": "p2p", "native": "native", "mpi": "native"}
+
+_TORCH_NAMES = {"broadcast": "bcast", "all_reduce": "allreduce", "all_gather": "allgather",
+                "reduce_scatter": "reduce_scatter", "all_to_all": "alltoall"}
+
+
+class ReduceOp(enum.Enum):
+    """torch.distributed.ReduceOp, mapped onto MPI ops (AVG = SUM, then / N)."""
+    SUM = "SUM"
+    PRODUCT = "PROD"
+    MIN = "MIN"
+    MAX = "MAX"
+    BAND = "BAND"
+    BOR = "BOR"
+    BXOR = "BXOR"
+    AVG = "AVG"
+
+    @property
+    def mpi_op(self):
+        return MPI.SUM if self is ReduceOp.AVG else getattr(MPI, self.value)
+
+
+_state = {"comm": None, "backend": None, "algorithms": {}}
+
+
+def init_process_group(backend="p2p", *, comm=None, algorithms=None, **_ignored):
+    """Set up the group: ``comm`` (default COMM_WORLD), backend, algorithms.
+
+    torch's other keywords (``init_method``, ``world_size``, ``rank``,
+    ``timeout``) are accepted and ignored: MPI's launcher already decided them.
+    """
+    if not isinstance(backend, str) or backend.lower() not in BACKENDS:
+        raise ArgumentError(
+            f"backend: expected one of {', '.join(sorted(BACKENDS))}; got {backend!r}")
+    comm = MPI.COMM_WORLD if comm is None else comm
+    if not isinstance(comm, MPI.Intracomm):
+        raise ArgumentTypeError(f"comm: expected an mpi4py.MPI.Intracomm; got {describe(comm)}")
+    chosen = {}
+    for key, name in (algorithms or {}).items():
+        prim = _TORCH_NAMES.get(key, key)
+        if prim not in PRIMITIVES:
+            raise ArgumentError(
+                f"algorithms: {key!r} is not a primitive; expected keys among "
+                f"{', '.join(PRIMITIVES)} (or torch names {', '.join(_TORCH_NAMES)})")
+        if name != "auto":
+            lookup(prim, name)
+        chosen[prim] = name
+    _state.update(comm=comm, backend=BACKENDS[backend.lower()], algorithms=chosen)
+
+
+def destroy_process_group():
+    _state.update(comm=None, backend=None, algorithms={})
+
+
+def is_initialized():
+    return _state["comm"] is not None
+
+
+def _group():
+    if _state["comm"] is None:
+        raise RuntimeError("mpicoll.distributed: call init_process_group() first")
+    return _state["comm"]
+
+
+def _algo(primitive):
+    if _state["backend"] == "native":
+        return "native"
+    return _state["algorithms"].get(primitive)
+
+
+def get_rank():
+    return _group().Get_rank()
+
+
+def get_world_size():
+    return _group().Get_size()
+
+
+def get_backend():
+    _group()
+    return _state["backend"]
+
+
+def _op(op):
+    if isinstance(op, ReduceOp):
+        return op
+    if isinstance(op, MPI.Op):
+        return op
+    raise ArgumentTypeError(f"op: expected a mpicoll.distributed.ReduceOp; got {describe(op)}")
+
+
+def _mpi_op(op):
+    return op.mpi_op if isinstance(op, ReduceOp) else op
+
+
+def _average(tensor, op):
+    if op is ReduceOp.AVG:
+        if tensor.dtype.kind not in "fc":
+            raise ArgumentError(f"op: ReduceOp.AVG needs floating-point data; got dtype {tensor.dtype}")
+        tensor /= get_world_size()
+
+
+def broadcast(tensor, src=0):
+    """Copy ``tensor`` on ``src`` into ``tensor`` on every rank (in place)."""
+    _c._bcast(Call("bcast", _group()), lambda: (tensor,), src, _algo("bcast"))
+
+
+def reduce(tensor, dst=0, op=ReduceOp.SUM):
+    """Reduce into ``tensor`` on ``dst`` (in place); other ranks' tensors are unchanged."""
+    op = _op(op)
+    comm = _group()
+    if comm.Get_rank() == dst:
+        _c._reduce(Call("reduce", comm), lambda: (MPI.IN_PLACE, tensor), _mpi_op(op), dst,
+                   _algo("reduce"))
+        _average(tensor, op)
+    else:
+        _c._reduce(Call("reduce", comm), lambda: (tensor, None), _mpi_op(op), dst, _algo("reduce"))
+
+
+def all_reduce(tensor, op=ReduceOp.SUM):
+    """Reduce ``tensor`` across ranks, in place on every rank."""
+    op = _op(op)
+    _c._allreduce(Call("allreduce", _group()), lambda: (MPI.IN_PLACE, tensor), _mpi_op(op),
+                  _algo("allreduce"))
+    _average(tensor, op)
+
+
+def _check_list(argname, lst, n, like):
+    if not isinstance(lst, (list, tuple)):
+        raise ArgumentTypeError(f"{argname}: expected a list of {n} arrays; got {describe(lst)}")
+    if len(lst) != n:
+        raise ArgumentError(f"{argname}: expected {n} arrays (one per rank); got {len(lst)}",
+                            MPI.ERR_COUNT)
+    for i, t in enumerate(lst):
+        if not isinstance(t, np.ndarray):
+            raise ArgumentTypeError(f"{argname}[{i}]: expected a NumPy array; got {describe(t)}")
+        if t.shape != like.shape or t.dtype != like.dtype:
+            raise ArgumentError(
+                f"{argname}[{i}]: expected shape {like.shape} and dtype {like.dtype} (like tensor); "
+                f"got shape {t.shape} and dtype {t.dtype}", MPI.ERR_COUNT)
+        if not t.flags.writeable:
+            raise ArgumentError(f"{argname}[{i}]: expected a writable array; got a read-only one",
+                                MPI.ERR_BUFFER)
+
+
+def gather(tensor, gather_list=None, dst=0):
+    """Gather every rank's ``tensor`` into ``gather_list`` (a list of N arrays) on ``dst``."""
+    comm = _group()
+    n, is_dst = comm.Get_size(), comm.Get_rank() == dst
+    stage = {}
+
+    def bufs():
+        if is_dst:
+            _check_list("gather_list", gather_list, n, tensor)
+            stage["out"] = np.empty((n,) + tensor.shape, dtype=tensor.dtype)
+        return tensor, stage.get("out")
+    _c._gather(Call("gather", comm), bufs, dst, _algo("gather"))
+    if is_dst:
+        for t, row in zip(gather_list, stage["out"]):
+            t[...] = row
+
+
+def all_gather(tensor_list, tensor):
+    """Gather every rank's ``tensor`` into ``tensor_list`` (N arrays) on every rank."""
+    comm = _group()
+    n = comm.Get_size()
+    stage = {}
+
+    def bufs():
+        _check_list("tensor_list", tensor_list, n, tensor)
+        stage["out"] = np.empty((n,) + tensor.shape, dtype=tensor.dtype)
+        return tensor, stage["out"]
+    _c._allgather(Call("allgather", comm), bufs, _algo("allgather"))
+    for t, row in zip(tensor_list, stage["out"]):
+        t[...] = row
+
+
+def scatter(tensor, scatter_list=None, src=0):
+    """Rank i's ``tensor`` receives ``scatter_list[i]`` from ``src``."""
+    comm = _group()
+    n, is_src = comm.Get_size(), comm.Get_rank() == src
+
+    def bufs():
+        send = None
+        if is_src:
+            _check_list("scatter_list", scatter_list, n, tensor)
+            send = np.stack(scatter_list)
+        return send, tensor
+    _c._scatter(Call("scatter", comm), bufs, src, _algo("scatter"))
+
+
+def reduce_scatter(output, input_list, op=ReduceOp.SUM):
+    """Reduce ``input_list`` (N arrays) across ranks; rank i's ``output`` gets entry i."""
+    op = _op(op)
+    comm = _group()
+    n = comm.Get_size()
+
+    def bufs():
+        _check_list("input_list", input_list, n, output)
+        return np.stack(input_list), output
+    _c._reduce_scatter(Call("reduce_scatter", comm), bufs, None, _mpi_op(op),
+                       _algo("reduce_scatter"))
+    _average(output, op)
+
+
+def all_to_all_single(output, input):  # noqa: A002 - torch's name
+    """Block j of ``input`` goes to rank j; block i of ``output`` comes from rank i."""
+    _c._alltoall(Call("alltoall", _group()), lambda: (input, output), _algo("alltoall"))
+
+
+def barrier():
+    """Wait until every rank has entered."""
+    _c._barrier(Call("barrier", _group()), _algo("barrier"))

@@ -1,0 +1,214 @@
+"""The correctness matrix, generated from the registry.
+
+Every primitive x algorithm (native included) x dtype/op x count x root x
+in-place/out-of-place. Each result is checked against NumPy computed on the
+rank (in rank order) and, bitwise, against the native MPI collective on the
+same data. A new registered algorithm is tested without new test code.
+"""
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import mpicoll
+from refdata import OPS, data, reduce_ref
+
+comm = MPI.COMM_WORLD
+N, RANK = comm.Get_size(), comm.Get_rank()
+
+# (dtype, op) cases for reductions: every valid built-in op, a commutative
+# and a non-commutative user op. The first two run at every count.
+REDUCE_CASES = [
+    ("float64", "SUM"), ("int32", "SUM"),
+    ("int32", "PROD"), ("int32", "MIN"), ("int32", "MAX"), ("int32", "LAND"),
+    ("int32", "LOR"), ("int32", "LXOR"), ("int32", "BAND"), ("int32", "BOR"),
+    ("int32", "BXOR"), ("uint8", "SUM"), ("uint8", "BXOR"), ("int64", "PROD"),
+    ("float32", "MIN"), ("float64", "MAX"), ("float64", "PROD"),
+    ("complex128", "SUM"), ("complex64", "PROD"), ("bool", "LAND"), ("bool", "LOR"),
+    ("bool", "LXOR"), ("float64", "USER_ADD"), ("complex128", "AFFINE"),
+]
+MOVE_DTYPES = ["float64", "int32", "uint8", "complex128", "bool", "int16"]
+
+
+def counts():
+    """0, 1, fewer than the ranks, not divisible by the ranks, large."""
+    cs = {0, 1, max(N - 1, 0), 2 * N + 1, 7}
+    return sorted(cs) + [100003]
+
+
+def roots():
+    return list(range(N)) if N <= 5 else [0, N // 2, N - 1]
+
+
+def cases_for(primitive, fn):
+    """Yield (dtype, opname, count) for a primitive/algorithm."""
+    big = counts()[-1]
+    if primitive in ("reduce", "allreduce", "reduce_scatter"):
+        for k, (dt, opname) in enumerate(REDUCE_CASES):
+            if fn.commutative_only and not OPS[opname].is_commutative:
+                continue
+            cs = counts() if k < 2 else [1, 2 * N + 1]
+            for c in cs:
+                yield dt, opname, c
+    else:
+        for k, dt in enumerate(MOVE_DTYPES):
+            for c in (counts() if k < 2 else [1, 2 * N + 1]):
+                yield dt, None, c
+
+
+def all_algorithms():
+    return [(p, a) for p in mpicoll.PRIMITIVES for a in mpicoll.algorithms(p) if p != "barrier"]
+
+
+def assert_same(got, want, what):
+    assert got.dtype == want.dtype, what
+    assert got.shape == want.shape, what
+    # Bitwise equality (data are exact); NaN-free by construction.
+    assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (
+        f"{what}: got {got[:8]}... want {want[:8]}...")
+
+
+def run_case(primitive, algo, dt, opname, c, root, in_place):
+    """Run one call with ``algo`` and with native; return (got, native, ref)."""
+    op = OPS[opname] if opname else None
+    mine = data(RANK, c, dt, opname or "SUM")
+    every = [data(r, c, dt, opname or "SUM") for r in range(N)]
+    out = {}
+    for name in (algo, "native"):
+        kw = dict(algorithm=name)
+        if primitive == "bcast":
+            buf = mine.copy() if RANK == root else np.zeros(c, dt)
+            out[name] = mpicoll.bcast(buf, root, **kw)
+            ref = every[root]
+        elif primitive == "reduce":
+            if in_place and RANK == root:
+                buf = mine.copy()
+                res = mpicoll.reduce(MPI.IN_PLACE, buf, op, root, **kw)
+                assert res is buf
+            else:
+                res = mpicoll.reduce(mine, None, op, root, **kw)
+            out[name] = res if RANK == root else np.zeros(c, dt)
+            ref = reduce_ref(every, opname, dt) if RANK == root else np.zeros(c, dt)
+            if RANK != root:
+                assert res is None
+        elif primitive == "allreduce":
+            if in_place:
+                buf = mine.copy()
+                out[name] = mpicoll.allreduce(MPI.IN_PLACE, buf, op, **kw)
+            else:
+                out[name] = mpicoll.allreduce(mine, np.empty(c, dt), op, **kw)
+            ref = reduce_ref(every, opname, dt)
+        elif primitive == "gather":
+            if in_place and RANK == root:
+                buf = np.zeros((N, c), dt)
+                buf[root] = mine
+                res = mpicoll.gather(MPI.IN_PLACE, buf, root, **kw)
+            else:
+                res = mpicoll.gather(mine, None, root, **kw)
+            out[name] = res if RANK == root else np.zeros((N, c), dt)
+            ref = np.array(every).reshape(N, c) if RANK == root else np.zeros((N, c), dt)
+        elif primitive == "allgather":
+            if in_place:
+                buf = np.zeros((N, c), dt)
+                buf[RANK] = mine
+                out[name] = mpicoll.allgather(MPI.IN_PLACE, buf, **kw)
+            else:
+                out[name] = mpicoll.allgather(mine, np.empty((N, c), dt), **kw)
+            ref = np.array(every).reshape(N, c)
+        elif primitive == "scatter":
+            full = np.concatenate([data(r, c, dt, "SUM", salt=9) for r in range(N)]) if N else None
+            send = full.copy() if RANK == root else None
+            if in_place and RANK == root:
+                res = mpicoll.scatter(send, MPI.IN_PLACE, root, **kw)
+                assert res is None
+                out[name] = send[root * c:(root + 1) * c].copy()
+                assert np.array_equal(send, full)
+            else:
+                out[name] = mpicoll.scatter(send, np.empty(c, dt), root, **kw)
+            ref = full[RANK * c:(RANK + 1) * c]
+        elif primitive == "reduce_scatter":
+            # Uneven counts: rank i receives c + i % 2 elements (sum is not a multiple of N).
+            rc = [c + (i % 2) for i in range(N)] if root == 0 else [c] * N
+            total = sum(rc)
+            mine_full = data(RANK, total, dt, opname)
+            red = reduce_ref([data(r, total, dt, opname) for r in range(N)], opname, dt)
+            off = int(np.sum(rc[:RANK]))
+            ref = red[off:off + rc[RANK]]
+            if in_place:
+                buf = mine_full.copy()
+                res = mpicoll.reduce_scatter(MPI.IN_PLACE, buf, rc, op, **kw)
+                out[name] = res[:rc[RANK]].copy()
+            elif root == 0:
+                out[name] = mpicoll.reduce_scatter(mine_full, None, rc, op, **kw)
+            else:
+                out[name] = mpicoll.reduce_scatter_block(mine_full, None, op, **kw)
+        elif primitive == "alltoall":
+            send = np.concatenate([data(RANK * N + j, c, dt) for j in range(N)])
+            ref = np.concatenate([data(i * N + RANK, c, dt) for i in range(N)])
+            if in_place:
+                buf = send.copy()
+                out[name] = mpicoll.alltoall(MPI.IN_PLACE, buf, **kw)
+            else:
+                out[name] = mpicoll.alltoall(send, None, **kw)
+            assert np.array_equal(send, np.concatenate([data(RANK * N + j, c, dt) for j in range(N)]))
+        else:
+            raise AssertionError(primitive)
+    # The caller's input is never modified.
+    assert np.array_equal(mine, data(RANK, c, dt, opname or "SUM"))
+    return out[algo], out["native"], np.asarray(ref).astype(dt)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("primitive,algo", all_algorithms())
+def test_matrix(primitive, algo):
+    fn = mpicoll.algorithm_info(primitive, algo)
+    rooted = primitive in ("bcast", "reduce", "gather", "scatter")
+    ncalls = 0
+    for dt, opname, c in cases_for(primitive, fn):
+        big = c == counts()[-1]
+        for root in (roots() if rooted else [0, 1] if primitive == "reduce_scatter" else [0]):
+            if root >= N:
+                continue
+            if big and root not in (0, N - 1):
+                continue
+            for in_place in (False, True):
+                if primitive == "bcast" and in_place:
+                    continue
+                what = f"{primitive}/{algo} N={N} dtype={dt} op={opname} count={c} root={root} in_place={in_place} rank={RANK}"
+                got, native, ref = run_case(primitive, algo, dt, opname, c, root, in_place)
+                assert_same(got, ref, what + " vs NumPy")
+                assert_same(got, native, what + " vs native")
+                ncalls += 1
+    assert ncalls > 0
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("algo", mpicoll.algorithms("allreduce"))
+def test_allreduce_bitwise_identical_floats(algo):
+    """Non-exact float data: every rank must still hold the same bits."""
+    op = MPI.SUM
+    fn = mpicoll.algorithm_info("allreduce", algo)
+    for c in (1, 2 * N + 1, 1000):
+        rng = np.random.default_rng(1234 + RANK)
+        x = rng.standard_normal(c) * 10.0 ** rng.integers(-8, 8, c)
+        y = mpicoll.allreduce(x, algorithm=algo, op=op)
+        every = np.empty((N, c))
+        comm.Allgather(y, every)
+        assert all(np.array_equal(every[0].view(np.uint8), e.view(np.uint8)) for e in every)
+        np.testing.assert_allclose(y, comm.allreduce(x, op=MPI.SUM), rtol=1e-9, atol=1e-300)
+    assert fn.primitive == "allreduce"
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("algo", mpicoll.algorithms("barrier"))
+def test_barrier(algo):
+    """No rank leaves before the last one enters (the last rank sleeps)."""
+    import time
+    for _ in range(3):
+        start = MPI.Wtime()
+        if RANK == N - 1:
+            time.sleep(0.05)
+        mpicoll.barrier(algorithm=algo)
+        left = MPI.Wtime()
+        # Everyone must have waited for the sleeper: its entry time is after all starts.
+        entered = comm.allgather(start + (0.05 if RANK == N - 1 else 0.0))
+        assert left >= max(entered) - 1e-3 or N == 1
