@@ -34,7 +34,7 @@ def check_dtype(argname, dtype):
         else:
             # mpi4py's own typecode table: what it uses to send this array.
             try:
-                if dtype.fields is not None or dtype.subdtype is not None:
+                if dtype.kind not in "biufc" or dtype.fields is not None or dtype.subdtype is not None:
                     raise ValueError(dtype)
                 mpitype = MPI.Datatype.fromcode(dtype.char)
                 if mpitype == MPI.DATATYPE_NULL or mpitype.Get_size() != dtype.itemsize:

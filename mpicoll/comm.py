@@ -239,7 +239,7 @@ class P2PComm(MPI.Intracomm):
 
     def Reduce_scatter_block(self, sendbuf, recvbuf, op=MPI.SUM):
         def bufs():
-            s = parse_bufspec("sendbuf", sendbuf)
+            s = parse_bufspec("sendbuf", sendbuf, blocks=self.Get_size())
             r = parse_bufspec("recvbuf", recvbuf)
             if s is not MPI.IN_PLACE and isinstance(r, np.ndarray):
                 want = s.size // self.Get_size()

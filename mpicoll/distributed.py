@@ -71,7 +71,10 @@ def init_process_group(backend="p2p", *, comm=None, algorithms=None, **_ignored)
                 f"algorithms: {key!r} is not a primitive; expected keys among "
                 f"{', '.join(PRIMITIVES)} (or torch names {', '.join(_TORCH_NAMES)})")
         if name != "auto":
-            lookup(prim, name)
+            try:
+                lookup(prim, name)
+            except ArgumentError as exc:
+                raise ArgumentError(f"algorithms[{key!r}]: {exc}") from None
         chosen[prim] = name
     _state.update(comm=comm, backend=BACKENDS[backend.lower()], algorithms=chosen)
 
