@@ -57,12 +57,11 @@ def check_op(op, dtype, *, argname="op"):
     entry = OPS.get(op.handle)
     if entry is None:
         if op.is_predefined:
-            supported = ", ".join(v[0] for v in OPS.values())
+            supported = ", ".join(f"MPI.{name}" for name, _ in OPS.values())
             raise ArgumentError(
-                f"{argname}: expected one of MPI.{', MPI.'.join(n for n in supported.split(', '))} "
-                f"or a user op; got a predefined op mpicoll does not support "
-                f"(MAXLOC, MINLOC, REPLACE and NO_OP need pair types or one-sided semantics)",
-                MPI.ERR_OP)
+                f"{argname}: expected one of {supported} or a user op; got a predefined op "
+                f"mpicoll does not support (MAXLOC, MINLOC, REPLACE and NO_OP need pair "
+                f"types or one-sided semantics)", MPI.ERR_OP)
         return  # user op: valid for any datatype the user function accepts
     name = entry[0]
     if dtype.kind not in _VALID_KINDS[name]:
