@@ -24,7 +24,8 @@ def test_mpi_suite(n):
             "-p", "no:cacheprovider", "--timeout=600", "--timeout-method=thread", HERE_MPI]
     proc = run_mpi(n, argv, timeout=JOB_TIMEOUT)
     out = proc.stdout + proc.stderr
-    summaries = re.findall(r"^=*\s*(\d+) passed.*$", out, re.M)
+    # Ranks share stdout, so summary lines can run together: count, don't anchor.
+    summaries = re.findall(r"(\d+) passed in ", out)
     assert proc.returncode == 0 and len(summaries) == n, (
         f"MPI suite at N={n} failed (exit {proc.returncode}):\n{out[-20000:]}")
-    assert not re.search(r"\b\d+ failed\b", out), out[-20000:]
+    assert not re.search(r"\b\d+ (failed|errors?)\b", out), out[-20000:]
