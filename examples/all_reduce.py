@@ -1,0 +1,29 @@
+"""The seed's all_reduce example on mpicoll.distributed: every rank gets the sum of [rank+1]*5.
+
+Run: mpirun -n 3 python examples/all_reduce.py
+"""
+import numpy as np
+
+import mpicoll.distributed as dist
+from mpicoll._failfast import run_main
+from _seedprint import print_ranks
+
+
+def init_process():
+    dist.init_process_group(backend="p2p")
+
+
+def example_all_reduce():
+    tensor = np.array([dist.get_rank() + 1] * 5, dtype=np.float32)
+    print_ranks(f"Before all_reduce on rank {dist.get_rank()}: {tensor}")
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    print_ranks(f"After all_reduce on rank {dist.get_rank()}: {tensor}")
+
+
+def main():
+    init_process()
+    example_all_reduce()
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,39 @@
+"""The seed's ring allreduce: all_reduce with the ring algorithm, and the 2(N-1)K/N elements each rank sends.
+
+Run: mpirun -n 3 python examples/ring_allreduce.py
+The seed's numbers: N GPUs, a tensor of K = 5 values; each rank sends N-1
+chunks in the reduce-scatter ring and N-1 in the allgather ring, about K/N
+values each (chunks differ by one element when N does not divide K).
+"""
+import numpy as np
+
+import mpicoll
+import mpicoll.distributed as dist
+from mpicoll._failfast import run_main
+from _seedprint import print_ranks
+
+
+def init_process():
+    dist.init_process_group(backend="p2p", algorithms={"all_reduce": "ring"})
+
+
+def example_ring_allreduce():
+    rank, n = dist.get_rank(), dist.get_world_size()
+    tensor = np.array([rank + 1] * 5, dtype=np.float32)
+    print_ranks(f"Before ring all_reduce on rank {rank}: {tensor}")
+    with mpicoll.traffic() as t:
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    print_ranks(f"After ring all_reduce on rank {rank}: {tensor}")
+    k = tensor.size
+    chunks = ",".join(str(len(c)) for c in np.array_split(tensor, n))
+    print_ranks(f"Rank {rank} sent {t.sent_elements} elements in {t.sent_msgs} messages "
+                f"(2(N-1)K/N = {2 * (n - 1) * k / n:.4g} on average; chunks of {chunks} elements)")
+
+
+def main():
+    init_process()
+    example_ring_allreduce()
+
+
+if __name__ == "__main__":
+    run_main(main)

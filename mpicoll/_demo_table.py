@@ -1,0 +1,144 @@
+"""The demo's traffic table: one call per primitive and algorithm, measured vs exact schedule vs textbook."""
+import sys
+
+import numpy as np
+from mpi4py import MPI
+
+from . import collectives as C
+from ._context import traffic
+from ._demo_out import CheckFailed, fmt_value, same
+from ._demo_traffic import SCHEDULES, block_primitive, check_textbook, chunks_text, per_rank
+from ._registry import algorithms
+from .coll._common import split
+
+__all__ = ["show_traffic"]
+
+
+def _table_call(comm, prim, algo, k, dtype, root):
+    """Run one call of ``prim`` with ``algo`` on K elements; return (traffic records, problems)."""
+    rank, n = comm.Get_rank(), comm.Get_size()
+    x = ((np.arange(k) * 3 + rank) % 11).astype(dtype)
+    b = k // n
+    with traffic() as t:
+        if prim == "bcast":
+            got = x.copy() if rank == root else np.zeros(k, dtype)
+            want = got.copy()
+            C.bcast(got, root, algorithm=algo)
+            comm.Bcast(want, root)
+        elif prim == "reduce":
+            got = C.reduce(x, op=MPI.SUM, root=root, algorithm=algo)
+            want = np.zeros_like(x) if rank == root else None
+            comm.Reduce(x, want, MPI.SUM, root)
+        elif prim == "allreduce":
+            got = C.allreduce(x, algorithm=algo)
+            want = np.zeros_like(x)
+            comm.Allreduce(x, want, MPI.SUM)
+        elif prim == "gather":
+            got = C.gather(x[:b], root=root, algorithm=algo)
+            want = np.zeros((n, b), dtype) if rank == root else None
+            comm.Gather(x[:b], want, root)
+        elif prim == "allgather":
+            got = C.allgather(x[:b], algorithm=algo)
+            want = np.zeros((n, b), dtype)
+            comm.Allgather(x[:b], want)
+        elif prim == "scatter":
+            got = C.scatter(x if rank == root else None, np.zeros(b, dtype), root, algorithm=algo)
+            want = np.zeros(b, dtype)
+            comm.Scatter(x if rank == root else None, want, root)
+        elif prim == "reduce_scatter":
+            counts = split(k, n)
+            got = C.reduce_scatter(x, recvcounts=counts, algorithm=algo)
+            want = np.zeros(counts[rank], dtype)
+            comm.Reduce_scatter(x, want, counts, MPI.SUM)
+        elif prim == "alltoall":
+            got = C.alltoall(x, algorithm=algo)
+            want = np.zeros_like(x)
+            comm.Alltoall(x, want)
+        else:
+            C.barrier(algorithm=algo)
+            got = want = None
+    ok = (got is None and want is None) or (got is not None and want is not None and same(got, want))
+    return t.calls, [] if ok else [f"{prim}/{algo} gave {got}, native MPI {want}"]
+
+
+def show_traffic(out, comm, prims, chosen, k, dtype, root, ring_only):
+    n, rank = comm.Get_size(), comm.Get_rank()
+    b = -(-k // n)
+    out.heading("traffic per call: elements each rank sends, measured vs exact vs textbook")
+    if all(chosen.get(p) == "native" for p in prims):
+        out.say("--impl native: the MPI library's own collectives move the data; mpicoll's "
+                "counters see none of it (the walkthrough's calls recorded 0 messages). "
+                "Run with --impl p2p for the table.")
+        return
+    out.say(f"K = {k} {dtype} elements per rank's vector (gather, allgather, scatter, alltoall: "
+            f"N blocks of ceil(K/N) = {b}, so K = {n * b}); N = {n}; root {root}\n"
+            f"measured: mpicoll.traffic() counters of one call, exact: the algorithm's message "
+            f"schedule (chunks from split(K, N)); elements per rank 0..{n - 1}\n"
+            f"textbook: the formula for even chunks ('mean': exact as the mean over the ranks; "
+            f"p = 2^floor(log2 N))\n"
+            f"checked: measured == exact (elements and messages, sent and received), the textbook "
+            f"value where it applies, the result == native MPI")
+    rows, failures = [], []
+    for prim in prims:
+        if ring_only.get(prim):
+            names = [ring_only[prim]]
+        elif prim in chosen:
+            names = [chosen[prim]]
+        else:
+            names = [a for a in algorithms(prim) if a != "native"]
+        kk = n * b if block_primitive(prim) else 0 if prim == "barrier" else k
+        for algo in names:
+            calls, problems = _table_call(comm, prim, algo, kk, dtype, root)
+            if len(calls) > 1:
+                problems.append(f"{len(calls)} calls recorded for one {prim} call")
+            rec = calls[0] if calls else None
+            got = comm.gather(None if rec is None else (rec.sent_elements, rec.sent_msgs,
+                                                        rec.recv_elements, rec.recv_msgs), 0)
+            every = comm.gather(problems, 0)
+            if rank != 0:
+                continue
+            problems = [p for ps in every for p in ps]
+            meas = {key: [g[i] if g else 0 for g in got]
+                    for i, key in enumerate(("sent", "sent_msgs", "recv", "recv_msgs"))}
+            if algo == "native":
+                claim, exact = "native: inside the MPI library, counters see 0", meas
+                if any(any(v) for v in meas.values()):
+                    problems.append(f"{prim}/native recorded traffic {meas}")
+            else:
+                sched = SCHEDULES[f"{prim}/{algo}"]
+                exact = per_rank(sched.messages(n, kk, root, dtype.itemsize), n)
+                applies, agrees = check_textbook(sched, exact, n, kk, root)
+                claim = _claim(sched, n, kk, root, applies)
+                if exact != meas:
+                    problems.append(f"{prim}/{algo}: measured {meas} != exact {exact}")
+                if agrees is False:
+                    problems.append(f"{prim}/{algo}: exact {exact[sched.what if sched.what != 'msgs' else 'sent_msgs']}"
+                                    f" disagrees with the textbook {sched.text} = {fmt_value(sched.value(n, kk))}")
+            status = out.bad("MISMATCH") if problems else "ok"
+            rows.append((prim, algo, f"K={kk}", claim, " ".join(map(str, exact["sent"])),
+                         " ".join(map(str, meas["sent"])), " ".join(map(str, meas["sent_msgs"])), status))
+            failures += problems
+    if rank == 0:
+        widths = [max(len(r[i]) for r in rows) for i in range(7)] if rows else [0] * 7
+        for r in rows:
+            head = "  ".join(r[i].ljust(widths[i]) for i in range(4))
+            print(f"  {head} | exact {r[4].ljust(widths[4])} | measured {r[5].ljust(widths[5])} "
+                  f"| msgs {r[6].ljust(widths[6])} | {r[7]}")
+        sys.stdout.flush()
+    failures = comm.bcast(failures, 0)
+    if failures:
+        raise CheckFailed("; ".join(failures))
+
+
+def _claim(sched, n, k, root, applies):
+    subject = {"each": "each rank", "root": f"root {root}", "rank0": "rank 0", "total": "all ranks"}[sched.who]
+    verb = {"sent": "sends", "recv": "receives", "msgs": "sends"}[sched.what]
+    if sched.who == "total":
+        verb = verb[:-1]
+    unit = " msgs" if sched.what == "msgs" else ""
+    text = f"{subject} {verb} {sched.text}{unit} = {fmt_value(sched.value(n, k))}"
+    if applies == "mean":
+        return f"{text} (mean; uneven chunks: {chunks_text(k, n)})"
+    if applies != "exact":
+        return f"{text} (n/a: {applies})"
+    return text

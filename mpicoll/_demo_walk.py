@@ -1,0 +1,162 @@
+"""The demo's walk through the seed: each primitive on the seed's data, before/after per rank, checked against native MPI.
+
+Every ``walk_*`` function runs on every rank and returns a :class:`Step`:
+this rank's "Before"/"After" lines (None where the seed prints nothing),
+lines rank 0 prints first, the recorded traffic and the problems found when
+comparing with the MPI library's own collective on the same data.
+"""
+import numpy as np
+from mpi4py import MPI
+
+from . import distributed as dist
+from ._context import traffic
+from ._demo_out import fmt, fmt_list, same
+
+__all__ = ["Step", "WALKS", "SEED_NAMES", "TITLES"]
+
+#: The seed's word for each primitive in its printed lines.
+SEED_NAMES = {"bcast": "broadcast", "reduce": "reduce", "allreduce": "all_reduce",
+              "gather": "gather", "allgather": "all_gather", "scatter": "scatter",
+              "reduce_scatter": "ReduceScatter"}
+
+TITLES = {
+    "bcast": "broadcast: rank {root}'s [1 .. K] to every rank (dist.broadcast)",
+    "reduce": "reduce: sum of [rank+1]*K lands on rank {root} (dist.reduce, SUM)",
+    "allreduce": "all_reduce: sum of [rank+1]*K on every rank (dist.all_reduce, SUM)",
+    "gather": "gather: every rank's [rank+1]*K into a list on rank {root} (dist.gather)",
+    "allgather": "all_gather: every rank's [rank+1]*K into a list on every rank (dist.all_gather)",
+    "scatter": "scatter: rank {root}'s list [[i+1]*K for i] to rank i (dist.scatter)",
+    "reduce_scatter": "reduce_scatter: the seed's powers; rank j gets the sum of everyone's "
+                      "j-th tensor (dist.reduce_scatter, SUM)",
+}
+
+
+class Step:
+    """What one rank saw in one walkthrough call."""
+
+    __slots__ = ("before", "after", "lead", "traffic", "problems")
+
+    def __init__(self):
+        self.before = self.after = None
+        self.lead = []
+        self.traffic = None
+        self.problems = []
+
+
+def _check(step, got, want, what):
+    if not same(got, want):
+        step.problems.append(f"{what}: got {fmt(np.asarray(got))}, native MPI gives {fmt(np.asarray(want))}")
+
+
+def _run(step, fn, *args, **kwargs):
+    with traffic() as t:
+        fn(*args, **kwargs)
+    step.traffic = t.calls
+
+
+def walk_bcast(comm, k, dtype, root):
+    s, rank, name = Step(), comm.Get_rank(), SEED_NAMES["bcast"]
+    tensor = np.arange(1, k + 1, dtype=dtype) if rank == root else np.zeros(k, dtype=dtype)
+    s.before = f"Before {name} on rank {rank}: {fmt(tensor)}"
+    ref = tensor.copy()
+    comm.Bcast(ref, root)
+    _run(s, dist.broadcast, tensor, src=root)
+    s.after = f"After {name} on rank {rank}: {fmt(tensor)}"
+    _check(s, tensor, ref, "broadcast")
+    return s
+
+
+def _ones(rank, k, dtype):
+    return np.array([rank + 1] * k, dtype=dtype)
+
+
+def walk_reduce(comm, k, dtype, root):
+    s, rank, name = Step(), comm.Get_rank(), SEED_NAMES["reduce"]
+    tensor = _ones(rank, k, dtype)
+    mine = tensor.copy()
+    s.before = f"Before {name} on rank {rank}: {fmt(tensor)}"
+    ref = np.zeros_like(tensor)
+    comm.Reduce(mine, ref, MPI.SUM, root)
+    _run(s, dist.reduce, tensor, dst=root, op=dist.ReduceOp.SUM)
+    s.after = f"After {name} on rank {rank}: {fmt(tensor)}"
+    # The seed: only the dst rank's tensor changes.
+    _check(s, tensor, ref if rank == root else mine, "reduce")
+    return s
+
+
+def walk_allreduce(comm, k, dtype, root):
+    s, rank, name = Step(), comm.Get_rank(), SEED_NAMES["allreduce"]
+    tensor = _ones(rank, k, dtype)
+    s.before = f"Before {name} on rank {rank}: {fmt(tensor)}"
+    ref = np.zeros_like(tensor)
+    comm.Allreduce(tensor, ref, MPI.SUM)
+    _run(s, dist.all_reduce, tensor, op=dist.ReduceOp.SUM)
+    s.after = f"After {name} on rank {rank}: {fmt(tensor)}"
+    _check(s, tensor, ref, "all_reduce")
+    return s
+
+
+def walk_gather(comm, k, dtype, root):
+    s, rank, n, name = Step(), comm.Get_rank(), comm.Get_size(), SEED_NAMES["gather"]
+    tensor = _ones(rank, k, dtype)
+    gather_list = [np.zeros(k, dtype=dtype) for _ in range(n)] if rank == root else None
+    s.before = f"Before {name} on rank {rank}: {fmt(tensor)}"
+    ref = np.zeros((n, k), dtype=dtype) if rank == root else None
+    comm.Gather(tensor, ref, root)
+    _run(s, dist.gather, tensor, gather_list, dst=root)
+    if rank == root:                  # the seed prints the list on the dst rank only
+        s.after = f"After {name} on rank {rank}: {fmt_list(gather_list)}"
+        _check(s, np.stack(gather_list), ref, "gather")
+    return s
+
+
+def walk_allgather(comm, k, dtype, root):
+    s, rank, n, name = Step(), comm.Get_rank(), comm.Get_size(), SEED_NAMES["allgather"]
+    tensor = _ones(rank, k, dtype)
+    gather_list = [np.zeros(k, dtype=dtype) for _ in range(n)]
+    s.before = f"Before {name} on rank {rank}: {fmt(tensor)}"
+    ref = np.zeros((n, k), dtype=dtype)
+    comm.Allgather(tensor, ref)
+    _run(s, dist.all_gather, gather_list, tensor)
+    s.after = f"After {name} on rank {rank}: {fmt_list(gather_list)}"
+    _check(s, np.stack(gather_list), ref, "all_gather")
+    return s
+
+
+def walk_scatter(comm, k, dtype, root):
+    s, rank, n, name = Step(), comm.Get_rank(), comm.Get_size(), SEED_NAMES["scatter"]
+    scatter_list = None
+    if rank == root:
+        scatter_list = [np.array([i + 1] * k, dtype=dtype) for i in range(n)]
+        s.lead = [f"Rank {rank}: Tensor to scatter: {fmt_list(scatter_list)}"]
+    tensor = np.zeros(k, dtype=dtype)
+    s.before = f"Before {name} on rank {rank}: {fmt(tensor)}"
+    ref = np.zeros(k, dtype=dtype)
+    comm.Scatter(np.stack(scatter_list) if rank == root else None, ref, root)
+    _run(s, dist.scatter, tensor, scatter_list, src=root)
+    s.after = f"After {name} on rank {rank}: {fmt(tensor)}"
+    _check(s, tensor, ref, "scatter")
+    return s
+
+
+def seed_powers(rank, n, dtype):
+    """The seed's reduce_scatter input: ``[(rank+1)*1, (rank+1)*2] ** (j+1)`` for j < N."""
+    return [np.array([(rank + 1) * i for i in range(1, 3)], dtype=dtype) ** (j + 1) for j in range(n)]
+
+
+def walk_reduce_scatter(comm, k, dtype, root):
+    s, rank, n, name = Step(), comm.Get_rank(), comm.Get_size(), SEED_NAMES["reduce_scatter"]
+    input_tensor = seed_powers(rank, n, dtype)
+    output_tensor = np.zeros(2, dtype=dtype)
+    s.before = f"Before {name} on rank {rank}: {fmt_list(input_tensor)}"
+    ref = np.zeros(2, dtype=dtype)
+    comm.Reduce_scatter_block(np.stack(input_tensor), ref, MPI.SUM)
+    _run(s, dist.reduce_scatter, output_tensor, input_tensor, op=dist.ReduceOp.SUM)
+    s.after = f"After {name} on rank {rank}: {fmt(output_tensor)}"
+    _check(s, output_tensor, ref, "reduce_scatter")
+    return s
+
+
+WALKS = {"bcast": walk_bcast, "reduce": walk_reduce, "allreduce": walk_allreduce,
+         "gather": walk_gather, "allgather": walk_allgather, "scatter": walk_scatter,
+         "reduce_scatter": walk_reduce_scatter}

@@ -1,0 +1,405 @@
+"""Run ``python -m mpicoll.demo`` under mpiexec at N = 1..5 and check what it prints, parsed.
+
+The printed arrays are compared with NumPy expectations for that N, the
+traffic table's per-rank numbers with closed forms computed here, and the
+exit status with what the run should give (0 ok, 1 a failed check, 2 bad
+flags). Faults are injected through a ``python -c`` wrapper that patches a
+module before running the demo.
+"""
+import math
+import re
+import sys
+
+import numpy as np
+import pytest
+
+import mpicoll
+from launch import ROOT, run_mpi
+
+TIMEOUT = 120
+FAST = ["--sleep-scale", "0.05"]
+
+# -- parsing ------------------------------------------------------------------
+
+_LINE = re.compile(r"^(Before|After) (.+?) on rank (\d+): (.*)$")
+_ROW = re.compile(r"^  (\S+)\s+(\S+)\s+K=(\d+)\s+(.*?)\s*\| exact ([\d ]+?)\s*\| measured ([\d ]+?)\s*"
+                  r"\| msgs ([\d ]+?)\s*\| (\S+)$")
+
+
+def parse_array(text):
+    """``[ 6. 12.]`` -> array([6., 12.])."""
+    text = text.strip().rstrip(",")
+    assert text.startswith("[") and text.endswith("]"), text
+    return np.array([float(x) for x in text[1:-1].split()])
+
+
+def _value(lines, i, rest):
+    """The array (or list of arrays, laid out over several lines) starting on line i."""
+    if rest.strip() != "[":
+        return parse_array(rest), i + 1
+    items, i = [], i + 1
+    while lines[i].strip() != "]":
+        items.append(parse_array(lines[i]))
+        i += 1
+    return items, i + 1
+
+
+def parse_printed(out):
+    """Every 'Before/After X on rank r: ...' line: a list of (when, what, rank, value) in order."""
+    lines, found, i = out.splitlines(), [], 0
+    while i < len(lines):
+        m = _LINE.match(lines[i])
+        if m:
+            value, i = _value(lines, i, m.group(4))
+            found.append((m.group(1), m.group(2), int(m.group(3)), value))
+        else:
+            i += 1
+    return found
+
+
+def parse_lead(out, rank=0):
+    """The seed's 'Rank 0: Tensor to scatter: [...]' list."""
+    lines = out.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith(f"Rank {rank}: Tensor to scatter: "):
+            return _value(lines, i, line.split(": ", 2)[2])[0]
+    raise AssertionError("no 'Tensor to scatter' line")
+
+
+def by_rank(found, when, what):
+    """{rank: value} of one kind of line, asserting the ranks come in rank order."""
+    hits = [(r, v) for w, x, r, v in found if w == when and x == what]
+    ranks = [r for r, _ in hits]
+    assert ranks == sorted(ranks) and len(set(ranks)) == len(ranks), (when, what, ranks)
+    return dict(hits)
+
+
+def parse_table(out):
+    """Traffic rows: {(primitive, algorithm): dict(k, claim, exact, measured, msgs, status)}."""
+    rows = {}
+    for line in out.splitlines():
+        m = _ROW.match(line)
+        if m:
+            ints = [list(map(int, m.group(g).split())) for g in (5, 6, 7)]
+            rows[(m.group(1), m.group(2))] = dict(k=int(m.group(3)), claim=m.group(4), exact=ints[0],
+                                                  measured=ints[1], msgs=ints[2], status=m.group(8))
+    return rows
+
+
+def same_values(got, want):
+    if isinstance(want, list):
+        return isinstance(got, list) and len(got) == len(want) and all(
+            same_values(g, w) for g, w in zip(got, want))
+    return np.array_equal(np.asarray(got, dtype=float), np.asarray(want, dtype=float))
+
+
+# -- expectations -------------------------------------------------------------
+
+def split(k, n):
+    return [k // n + (1 if i < k % n else 0) for i in range(n)]
+
+
+def seed_powers(rank, n):
+    return [np.array([(rank + 1) * 1, (rank + 1) * 2], dtype=float) ** (j + 1) for j in range(n)]
+
+
+def expected_walk(n, k=5, root=0):
+    """{(when, what): {rank: value}} of the seed's walkthrough at N = n."""
+    ones = {r: np.full(k, r + 1.0) for r in range(n)}
+    total = np.full(k, n * (n + 1) / 2)
+    seq = np.arange(1.0, k + 1)
+    gathered = [np.full(k, r + 1.0) for r in range(n)]
+    rs_after = {j: sum(seed_powers(r, n)[j] for r in range(n)) for j in range(n)}
+    return {
+        ("Before", "broadcast"): {r: seq if r == root else np.zeros(k) for r in range(n)},
+        ("After", "broadcast"): {r: seq for r in range(n)},
+        ("Before", "reduce"): ones,
+        ("After", "reduce"): {r: total if r == root else ones[r] for r in range(n)},
+        ("Before", "all_reduce"): ones,
+        ("After", "all_reduce"): {r: total for r in range(n)},
+        ("Before", "gather"): ones,
+        ("After", "gather"): {root: gathered},
+        ("Before", "all_gather"): ones,
+        ("After", "all_gather"): {r: gathered for r in range(n)},
+        ("Before", "scatter"): {r: np.zeros(k) for r in range(n)},
+        ("After", "scatter"): ones,
+        ("Before", "ReduceScatter"): {r: seed_powers(r, n) for r in range(n)},
+        ("After", "ReduceScatter"): rs_after,
+        ("Before", "ring all_reduce"): ones,
+        ("After", "ring all_reduce"): {r: total for r in range(n)},
+    }
+
+
+def check_walk(out, n, k=5, root=0):
+    found = parse_printed(out)
+    for (when, what), want in expected_walk(n, k, root).items():
+        got = by_rank(found, when, what)
+        assert sorted(got) == sorted(want), (when, what, sorted(got))
+        for r in want:
+            assert same_values(got[r], want[r]), (when, what, r, got[r], want[r])
+    assert same_values(parse_lead(out, root), [np.full(k, i + 1.0) for i in range(n)])
+
+
+def ceil_log2(n):
+    return math.ceil(math.log2(n)) if n > 1 else 0
+
+
+def check_table(out, n, k=5, root=0, algos=None):
+    """Every row agrees; the key algorithms' per-rank numbers match closed forms computed here."""
+    rows = parse_table(out)
+    if algos is None:
+        algos = {p: [a for a in mpicoll.algorithms(p) if a != "native"]
+                 for p in ("bcast", "reduce", "allreduce", "gather", "allgather", "scatter",
+                           "reduce_scatter", "alltoall", "barrier")}
+    want_keys = {(p, a) for p, names in algos.items() for a in names}
+    assert set(rows) == want_keys, sorted(set(rows) ^ want_keys)
+    b = -(-k // n)
+    for (p, a), row in rows.items():
+        assert row["status"] == "ok", (p, a, row)
+        assert row["exact"] == row["measured"], (p, a, row)
+        assert len(row["measured"]) == len(row["msgs"]) == n, (p, a, row)
+        kk = n * b if p in ("gather", "allgather", "scatter", "alltoall") else 0 if p == "barrier" else k
+        assert row["k"] == kk, (p, a, row)
+        if n == 1:
+            assert row["measured"] == [0] and row["msgs"] == [0], (p, a, row)
+    c = split(k, n)
+    closed = {
+        ("bcast", "linear"): [(n - 1) * k if r == root else 0 for r in range(n)],
+        ("allreduce", "ring"): [0] * n if n == 1 else
+        [2 * k - c[(r + 1) % n] - c[(r + 2) % n] for r in range(n)],
+        ("reduce_scatter", "ring"): [0] * n if n == 1 else [k - c[r] for r in range(n)],
+        ("reduce_scatter", "pairwise"): [k - c[r] for r in range(n)],
+        ("allgather", "ring"): [(n - 1) * b] * n,
+        ("allgather", "bruck"): [(n - 1) * b] * n,
+        ("gather", "linear"): [0 if r == root else b for r in range(n)],
+        ("scatter", "linear"): [(n - 1) * b if r == root else 0 for r in range(n)],
+        ("alltoall", "pairwise"): [(n - 1) * b] * n,
+        ("reduce", "linear"): [0 if r == root else k for r in range(n)],
+        ("reduce", "binomial"): [0 if r == root else k for r in range(n)],
+    }
+    if n & (n - 1) == 0:
+        closed[("allreduce", "recursive_doubling")] = [k * ceil_log2(n)] * n
+    for key, want in closed.items():
+        if key in rows:
+            assert rows[key]["measured"] == want, (key, rows[key], want)
+    if ("bcast", "binomial") in rows:
+        got = rows[("bcast", "binomial")]["measured"]
+        assert got[root] == ceil_log2(n) * k and sum(got) == (n - 1) * k, got
+    if ("barrier", "dissemination") in rows:
+        assert rows[("barrier", "dissemination")]["msgs"] == [ceil_log2(n)] * n
+    if ("allreduce", "ring") in rows:
+        row = rows[("allreduce", "ring")]
+        assert row["msgs"] == [2 * (n - 1)] * n
+        value = 2 * (n - 1) * k / n
+        assert re.search(r"each rank sends 2\(N-1\)K/N = ([\d.]+)", row["claim"]), row
+        assert math.isclose(float(re.search(r"= ([\d.]+)", row["claim"]).group(1)), value,
+                            rel_tol=1e-3), row
+        assert ("mean" in row["claim"]) == (k % n != 0), row
+    return rows
+
+
+def check_barrier(out, n, scale):
+    sleeps = re.findall(r"^Rank (\d+) sleeps ([\d.e+-]+) seconds\.$", out, re.M)
+    assert [int(r) for r, _ in sleeps] == list(range(n))
+    assert all(math.isclose(float(s), r * scale) for r, s in ((int(r), s) for r, s in sleeps))
+    deltas = re.findall(r"^Rank (\d+) after barrier time delta: ([\d.]+)$", out, re.M)
+    assert [int(r) for r, _ in deltas] == list(range(n))
+    waits = re.findall(r"^Rank (\d+) entered at \+([\d.]+) s, waited ([\d.]+) s in the barrier, "
+                       r"left at \+([\d.]+) s$", out, re.M)
+    assert [int(w[0]) for w in waits] == list(range(n))
+    # Ordering, not timing: nobody leaves before the last rank has entered.
+    assert min(float(w[3]) for w in waits) >= max(float(w[1]) for w in waits)
+    assert "everyone left together" in out
+
+
+def demo(n, *args, env=None):
+    return run_mpi(n, [sys.executable, "-m", "mpicoll.demo", *args], timeout=TIMEOUT, env=env)
+
+
+def ok(proc):
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}"
+    return proc.stdout
+
+
+# -- the demo at every N ------------------------------------------------------
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5])
+def test_demo_default(n):
+    out = ok(demo(n, *FAST))
+    assert f"N = {n} rank" in out
+    assert ("N = 1: a single rank" in out) == (n == 1)
+    check_walk(out, n)
+    check_table(out, n)
+    check_barrier(out, n, 0.05)
+    assert f"step {2 * (n - 1)}/{2 * (n - 1)}: allgather" in out or n == 1
+    assert "\x1b[" not in out                       # plain when not on a terminal
+    assert out.rstrip().endswith("all checks passed ok")
+    if n == 3:   # the seed's printed reduce_scatter results
+        after = by_rank(parse_printed(out), "After", "ReduceScatter")
+        assert [list(after[r]) for r in range(3)] == [[6, 12], [14, 56], [36, 288]]
+
+
+def test_demo_ring_grid_n4():
+    out = ok(demo(4, "--only", "ring"))
+    assert "chunks c0..c3 of 2,1,1,1 elements" in out
+    # Step 1: rank r sends chunk r and adds chunk r-1 from its left neighbour.
+    rows = re.findall(r"^    rank (\d)\s+sends c(\d) -> (\d), gets c(\d) <- (\d)\s+(.*)$", out, re.M)
+    assert len(rows) == 6 * 4
+    for r, sc, dst, rc, src, cells in rows[:4]:
+        r, sc, rc = int(r), int(sc), int(rc)
+        assert (sc, int(dst), rc, int(src)) == (r, (r + 1) % 4, (r - 1) % 4, (r - 1) % 4)
+        assert cells.split()[rc] == "2+" and cells.split()[sc] == "1>"
+    # After the last allgather step every chunk is complete everywhere.
+    assert all(c.rstrip("+=>") == "4" for *_, cells in rows[-4:] for c in cells.split())
+    assert "after reduce-scatter each rank holds one complete chunk (rank 0: c1" in out
+
+
+def test_demo_singleton_without_mpiexec():
+    import subprocess
+    proc = subprocess.run([sys.executable, "-m", "mpicoll.demo", "--sleep-scale", "0"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+    out = ok(proc)
+    assert "N = 1: a single rank" in out
+    check_walk(out, 1)
+    check_table(out, 1)
+
+
+def test_demo_root_count_dtype():
+    out = ok(demo(5, "--root", "3", "--count", "12", "--dtype", "int32", "--sleep-scale", "0"))
+    check_walk(out, 5, k=12, root=3)
+    line = re.search(r"^After broadcast on rank 0: (.*)$", out, re.M).group(1)
+    assert "." not in line and line.split()[-1] == "12]"      # int32: no decimal points
+    check_table(out, 5, k=12, root=3)
+
+
+def test_demo_even_chunks_match_textbook_exactly():
+    out = ok(demo(4, "--count", "12", "--only", "allreduce,reduce_scatter,allgather"))
+    rows = parse_table(out)
+    assert rows[("allreduce", "ring")]["measured"] == [18] * 4
+    assert "each rank sends 2(N-1)K/N = 18" in rows[("allreduce", "ring")]["claim"]
+    assert "mean" not in rows[("allreduce", "ring")]["claim"]
+    assert rows[("reduce_scatter", "ring")]["measured"] == [9] * 4
+    assert rows[("allgather", "ring")]["measured"] == [9] * 4
+
+
+def test_demo_only_and_per_primitive_algorithm():
+    out = ok(demo(3, "--only", "broadcast,all_reduce", "--algorithm", "allreduce=ring,bcast=pipeline"))
+    headings = re.findall(r"^== (.*) ==$", out, re.M)
+    assert len(headings) == 3, headings
+    assert headings[0].startswith("broadcast") and headings[0].endswith("algorithm pipeline")
+    assert headings[1].startswith("all_reduce") and headings[1].endswith("algorithm ring")
+    check_table(out, 3, algos={"bcast": ["pipeline"], "allreduce": ["ring"]})
+
+
+def test_demo_global_algorithm():
+    out = ok(demo(4, "--algorithm", "ring", "--only", "allreduce,allgather,reduce_scatter,bcast"))
+    algos = {p: ["ring"] for p in ("allreduce", "allgather", "reduce_scatter")}
+    algos["bcast"] = [a for a in mpicoll.algorithms("bcast") if a != "native"]
+    check_table(out, 4, algos=algos)
+
+
+def test_demo_impl_native():
+    out = ok(demo(3, "--impl", "native", "--sleep-scale", "0"))
+    check_walk(out, 3)
+    headings = re.findall(r"^== (.*) ==$", out, re.M)
+    assert all(h.endswith("algorithm native") for h in headings[:7]), headings
+    assert parse_table(out) == {}
+    assert "mpicoll's counters see none of it" in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--only", "bogus"], "--only: unknown primitive 'bogus'"),
+    (["--algorithm", "allreduce=bogus"], "allreduce has no algorithm 'bogus'; choose from"),
+    (["--root", "9"], "--root: expected a rank in [0, 1]"),
+    (["--dtype", "complex64"], "--dtype: expected a float or integer dtype"),
+    (["--impl", "native", "--algorithm", "ring"], "does not combine with --impl native"),
+    (["--count", "0"], "--count: expected K >= 1"),
+])
+def test_demo_usage_errors(args, message):
+    proc = demo(2, *args)
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert message in proc.stderr
+    assert proc.stderr.count("error:") == 1          # printed once, by rank 0
+
+
+def test_demo_help():
+    proc = demo(2, "--help")
+    out = ok(proc)
+    assert out.count("usage:") == 1
+    for flag in ("--only", "--algorithm", "--impl", "--count", "--dtype", "--root",
+                 "--sleep-scale", "--plot", "--color"):
+        assert flag in out
+
+
+def test_demo_color_always():
+    out = ok(demo(2, "--only", "bcast", "--color", "always"))
+    assert "\x1b[1m== broadcast" in out and "✓" in out
+
+
+# -- the ring picture -----------------------------------------------------------
+
+def test_demo_plot(tmp_path):
+    pytest.importorskip("matplotlib", reason="matplotlib is not installed (pip install matplotlib)")
+    png = tmp_path / "ring.png"
+    out = ok(demo(3, "--only", "ring", "--plot", str(png)))
+    assert f"ring steps drawn into {png}" in out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _wrapped(n, prelude, args):
+    """Run the demo after ``prelude`` (Python code) in every rank."""
+    code = (prelude + "\nimport runpy, sys\nsys.argv = ['mpicoll.demo'] + " + repr(list(args))
+            + "\nrunpy.run_module('mpicoll.demo', run_name='__main__')\n")
+    return run_mpi(n, [sys.executable, "-c", code], timeout=TIMEOUT)
+
+
+def test_demo_plot_without_matplotlib(tmp_path):
+    png = tmp_path / "ring.png"
+    proc = _wrapped(2, "import sys; sys.modules['matplotlib'] = None", ["--plot", str(png)])
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert "--plot needs matplotlib, which is not installed: pip install matplotlib" in proc.stderr
+    assert not png.exists()
+
+
+# -- checks that must fail ------------------------------------------------------
+
+def test_demo_wrong_result_is_an_error():
+    prelude = """
+from mpi4py import MPI
+import mpicoll.distributed as d
+_orig = d.all_reduce
+def _bad(tensor, op=d.ReduceOp.SUM):
+    _orig(tensor, op)
+    if MPI.COMM_WORLD.Get_rank() == 1:
+        tensor += 1
+d.all_reduce = _bad
+"""
+    proc = _wrapped(3, prelude, ["--only", "reduce,allreduce,gather"])
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    assert "CHECK FAILED: rank 1: all_reduce: got [7. 7. 7. 7. 7.], native MPI gives [6. 6. 6. 6. 6.]" \
+        in proc.stderr
+    assert "== gather" not in proc.stdout             # stopped at the first failure
+
+
+def test_demo_wrong_traffic_formula_is_an_error():
+    prelude = """
+from mpicoll import _demo_traffic as t
+s = t.SCHEDULES['allreduce/ring']
+_orig = s.messages
+s.messages = lambda n, k, root, itemsize: _orig(n, k, root, itemsize)[1:]
+"""
+    proc = _wrapped(3, prelude, ["--only", "allreduce"])
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    assert "CHECK FAILED: allreduce/ring: measured" in proc.stderr
+    assert re.search(r"allreduce\s+ring\s+.*\| MISMATCH$", proc.stdout, re.M), proc.stdout
+
+
+def test_demo_wrong_textbook_value_is_an_error():
+    prelude = """
+from fractions import Fraction
+from mpicoll import _demo_traffic as t
+t.SCHEDULES['allgather/ring'].value = lambda n, k: Fraction(k)
+"""
+    proc = _wrapped(3, prelude, ["--only", "allgather"])
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    assert "allgather/ring: exact [4, 4, 4] disagrees with the textbook (N-1)K/N = 6" in proc.stderr
