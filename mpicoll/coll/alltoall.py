@@ -37,8 +37,10 @@ def alltoall_pairwise(ctx, sendbuf, recvbuf):
 def alltoall_bruck(ctx, sendbuf, recvbuf):
     """Bruck: in step k, forward every block whose index has bit k set to rank+2^k.
 
-    Cost: ⌈log2 N⌉α + ⌈log2 N⌉(N/2)nβ, plus local packing and two rotations;
-    ⌈log2 N⌉ steps. Short blocks at large N (fewer, larger messages).
+    Cost: ⌈log2 N⌉α + B·nβ, where B = Σ_k #{i < N : bit k of i set} blocks
+    (B = (N/2)log2 N for a power of two; B = 5 at N = 5), plus local packing
+    and two rotations; ⌈log2 N⌉ steps. Short blocks at large N (fewer,
+    larger messages than pairwise's N-1).
     """
     size, rank = ctx.size, ctx.rank
     c = sendbuf.size // size
