@@ -42,9 +42,11 @@ def allgather_ring(ctx, sendbuf, recvbuf):
 def allgather_recursive_doubling(ctx, sendbuf, recvbuf):
     """Recursive doubling: in step k, swap everything held with rank XOR 2^k.
 
-    Cost: ⌈log2 p⌉α + (p-1)/p·Nnβ with p = 2^⌊log2 N⌋; when N != p the
-    first 2(N-p) ranks fold pairwise first and get the result back at the
-    end: add 2α + (N+1)nβ. Best for short messages.
+    Cost: ⌈log2 p⌉α + (p-1)nβ with p = 2^⌊log2 N⌋ = N. When N != p the
+    first 2(N-p) ranks fold pairwise first (α + nβ) and get the whole result
+    back at the end (α + Nnβ); folded virtual ranks carry two blocks, so the
+    doubling phase moves [(p-1) + Σ_{k<log2 p} min(2^k, N-p)]·nβ.
+    Best for short messages.
     """
     size, rank, c = ctx.size, ctx.rank, sendbuf.size
     copy_in(recvbuf[rank * c:(rank + 1) * c], sendbuf)

@@ -128,7 +128,8 @@ def reduce_rabenseifner(ctx, sendbuf, recvbuf, op, root):
     """Rabenseifner: recursive-halving reduce-scatter, then a binomial gather.
 
     Cost: 2⌈log2 p⌉α + 2(p-1)/p·nβ + (p-1)/p·nγ with p = 2^⌊log2 N⌋; for
-    N != p add α + nβ + nγ to fold the first 2(N-p) ranks pairwise.
+    N != p add α + nβ + nγ to fold the first 2(N-p) ranks pairwise, and
+    α + nβ more when the root is one of the folded (even) ranks.
     Best for long messages. Commutative ops only; counts below p leave
     chunks empty (correct, but the binomial tree is then faster).
     """

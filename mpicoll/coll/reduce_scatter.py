@@ -60,9 +60,11 @@ def reduce_scatter_ring(ctx, sendbuf, recvbuf, counts, op):
 def reduce_scatter_recursive_halving(ctx, sendbuf, recvbuf, counts, op):
     """Recursive halving: in step k, swap half of the live range with rank XOR p/2^k.
 
-    Cost: ⌈log2 p⌉α + (p-1)/p·nβ + (p-1)/p·nγ with p = 2^⌊log2 N⌋; when
-    N != p the first 2(N-p) ranks fold pairwise first: add 2α + nβ + nγ.
-    Best for short and medium messages. Commutative only.
+    Cost: ⌈log2 p⌉α + (p-1)/p·nβ + (p-1)/p·nγ with p = 2^⌊log2 N⌋ = N and
+    equal blocks. When N != p the first 2(N-p) ranks fold pairwise (α + nβ +
+    nγ) and get their block back (α + (n/N)β); the halving steps then split
+    by the folded ranks' blocks, so halves are uneven. Best for short and
+    medium messages. Commutative only.
     """
     size, rank = ctx.size, ctx.rank
     pof2 = pof2_below(size)
