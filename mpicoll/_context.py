@@ -7,15 +7,25 @@ messages never match the user's own (the pattern of mpi4py.util.pkl5).
 :class:`Ctx` wraps the buffer point-to-point calls (Send, Recv, Sendrecv,
 Isend, Irecv, Waitall) and counts messages, bytes and elements per call when
 a :func:`mpicoll.traffic` recorder is active.
+
+Tracing: while :data:`trace_hook` is set (by ``mpicoll.bench.trace``), each
+new Ctx becomes a :class:`_TracedCtx`, whose methods report every send,
+receive and wait as ``trace_hook(kind, t0, t1, info)``; with no tracer the
+cost is one test per collective call and nothing per message.
 """
 import contextlib
 import threading
+import time
 
 from mpi4py import MPI
 
 __all__ = ["private_comm", "Ctx", "traffic", "Traffic", "CallTraffic"]
 
 _TAG = 0x6D63  # one tag for all library traffic: collectives are ordered per communicator
+
+#: Tracer callback ``hook(kind, t0, t1, info)`` (perf_counter seconds, info a
+#: dict), or None. Set only between collective calls, on every rank.
+trace_hook = None
 
 _keyval = None
 _keyval_lock = threading.Lock()
@@ -141,6 +151,8 @@ class Ctx:
             for r in _recorders:
                 r.calls.append(rec)
             self._rec = rec
+        if trace_hook is not None:
+            self.__class__ = _TracedCtx
 
     # counting -----------------------------------------------------------
     def _sent(self, buf):
@@ -179,3 +191,51 @@ class Ctx:
     def waitall(requests):
         if requests:
             MPI.Request.Waitall(requests)
+
+
+def _emit(kind, t0, **info):
+    hook = trace_hook
+    if hook is not None:
+        hook(kind, t0, time.perf_counter(), info)
+
+
+class _TracedCtx(Ctx):
+    """Ctx reporting each step to :data:`trace_hook` (same slots, so Ctx can become one)."""
+
+    __slots__ = ()
+
+    def send(self, buf, dest):
+        t0 = time.perf_counter()
+        Ctx.send(self, buf, dest)
+        _emit("send", t0, dest=dest, send_bytes=buf.nbytes)
+
+    def recv(self, buf, source):
+        t0 = time.perf_counter()
+        Ctx.recv(self, buf, source)
+        _emit("recv", t0, source=source, recv_bytes=buf.nbytes)
+
+    def sendrecv(self, sendbuf, dest, recvbuf, source):
+        t0 = time.perf_counter()
+        Ctx.sendrecv(self, sendbuf, dest, recvbuf, source)
+        _emit("sendrecv", t0, dest=dest, send_bytes=sendbuf.nbytes, source=source,
+              recv_bytes=recvbuf.nbytes)
+
+    # Requests are returned as they are (a wrapper would leave mpi4py owning two
+    # objects for one handle): waits through waitall are traced, a request's own
+    # Wait() is not.
+    def isend(self, buf, dest):
+        t0 = time.perf_counter()
+        req = Ctx.isend(self, buf, dest)
+        _emit("isend", t0, dest=dest, send_bytes=buf.nbytes)
+        return req
+
+    def irecv(self, buf, source):
+        t0 = time.perf_counter()
+        req = Ctx.irecv(self, buf, source)
+        _emit("irecv", t0, source=source, recv_bytes=buf.nbytes)
+        return req
+
+    def waitall(self, requests):
+        t0 = time.perf_counter()
+        Ctx.waitall(requests)
+        _emit("wait", t0, requests=len(requests))

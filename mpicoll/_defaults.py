@@ -4,9 +4,28 @@ Rules follow MPICH's classic thresholds, adjusted so that a non-commutative
 op always gets an algorithm that keeps rank order. ``nbytes`` is the size of
 one rank's contribution (the whole vector for reductions and bcast, one
 block for gather/scatter/allgather/alltoall).
-"""
 
-__all__ = ["default_algorithm", "DEFAULTS_TABLE"]
+A measured table comes first: ``auto`` picks the algorithm that
+``python -m mpicoll.bench tune`` measured fastest for this primitive, world
+size and ``nbytes`` range. The table is the file named by ``MPICOLL_TUNING``
+(``none`` or ``off``: rules only), else ``mpicoll/tuning/default.json``,
+shipped with the package and measured on a shared 2-core machine (its
+``label`` says so). Where the table has no entry for the world size, names an
+algorithm this version lacks, or names a commutative-only algorithm for a
+non-commutative op, the rules below decide. Each file is read once per process.
+"""
+import json
+import os
+
+from ._errors import ArgumentError
+
+__all__ = ["default_algorithm", "DEFAULTS_TABLE", "tuned_algorithm", "tuning_table",
+           "TABLE_FORMAT", "DEFAULT_TUNING_PATH"]
+
+TABLE_FORMAT = "mpicoll-tuning/1"
+DEFAULT_TUNING_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                   "tuning", "default.json")
+_tables = {}          # path -> rules, read once per process
 
 SHORT = 2048          # bytes: latency-bound below this
 LONG = 512 * 1024     # bytes: bandwidth-bound above this
@@ -25,8 +44,69 @@ DEFAULTS_TABLE = {
 }
 
 
+def _load(path, required):
+    try:
+        with open(path) as f:
+            table = json.load(f)
+    except OSError as exc:
+        if not required:
+            return {}
+        raise ArgumentError(f"MPICOLL_TUNING: cannot read the tuning table {path!r} "
+                            f"({exc.strerror}); unset it or set it to 'none' for the built-in rules")
+    except ValueError as exc:
+        raise ArgumentError(f"MPICOLL_TUNING: {path!r} is not JSON ({exc})") from None
+    rules = table.get("rules") if isinstance(table, dict) else None
+    if not isinstance(rules, dict) or table.get("format") != TABLE_FORMAT:
+        raise ArgumentError(f"MPICOLL_TUNING: {path!r} is not an {TABLE_FORMAT} table "
+                            f"(expected keys 'format' and 'rules'; write one with "
+                            f"python -m mpicoll.bench tune -o FILE)")
+    for prim, sizes in rules.items():
+        for n, ranges in sizes.items():
+            if not isinstance(ranges, list) or not all(
+                    isinstance(r, dict) and isinstance(r.get("algorithm"), str)
+                    and (r.get("max_nbytes") is None or isinstance(r["max_nbytes"], int))
+                    for r in ranges):
+                raise ArgumentError(f"MPICOLL_TUNING: {path!r}: rules[{prim!r}][{n!r}] must be a "
+                                    f"list of {{'max_nbytes': int or null, 'algorithm': name}}")
+    return rules
+
+
+def tuning_table():
+    """The rules of the tuning table in force ({} when none), read once per path."""
+    env = os.environ.get("MPICOLL_TUNING")
+    if env is not None and env.strip().lower() in ("", "none", "off", "0"):
+        return {}
+    path = DEFAULT_TUNING_PATH if env is None else env.strip()
+    rules = _tables.get(path)
+    if rules is None:
+        rules = _tables[path] = _load(path, required=env is not None)
+    return rules
+
+
+def tuned_algorithm(primitive, *, size, nbytes=0, commutative=True):
+    """The table's algorithm for this call, or None where the table has no usable entry."""
+    ranges = tuning_table().get(primitive, {}).get(str(size))
+    if not ranges:
+        return None
+    for r in ranges:
+        if r.get("max_nbytes") is None or nbytes <= r["max_nbytes"]:
+            name = r["algorithm"]
+            break
+    else:
+        return None
+    from ._registry import algorithms, lookup
+    if name not in algorithms(primitive):
+        return None
+    if not commutative and lookup(primitive, name).commutative_only:
+        return None
+    return name
+
+
 def default_algorithm(primitive, *, size, nbytes=0, count=0, commutative=True):
-    """Name of the algorithm ``auto`` resolves to for this call."""
+    """Name of the algorithm ``auto`` resolves to for this call (tuned table, then rules)."""
+    tuned = tuned_algorithm(primitive, size=size, nbytes=nbytes, commutative=commutative)
+    if tuned is not None:
+        return tuned
     if primitive == "bcast":
         return "binomial" if nbytes < 12288 or size < 8 else "scatter_allgather"
     if primitive == "reduce":

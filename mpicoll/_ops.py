@@ -6,6 +6,8 @@ with ``MPI.Op.Create`` run through ``Op.Reduce_local``. Operands are always
 passed in rank order (lower ranks first), so non-commutative ops keep rank
 order and both partners of an exchange compute bitwise-identical results.
 """
+import time
+
 import numpy as np
 from mpi4py import MPI
 
@@ -71,6 +73,11 @@ def check_op(op, dtype, *, argname="op"):
             MPI.ERR_OP)
 
 
+#: Tracer callback ``hook("reduce", t0, t1, info)`` for the local reduction
+#: step, or None (set by ``mpicoll.bench.trace`` between calls).
+trace_hook = None
+
+
 def combine(op, lower, higher, out):
     """Reduce ``lower (op) higher`` (lower-rank data first); return the result array.
 
@@ -79,9 +86,25 @@ def combine(op, lower, higher, out):
     write into ``higher``, which is returned; callers swap buffers
     accordingly instead of copying.
     """
+    if trace_hook is not None:
+        return _traced_combine(op, lower, higher, out)
     entry = OPS.get(op.handle)
     if entry is not None:
         entry[1](lower, higher, out=out)
         return out
     op.Reduce_local(lower, higher)
     return higher
+
+
+def _traced_combine(op, lower, higher, out):
+    hook, t0 = trace_hook, time.perf_counter()
+    entry = OPS.get(op.handle)
+    if entry is not None:
+        entry[1](lower, higher, out=out)
+        res = out
+    else:
+        op.Reduce_local(lower, higher)
+        res = higher
+    if hook is not None:
+        hook("reduce", t0, time.perf_counter(), {"bytes": lower.nbytes, "op": op_name(op)})
+    return res

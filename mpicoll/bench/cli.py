@@ -1,0 +1,168 @@
+"""Command line of ``python -m mpicoll.bench`` (nccl-tests' option names).
+
+Measure (under mpirun/srun)::
+
+    python -m mpicoll.bench allreduce -b 8 -e 1M -f 4 -n 20 -w 5 -c 1 --algorithm all \\
+        -J out.jsonl --csv out.csv
+    python -m mpicoll.bench all -b 8 -e 64K ...          # every primitive in one run
+    python -m mpicoll.bench -p allreduce -b 8 ...        # the primitive as a flag
+
+Read results (serial): ``report RESULTS... [-o report.md]``,
+``plot RESULTS... -o FILE.png``, ``predict --ranks 2..10000 --bytes 8,1M``.
+Model and tuning (under MPI): ``fit [-o model.json]``, ``tune -o table.json``.
+Exit status: 1 when any #wrong > 0, 2 for bad arguments.
+"""
+import argparse
+import importlib
+import importlib.util
+import os
+import sys
+
+from mpicoll._registry import PRIMITIVES
+
+from .units import OP_NAMES, parse_dtype, parse_size
+
+__all__ = ["main", "build_parser"]
+
+COMMANDS = PRIMITIVES + ("all", "report", "plot", "fit", "predict", "tune")
+
+
+def _size(text):
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _dtype(text):
+    try:
+        return parse_dtype(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _csv_list(text):
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def sweep_options(p, *, b="8", e="1M", f=2.0, n=20, w=5, op=True):
+    """-b/-e/-f/-n/-w/-d/-o/-r/-c and friends, shared by run, fit and tune."""
+    g = p.add_argument_group("sweep (nccl-tests' names)")
+    g.add_argument("-b", "--minbytes", type=_size, default=parse_size(b),
+                   help=f"smallest size, K/M/G suffixes (default {b})")
+    g.add_argument("-e", "--maxbytes", type=_size, default=parse_size(e),
+                   help=f"largest size (default {e})")
+    g.add_argument("-f", "--stepfactor", type=float, default=f,
+                   help=f"multiply the size by this between steps (default {f:g})")
+    g.add_argument("-n", "--iters", type=int, default=n,
+                   help=f"timed calls per size; fewer above --large-bytes (default {n})")
+    g.add_argument("-w", "--warmup", type=int, default=w,
+                   help=f"untimed warm-up calls per size (default {w})")
+    g.add_argument("-c", "--check", type=int, default=1, choices=(0, 1),
+                   help="1: untimed correctness pass per size and algorithm, #wrong "
+                        "(default 1); 0: #wrong is N/A")
+    if op:
+        g.add_argument("-o", "--op", dest="opname", default="sum", choices=OP_NAMES,
+                       help="reduction op (default sum)")
+    g.add_argument("-d", "--dtype", type=_dtype, default=parse_dtype("float"),
+                   help="data type: float, double, half, int8, uint8, int32, ... (default float)")
+    g.add_argument("-r", "--root", type=int, default=0, help="root of rooted primitives (default 0)")
+    g.add_argument("--large-bytes", type=_size, default=parse_size("1M"),
+                   help="above this size, iterations shrink in proportion (default 1M)")
+    g.add_argument("--timing", choices=("osu", "loop"), default="osu",
+                   help="osu: time each call, barrier between calls (default); "
+                        "loop: time back-to-back calls")
+    g.add_argument("--xp", choices=("numpy", "cupy"), default="numpy",
+                   help="array module of the buffers (default numpy)")
+    g.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import a module or .py file first (e.g. one registering a test "
+                        "algorithm); repeatable")
+
+
+def build_parser():
+    top = argparse.ArgumentParser(
+        prog="python -m mpicoll.bench", description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Run `python -m mpicoll.bench COMMAND --help` for a command's options.")
+    sub = top.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in PRIMITIVES + ("all",):
+        p = sub.add_parser(name, help=f"measure {name}" if name != "all" else
+                           "measure every primitive in one run")
+        sweep_options(p)
+        g = p.add_argument_group("algorithms and output")
+        g.add_argument("--algorithm", "-a", dest="algorithms", type=_csv_list, default=["all"],
+                       help="comma list of algorithm names, or all (native included; default all)")
+        g.add_argument("--native-algorithm", type=_csv_list, default=[], metavar="NAME[,...]",
+                       help="also run the MPI library's own NAME algorithm, forced (MPICH "
+                            "MPIR_CVAR_<COLL>_INTRA_ALGORITHM, Open MPI coll_tuned_<coll>_"
+                            "algorithm), as row native[NAME]; PRIMITIVE=NAME for one primitive")
+        g.add_argument("-J", "--output", metavar="FILE", help="results as JSON lines")
+        g.add_argument("--csv", metavar="FILE", help="results as CSV")
+        g.add_argument("--trace", metavar="FILE.json",
+                       help="Chrome-trace timeline of one call of each hand-written algorithm "
+                            "at --trace-bytes (default: the largest size)")
+        g.add_argument("--trace-bytes", type=_size, default=None)
+        g.add_argument("--no-memcpy", dest="memcpy", action="store_false",
+                       help="skip the NumPy copy-bandwidth reference")
+        g.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
+                       help="progress lines on stderr (auto: every 5 s of a long sweep)")
+    from . import model, plot, report, tune
+    report.add_parser(sub)
+    plot.add_parser(sub)
+    model.add_parsers(sub, sweep_options)
+    tune.add_parser(sub, sweep_options)
+    return top
+
+
+def _hoist_primitive_flag(argv):
+    """``-p allreduce ...`` / ``--primitive=allreduce ...`` -> ``allreduce ...``."""
+    if argv and argv[0] in COMMANDS or any(a in ("-h", "--help") for a in argv[:1]):
+        return argv
+    for i, a in enumerate(argv):
+        if a in ("-p", "--primitive") and i + 1 < len(argv):
+            return [argv[i + 1]] + argv[:i] + argv[i + 2:]
+        if a.startswith("--primitive="):
+            return [a.split("=", 1)[1]] + argv[:i] + argv[i + 1:]
+    return argv
+
+
+def import_extra(specs):
+    """Import each ``--import`` module (dotted name or path to a .py file)."""
+    for spec in specs:
+        if spec.endswith(".py") or os.sep in spec:
+            path = os.path.abspath(spec)
+            name = "mpicoll_bench_extra_" + os.path.splitext(os.path.basename(path))[0]
+            loader = importlib.util.spec_from_file_location(name, path)
+            if loader is None:
+                raise SystemExit(f"--import: cannot load {spec}")
+            mod = importlib.util.module_from_spec(loader)
+            sys.modules[name] = mod
+            loader.loader.exec_module(mod)
+        else:
+            importlib.import_module(spec)
+
+
+def native_plan(items, primitives):
+    """['ring', 'bcast=binomial'] -> {primitive: [names]}."""
+    plan = {}
+    for item in items:
+        if "=" in item:
+            prim, name = item.split("=", 1)
+            if prim not in PRIMITIVES:
+                raise SystemExit(f"--native-algorithm: unknown primitive {prim!r}")
+            targets = [prim] if prim in primitives else []
+        else:
+            name, targets = item, primitives
+        for p in targets:
+            plan.setdefault(p, []).append(name)
+    return plan
+
+
+def main(argv=None):
+    argv = _hoist_primitive_flag(list(sys.argv[1:] if argv is None else argv))
+    args = build_parser().parse_args(argv)
+    if args.command in PRIMITIVES + ("all",):
+        from .run import run
+        return run(args)
+    return args.func(args)

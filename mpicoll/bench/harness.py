@@ -1,0 +1,258 @@
+"""The sweep: per size, per algorithm, an untimed check, warm-up and a timed loop.
+
+Timing follows OSU: each rank times every call on its own (a barrier, not
+timed, between calls), takes its mean, and the means are reduced across
+ranks to min/avg/max. ``--timing loop`` times back-to-back calls instead
+(nccl-tests' way). Bandwidths use the average: algbw = size / avg time,
+busbw = algbw x nccl-tests' factor. Calls run with ``MPICOLL_CHECK=local``
+(no agreement step); the check pass runs with ``agree``.
+"""
+import os
+import sys
+import time
+
+import numpy as np
+
+import mpicoll
+from mpicoll._defaults import default_algorithm
+
+from .specs import SPECS, Case, ArrayModule
+from .units import dtype_label, fmt_size, iterations, size_sweep
+
+__all__ = ["Sweep", "time_calls", "algorithm_labels", "CHECK_NOTE"]
+
+CHECK_NOTE = ("MPICOLL_CHECK=local during timed calls (no agreement allreduce); "
+              "agree during the untimed check pass")
+
+
+def time_calls(fn, iters, warmup, comm, sync=lambda: None, barrier=True):
+    """This rank's (mean, median) seconds per call of ``fn``.
+
+    With ``barrier`` each call is timed alone (OSU); else the loop is timed
+    as a whole and the median is the mean.
+    """
+    for _ in range(warmup):
+        fn()
+    sync()
+    comm.Barrier()
+    perf = time.perf_counter
+    if barrier:
+        samples = []
+        for _ in range(iters):
+            t0 = perf()
+            fn()
+            sync()
+            samples.append(perf() - t0)
+            comm.Barrier()
+        return sum(samples) / iters, float(np.median(samples))
+    t0 = perf()
+    for _ in range(iters):
+        fn()
+    sync()
+    mean = (perf() - t0) / iters
+    return mean, mean
+
+
+def across(comm, t):
+    """min/avg/max over ranks of each rank's mean, and the ranks' average median (us)."""
+    every = comm.allgather(t)
+    means = [m for m, _ in every]
+    return {"avg": 1e6 * sum(means) / len(means), "min": 1e6 * min(means),
+            "max": 1e6 * max(means), "median": 1e6 * sum(md for _, md in every) / len(every)}
+
+
+def algorithm_labels(primitive, requested, native_forced, *, strict=True):
+    """[(label, algorithm, forced name or None)] for one primitive."""
+    known = mpicoll.algorithms(primitive)
+    if requested == ["all"]:
+        names = list(known)
+    else:
+        names = []
+        for name in requested:
+            if name in known or name == "auto":
+                names.append(name)
+            elif strict:
+                raise SystemExit(f"--algorithm: {primitive} has no algorithm {name!r}; "
+                                 f"valid: {', '.join(known)}, auto, all")
+    out = [(n, n, None) for n in names]
+    out += [(f"native[{f}]", "native", f) for f in native_forced.get(primitive, [])]
+    return out
+
+
+_HEAD = ("#{:>11} {:>11} {:>6} {:>5} {:>4}  {:<26} {:>5} {:>10} {:>10} {:>10} {:>8} {:>8} {:>7}")
+_ROW = ("{:>12} {:>11} {:>6} {:>5} {:>4}  {:<26} {:>5} {:>10} {:>10} {:>10} {:>8} {:>8} {:>7}")
+
+
+def table_header(primitive):
+    return ["#", f"# {primitive}",
+            _HEAD.format("size", "count", "type", "redop", "root", "algorithm", "iters",
+                         "avg", "min", "max", "algbw", "busbw", "#wrong"),
+            _HEAD.format("(B)", "(elements)", "", "", "", "", "", "(us)", "(us)", "(us)",
+                         "(GB/s)", "(GB/s)", "")]
+
+
+def _num(x, fmt):
+    return "-" if x is None else format(x, fmt)
+
+
+def table_row(r):
+    t = r["time_us"]
+    wrong = "N/A" if r["wrong"] is None else r["wrong"]
+    return _ROW.format(r["bytes"], r["count"], dtype_label(r["dtype"]), r["op"] or "-",
+                       "-" if r["root"] is None else r["root"], r["algorithm"], r["iters"],
+                       _num(t["avg"], ".2f"), _num(t["min"], ".2f"), _num(t["max"], ".2f"),
+                       _num(r["algbw_GBps"], ".3f"), _num(r["busbw_GBps"], ".3f"), wrong)
+
+
+class Progress:
+    """Rank 0's progress lines on stderr: every few seconds of a long sweep."""
+
+    def __init__(self, active, total, mode="auto", every=5.0):
+        self.active = active and mode != "off"
+        self.always = mode == "on"
+        self.total, self.done, self.every = max(total, 1), 0, every
+        self.start = self.last = time.monotonic()
+
+    def step(self, what):
+        self.done += 1
+        now = time.monotonic()
+        if self.active and (self.always or now - self.last >= self.every):
+            self.last = now
+            sys.stderr.write(f"# progress {self.done}/{self.total} "
+                             f"({100 * self.done / self.total:.0f}%) {what}, "
+                             f"{now - self.start:.0f} s elapsed\n")
+            sys.stderr.flush()
+
+
+class Sweep:
+    """Run the sweep of one or more primitives, writing records through ``sink``."""
+
+    def __init__(self, opts, comm, sink, echo=print, native_forced=None, tracer=None):
+        from mpi4py import MPI
+        self.opts, self.comm, self.sink, self.echo = opts, comm, sink, echo
+        self.rank, self.n = comm.Get_rank(), comm.Get_size()
+        self.native_forced = native_forced or {}
+        self.forced_settings = []
+        self.tracer = tracer
+        self.total_wrong = 0
+        self.records = []
+        local = comm.Split_type(MPI.COMM_TYPE_SHARED)
+        self.am = ArrayModule(opts.xp, local.Get_rank())
+        local.Free()
+
+    def sizes(self, primitive):
+        if primitive == "barrier":
+            return [0]
+        return size_sweep(self.opts.minbytes, self.opts.maxbytes, self.opts.stepfactor)
+
+    def plan(self, primitives):
+        return {p: algorithm_labels(p, self.opts.algorithms, self.native_forced,
+                                    strict=len(primitives) == 1) for p in primitives}
+
+    def run(self, primitives):
+        plan = self.plan(primitives)
+        total = sum(len(self.sizes(p)) * len(plan[p]) for p in primitives)
+        self.progress = Progress(self.rank == 0, total, self.opts.progress)
+        for p in primitives:
+            if plan[p]:
+                self.run_primitive(p, plan[p])
+        return self.total_wrong
+
+    def run_primitive(self, primitive, labels):
+        o, spec = self.opts, SPECS[primitive]
+        if self.rank == 0:
+            for line in table_header(primitive):
+                self.echo(line)
+        seen = set()
+        for nbytes in self.sizes(primitive):
+            case = Case(spec, nbytes, dtype=o.dtype, op=o.op, opname=o.opname, root=o.root,
+                        comm=self.comm, am=self.am)
+            if case.bytes in seen:          # rounding to whole blocks made a duplicate
+                for _ in labels:
+                    self.progress.step(f"{primitive} {fmt_size(nbytes)} (duplicate size)")
+                continue
+            seen.add(case.bytes)
+            iters, warmup = iterations(case.bytes, o.iters, o.warmup, o.large_bytes)
+            memcpy = self.memcpy(case, iters, warmup) if case.bytes and o.memcpy else None
+            for label, alg, forced in labels:
+                self.one(case, label, alg, forced, iters, warmup, memcpy)
+                self.progress.step(f"{primitive} {fmt_size(case.bytes)} {label}")
+        if self.tracer is not None:
+            self.tracer.trace_primitive(self, primitive, labels)
+
+    def memcpy(self, case, iters, warmup):
+        """NumPy copy of the same bytes on every rank at once (the machine's copy bandwidth)."""
+        xp = self.am.xp
+        src = xp.ones(case.bytes, dtype=np.uint8)
+        dst = xp.empty_like(src)
+        t = time_calls(lambda: xp.copyto(dst, src), iters, warmup, self.comm, self.am.sync,
+                       self.opts.timing == "osu")
+        times = across(self.comm, t)
+        rec = {"type": "memcpy", "primitive": case.spec.name, "nranks": self.n,
+               "bytes": case.bytes, "iters": iters,
+               "xp": self.am.name, "time_us": times,
+               "bw_GBps": case.bytes / times["avg"] / 1e3}
+        self.sink.write(rec)
+        if self.rank == 0:
+            self.echo(f"#{'':>11} memcpy ({self.am.name} copyto, every rank at once): "
+                      f"{times['avg']:.2f} us, {rec['bw_GBps']:.3f} GB/s")
+        return rec["bw_GBps"]
+
+    def check(self, case, fn):
+        """#wrong over all ranks for one untimed call (agreement step on)."""
+        case.prepare_check()
+        os.environ["MPICOLL_CHECK"] = "agree"
+        try:
+            fn()
+            self.am.sync()
+        except mpicoll.ArgumentTypeError as exc:
+            if self.am.name != "numpy":     # raised on every rank (agree mode)
+                raise SystemExit(f"--xp {self.am.name}: {exc}") from None
+            raise
+        finally:
+            os.environ["MPICOLL_CHECK"] = "local"
+        return self.comm.allreduce(case.wrong())
+
+    def one(self, case, label, alg, forced, iters, warmup, memcpy):
+        o = self.opts
+        setting = None
+        if forced is None:
+            wrong, t = self._measure(case, case.call(alg), iters, warmup)
+        else:
+            from .native import forcing
+            with forcing(case.spec.name, forced, self.comm) as (fresh, setting):
+                wrong, t = self._measure(case, case.call(alg, fresh), iters, warmup)
+            self.forced_settings.append(setting)
+        times = across(self.comm, t)
+        factor = case.busbw_factor()
+        algbw = case.bytes / times["avg"] / 1e3 if case.bytes and times["avg"] > 0 else None
+        commutative = case.op.is_commutative if case.op is not None else True
+        rec = {"type": "result", "primitive": case.spec.name, "algorithm": label,
+               "nranks": self.n, "bytes": case.bytes, "count": case.count,
+               "block_count": case.block, "call_nbytes": case.call_nbytes,
+               "dtype": case.dtype.name, "op": case.opname if case.spec.reduces else None,
+               "root": case.root, "iters": iters, "warmup": warmup, "timing": o.timing,
+               "xp": self.am.name, "time_us": times, "algbw_GBps": algbw,
+               "busbw_GBps": None if algbw is None or factor is None else algbw * factor,
+               "busbw_factor": factor, "wrong": wrong, "checked": wrong is not None,
+               "memcpy_GBps": memcpy, "native_forced": setting,
+               "auto": self.auto_choice(case, commutative)}
+        if wrong:
+            self.total_wrong += wrong
+        self.records.append(rec)
+        self.sink.write(rec)
+        if self.rank == 0:
+            self.echo(table_row(rec))
+
+    def auto_choice(self, case, commutative):
+        """What ``algorithm="auto"`` would run for this call (recorded, never fatal)."""
+        try:
+            return default_algorithm(case.spec.name, size=self.n, nbytes=case.call_nbytes,
+                                     count=case.call_count, commutative=commutative)
+        except Exception as exc:  # noqa: BLE001 - e.g. a broken MPICOLL_TUNING file
+            return f"error: {exc}"
+
+    def _measure(self, case, fn, iters, warmup):
+        wrong = self.check(case, fn) if self.opts.check else None
+        t = time_calls(fn, iters, warmup, self.comm, self.am.sync, self.opts.timing == "osu")
+        return wrong, t

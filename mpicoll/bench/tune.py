@@ -1,0 +1,130 @@
+"""``tune -o table.json``: measure, then write the table ``algorithm="auto"`` reads.
+
+Run under MPI at each world size of interest (``--merge`` adds this size to
+an existing table). For each primitive, the measured-best algorithm of every
+size (SUM on float32 by default, #wrong > 0 excluded) becomes a range of
+``nbytes`` (the size auto sees: the vector, or one rank's block for
+gather/allgather/scatter/alltoall); range bounds sit at the geometric mean
+of neighbouring measured sizes. Point ``MPICOLL_TUNING`` at the file, or
+ship it as ``mpicoll/tuning/default.json``::
+
+    {"format": "mpicoll-tuning/1", "label": "...",
+     "rules": {"allreduce": {"2": [{"max_nbytes": 2896, "algorithm": "recursive_doubling"},
+                                   {"max_nbytes": null, "algorithm": "ring"}]}},
+     "measurements": {...}, "provenance": {"2": {...}}}
+"""
+import datetime
+import json
+import math
+import os
+
+from mpicoll._defaults import TABLE_FORMAT
+
+__all__ = ["add_parser", "build_rules", "tune"]
+
+
+def _csv(text):
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def add_parser(sub, sweep_options):
+    p = sub.add_parser("tune", help="measure and write the table algorithm='auto' reads")
+    sweep_options(p, b="8", e="16M", f=4.0, n=10, w=2, op=False)
+    p.add_argument("-o", "--output", required=True, metavar="table.json")
+    p.add_argument("--primitive", type=_csv, default=["all"],
+                   help="comma list of primitives, or all (default)")
+    p.add_argument("--merge", action="store_true",
+                   help="keep the other world sizes already in the output file")
+    p.add_argument("--exclude-native", action="store_true",
+                   help="choose among hand-written algorithms only")
+    p.add_argument("--label", default=None, help="a line saying where the table was measured")
+    p.add_argument("--stat", choices=("median", "avg"), default="median",
+                   help="time compared: the ranks' average of per-rank median (default; "
+                        "robust on a shared machine) or of per-rank mean")
+    p.add_argument("-J", "--results", metavar="FILE", help="the measurements as JSON lines")
+    p.set_defaults(func=tune, opname="sum")
+
+
+def build_rules(records, *, exclude_native=False, stat="median"):
+    """{primitive: [{"max_nbytes", "algorithm"}]} and the evidence, from result records."""
+    from mpicoll import algorithms
+
+    def t(r):
+        return r["time_us"].get(stat, r["time_us"]["avg"])
+    best = {}
+    for r in records:
+        alg = r["algorithm"]
+        if r.get("wrong") or alg not in algorithms(r["primitive"]):
+            continue                      # wrong results, auto and native[...] never win
+        if exclude_native and alg == "native":
+            continue
+        key = (r["primitive"], r["call_nbytes"])
+        if key not in best or t(r) < t(best[key]):
+            best[key] = r
+    rules, evidence = {}, {}
+    for prim in sorted({k[0] for k in best}):
+        pts = sorted((nb, r) for (p, nb), r in best.items() if p == prim)
+        ranges = []
+        for i, (nb, r) in enumerate(pts):
+            nxt = pts[i + 1][0] if i + 1 < len(pts) else None
+            bound = None if nxt is None else int(math.sqrt(max(nb, 1) * nxt))
+            if ranges and ranges[-1]["algorithm"] == r["algorithm"]:
+                ranges[-1]["max_nbytes"] = bound
+            else:
+                ranges.append({"max_nbytes": bound, "algorithm": r["algorithm"]})
+        rules[prim] = ranges
+        evidence[prim] = [{"nbytes": nb, "algorithm": r["algorithm"],
+                           stat + "_us": round(t(r), 3)} for nb, r in pts]
+    return rules, evidence
+
+
+def tune(args):
+    from mpicoll._registry import PRIMITIVES
+    from .harness import Sweep
+    from .provenance import collect
+    from .results import Sink
+    from .run import prepare, provenance_extra
+
+    prims = list(PRIMITIVES) if args.primitive == ["all"] else args.primitive
+    for p in prims:
+        if p not in PRIMITIVES:
+            raise SystemExit(f"--primitive: unknown primitive {p!r}")
+    comm = prepare(args)
+    rank, n = comm.Get_rank(), comm.Get_size()
+    prov = collect(comm, provenance_extra(args, prims))
+    sink = Sink(rank, args.results)
+    sink.write(prov)
+    args.algorithms, args.progress, args.memcpy = ["all"], "auto", False
+    echo = (lambda s: print(s, flush=True)) if rank == 0 else (lambda s: None)
+    os.environ["MPICOLL_TUNING"] = "none"     # the "auto" column must not read a stale table
+    sweep = Sweep(args, comm, sink, echo=echo)
+    wrong = sweep.run(prims)
+    sink.close()
+    if rank == 0:
+        rules, evidence = build_rules(sweep.records, exclude_native=args.exclude_native,
+                                      stat=args.stat)
+        table = {"format": TABLE_FORMAT, "rules": {}, "measurements": {}, "provenance": {}}
+        if args.merge and os.path.exists(args.output):
+            with open(args.output) as f:
+                table.update(json.load(f))
+        host = ", ".join(f"{h} x{c}" for h, c in prov["hosts"].items())
+        table["label"] = args.label or table.get("label") or (
+            f"measured by mpicoll.bench tune on {host} ({prov['cpu_count']} cores, "
+            f"{prov['cpu_model']}); re-tune on your own machine")
+        table["created"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        for prim, ranges in rules.items():
+            table["rules"].setdefault(prim, {})[str(n)] = ranges
+            table["measurements"].setdefault(prim, {})[str(n)] = evidence[prim]
+        table["provenance"][str(n)] = {k: prov[k] for k in (
+            "date", "command", "hosts", "mpi_library", "mpi4py", "numpy", "cpu_model",
+            "cpu_count", "loadavg_at_start", "mpi_env", "dtype", "op", "timing")}
+        table["provenance"][str(n)]["stat"] = args.stat
+        with open(args.output, "w") as f:
+            json.dump(table, f, indent=1)
+        for prim, ranges in rules.items():
+            text = ", ".join(f"<= {r['max_nbytes']} B: {r['algorithm']}" if r["max_nbytes"]
+                             is not None else f"above: {r['algorithm']}" for r in ranges)
+            echo(f"# {prim} N={n}: {text}")
+        echo(f"# table written to {args.output}")
+    comm.Free()
+    return 1 if wrong else 0
