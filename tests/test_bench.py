@@ -233,6 +233,7 @@ def test_tune_table_drives_auto(tmp_path, monkeypatch):
     for prim in ("allreduce", "bcast"):
         for m in table["measurements"][prim]["2"]:
             assert _defaults.default_algorithm(prim, size=2, nbytes=m["nbytes"]) == m["algorithm"]
+            assert m["median_us"][m["algorithm"]] <= 1.05 * m["median_us"][m["fastest"]]
 
 
 # -- serial units ------------------------------------------------------------
@@ -387,9 +388,18 @@ def test_build_rules_picks_measured_best():
     recs = [rec(8, "ring", 5), rec(8, "recursive_doubling", 3), rec(8, "broken", 1),
             rec(1024, "ring", 9), rec(1024, "recursive_doubling", 10),
             rec(1024, "rabenseifner", 1, wrong=4), rec(65536, "ring", 1), rec(65536, "native", 2)]
-    rules, _ = build_rules(recs)
+    rules, ev = build_rules(recs)
     assert rules["allreduce"] == [{"max_nbytes": 90, "algorithm": "recursive_doubling"},
                                   {"max_nbytes": None, "algorithm": "ring"}]
+    assert [e["algorithm"] for e in ev["allreduce"]] == ["recursive_doubling", "ring", "ring"]
+    # within the tolerance the previous range's algorithm keeps a size
+    recs.append(rec(4096, "ring", 10.3))
+    recs.append(rec(4096, "recursive_doubling", 10))
+    rules, _ = build_rules(recs, tolerance=0.05)
+    assert rules["allreduce"][-1] == {"max_nbytes": None, "algorithm": "ring"}
+    rules, _ = build_rules(recs, tolerance=0.0)
+    assert [r["algorithm"] for r in rules["allreduce"]] == [
+        "recursive_doubling", "ring", "recursive_doubling", "ring"]
 
 
 def test_trace_hooks_cost_nothing_when_unset():

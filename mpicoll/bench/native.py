@@ -12,6 +12,8 @@ library's ring, so the hand-written ring is compared with MPICH's:
   when a communicator is created, so the forced rows run on a fresh Dup),
   else taken from the launcher's environment
   (``mpirun --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 4``).
+  Open MPI 5 may route a collective through coll/han before coll/tuned; launch
+  with ``--mca coll ^han`` when the forced tuned algorithm must be what runs.
 
 MPICH exposes its algorithm CVARs as plain ints without an MPI_T enum; their
 values follow the order of the names in the variable's description (checked

@@ -41,40 +41,50 @@ def add_parser(sub, sweep_options):
     p.add_argument("--stat", choices=("median", "avg"), default="median",
                    help="time compared: the ranks' average of per-rank median (default; "
                         "robust on a shared machine) or of per-rank mean")
+    p.add_argument("--tolerance", type=float, default=0.05,
+                   help="keep the previous size's algorithm while within this fraction of "
+                        "the fastest (default 0.05): noise does not split ranges")
     p.add_argument("-J", "--results", metavar="FILE", help="the measurements as JSON lines")
     p.set_defaults(func=tune, opname="sum")
 
 
-def build_rules(records, *, exclude_native=False, stat="median"):
-    """{primitive: [{"max_nbytes", "algorithm"}]} and the evidence, from result records."""
+def build_rules(records, *, exclude_native=False, stat="median", tolerance=0.05):
+    """{primitive: [{"max_nbytes", "algorithm"}]} and the evidence, from result records.
+
+    Sizes are visited in increasing order; the algorithm of the current range
+    keeps the next size while it is within ``tolerance`` of that size's best,
+    so measurement noise between near-equal algorithms does not split ranges.
+    """
     from mpicoll import algorithms
 
     def t(r):
         return r["time_us"].get(stat, r["time_us"]["avg"])
-    best = {}
+    times = {}                            # (primitive, nbytes) -> {algorithm: best time}
     for r in records:
         alg = r["algorithm"]
         if r.get("wrong") or alg not in algorithms(r["primitive"]):
             continue                      # wrong results, auto and native[...] never win
         if exclude_native and alg == "native":
             continue
-        key = (r["primitive"], r["call_nbytes"])
-        if key not in best or t(r) < t(best[key]):
-            best[key] = r
+        cell = times.setdefault((r["primitive"], r["call_nbytes"]), {})
+        cell[alg] = min(t(r), cell.get(alg, float("inf")))
     rules, evidence = {}, {}
-    for prim in sorted({k[0] for k in best}):
-        pts = sorted((nb, r) for (p, nb), r in best.items() if p == prim)
-        ranges = []
-        for i, (nb, r) in enumerate(pts):
+    for prim in sorted({k[0] for k in times}):
+        pts = sorted((nb, cell) for (p, nb), cell in times.items() if p == prim)
+        ranges, ev = [], []
+        for i, (nb, cell) in enumerate(pts):
+            best = min(cell, key=cell.get)
+            cur = ranges[-1]["algorithm"] if ranges else None
+            win = cur if cur in cell and cell[cur] <= cell[best] * (1 + tolerance) else best
             nxt = pts[i + 1][0] if i + 1 < len(pts) else None
             bound = None if nxt is None else int(math.sqrt(max(nb, 1) * nxt))
-            if ranges and ranges[-1]["algorithm"] == r["algorithm"]:
+            if ranges and cur == win:
                 ranges[-1]["max_nbytes"] = bound
             else:
-                ranges.append({"max_nbytes": bound, "algorithm": r["algorithm"]})
-        rules[prim] = ranges
-        evidence[prim] = [{"nbytes": nb, "algorithm": r["algorithm"],
-                           stat + "_us": round(t(r), 3)} for nb, r in pts]
+                ranges.append({"max_nbytes": bound, "algorithm": win})
+            ev.append({"nbytes": nb, "algorithm": win, "fastest": best,
+                       stat + "_us": {a: round(x, 3) for a, x in sorted(cell.items())}})
+        rules[prim], evidence[prim] = ranges, ev
     return rules, evidence
 
 
@@ -102,7 +112,7 @@ def tune(args):
     sink.close()
     if rank == 0:
         rules, evidence = build_rules(sweep.records, exclude_native=args.exclude_native,
-                                      stat=args.stat)
+                                      stat=args.stat, tolerance=args.tolerance)
         table = {"format": TABLE_FORMAT, "rules": {}, "measurements": {}, "provenance": {}}
         if args.merge and os.path.exists(args.output):
             with open(args.output) as f:
@@ -118,7 +128,8 @@ def tune(args):
         table["provenance"][str(n)] = {k: prov[k] for k in (
             "date", "command", "hosts", "mpi_library", "mpi4py", "numpy", "cpu_model",
             "cpu_count", "loadavg_at_start", "mpi_env", "dtype", "op", "timing")}
-        table["provenance"][str(n)]["stat"] = args.stat
+        table["provenance"][str(n)].update(stat=args.stat, tolerance=args.tolerance)
+        os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
         with open(args.output, "w") as f:
             json.dump(table, f, indent=1)
         for prim, ranges in rules.items():
