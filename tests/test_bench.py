@@ -234,6 +234,7 @@ def test_tune_table_drives_auto(tmp_path, monkeypatch):
         for m in table["measurements"][prim]["2"]:
             assert _defaults.default_algorithm(prim, size=2, nbytes=m["nbytes"]) == m["algorithm"]
             assert m["median_us"][m["algorithm"]] <= 1.05 * m["median_us"][m["fastest"]]
+            assert m["algorithm"] != "native"      # hand-written only unless --include-native
 
 
 # -- serial units ------------------------------------------------------------
@@ -374,8 +375,8 @@ def test_default_table_is_shipped_and_labelled(monkeypatch):
     for prim, sizes in table["rules"].items():
         for n, ranges in sizes.items():
             assert ranges[-1]["max_nbytes"] is None
-            for r in ranges:
-                assert r["algorithm"] in mpicoll.algorithms(prim)
+            for r in ranges:     # auto stays hand-written (P2PComm promises mpicoll's algorithms)
+                assert r["algorithm"] in mpicoll.algorithms(prim) and r["algorithm"] != "native"
     assert _defaults.tuning_table() == table["rules"]
 
 
@@ -391,6 +392,8 @@ def test_build_rules_picks_measured_best():
     rules, ev = build_rules(recs)
     assert rules["allreduce"] == [{"max_nbytes": 90, "algorithm": "recursive_doubling"},
                                   {"max_nbytes": None, "algorithm": "ring"}]
+    rules_n, _ = build_rules(recs + [rec(65536, "native", 0.5)], include_native=True)
+    assert rules_n["allreduce"][-1] == {"max_nbytes": None, "algorithm": "native"}
     assert [e["algorithm"] for e in ev["allreduce"]] == ["recursive_doubling", "ring", "ring"]
     # within the tolerance the previous range's algorithm keeps a size
     recs.append(rec(4096, "ring", 10.3))

@@ -2,7 +2,9 @@
 
 Run under MPI at each world size of interest (``--merge`` adds this size to
 an existing table). For each primitive, the measured-best algorithm of every
-size (SUM on float32 by default, #wrong > 0 excluded) becomes a range of
+size (SUM on float32 by default, #wrong > 0 excluded; hand-written algorithms
+only unless ``--include-native``: ``auto`` is what P2PComm and the p2p backend
+run, and they promise mpicoll's own algorithms) becomes a range of
 ``nbytes`` (the size auto sees: the vector, or one rank's block for
 gather/allgather/scatter/alltoall); range bounds sit at the geometric mean
 of neighbouring measured sizes. Point ``MPICOLL_TUNING`` at the file, or
@@ -35,8 +37,9 @@ def add_parser(sub, sweep_options):
                    help="comma list of primitives, or all (default)")
     p.add_argument("--merge", action="store_true",
                    help="keep the other world sizes already in the output file")
-    p.add_argument("--exclude-native", action="store_true",
-                   help="choose among hand-written algorithms only")
+    p.add_argument("--include-native", action="store_true",
+                   help="let auto pick native too (default: hand-written algorithms only, so "
+                        "that P2PComm and the p2p backend keep running mpicoll's algorithms)")
     p.add_argument("--label", default=None, help="a line saying where the table was measured")
     p.add_argument("--stat", choices=("median", "avg"), default="median",
                    help="time compared: the ranks' average of per-rank median (default; "
@@ -48,7 +51,7 @@ def add_parser(sub, sweep_options):
     p.set_defaults(func=tune, opname="sum")
 
 
-def build_rules(records, *, exclude_native=False, stat="median", tolerance=0.05):
+def build_rules(records, *, include_native=False, stat="median", tolerance=0.05):
     """{primitive: [{"max_nbytes", "algorithm"}]} and the evidence, from result records.
 
     Sizes are visited in increasing order; the algorithm of the current range
@@ -64,7 +67,7 @@ def build_rules(records, *, exclude_native=False, stat="median", tolerance=0.05)
         alg = r["algorithm"]
         if r.get("wrong") or alg not in algorithms(r["primitive"]):
             continue                      # wrong results, auto and native[...] never win
-        if exclude_native and alg == "native":
+        if alg == "native" and not include_native:
             continue
         cell = times.setdefault((r["primitive"], r["call_nbytes"]), {})
         cell[alg] = min(t(r), cell.get(alg, float("inf")))
@@ -111,7 +114,7 @@ def tune(args):
     wrong = sweep.run(prims)
     sink.close()
     if rank == 0:
-        rules, evidence = build_rules(sweep.records, exclude_native=args.exclude_native,
+        rules, evidence = build_rules(sweep.records, include_native=args.include_native,
                                       stat=args.stat, tolerance=args.tolerance)
         table = {"format": TABLE_FORMAT, "rules": {}, "measurements": {}, "provenance": {}}
         if args.merge and os.path.exists(args.output):
@@ -128,7 +131,8 @@ def tune(args):
         table["provenance"][str(n)] = {k: prov[k] for k in (
             "date", "command", "hosts", "mpi_library", "mpi4py", "numpy", "cpu_model",
             "cpu_count", "loadavg_at_start", "mpi_env", "dtype", "op", "timing")}
-        table["provenance"][str(n)].update(stat=args.stat, tolerance=args.tolerance)
+        table["provenance"][str(n)].update(stat=args.stat, tolerance=args.tolerance,
+                                           include_native=args.include_native)
         os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
         with open(args.output, "w") as f:
             json.dump(table, f, indent=1)
