@@ -25,7 +25,7 @@ def test_mpi_suite(n):
     proc = run_mpi(n, argv, timeout=JOB_TIMEOUT)
     out = proc.stdout + proc.stderr
     # Ranks share stdout, so summary lines can run together: count, don't anchor.
-    summaries = re.findall(r"(\d+) passed in ", out)
+    summaries = re.findall(r"(\d+) passed(?:, \d+ \w+)* in ", out)
     assert proc.returncode == 0 and len(summaries) == n, (
         f"MPI suite at N={n} failed (exit {proc.returncode}):\n{out[-20000:]}")
     assert not re.search(r"\b\d+ (failed|errors?)\b", out), out[-20000:]
