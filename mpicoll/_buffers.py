@@ -11,7 +11,7 @@ from mpi4py import MPI
 from ._errors import ArgumentError, ArgumentTypeError, describe
 
 __all__ = ["is_cupy", "as_array", "check_dtype", "same_dtype", "check_size",
-           "check_root", "check_counts", "IN_PLACE"]
+           "check_root", "check_counts", "check_no_alias", "IN_PLACE"]
 
 IN_PLACE = MPI.IN_PLACE
 
@@ -72,6 +72,18 @@ def same_dtype(name_a, a, name_b, b):
         raise ArgumentError(
             f"{name_b}: expected dtype {a.dtype} (the dtype of {name_a}); got {b.dtype}",
             MPI.ERR_TYPE)
+
+
+def check_no_alias(send_name, send, recv_name, recv):
+    """MPI forbids send and receive buffers that overlap (MPI.IN_PLACE is the way)."""
+    if send is None or recv is None or not send.nbytes or not recv.nbytes:
+        return
+    a = send.__array_interface__["data"][0]
+    b = recv.__array_interface__["data"][0]
+    if a < b + recv.nbytes and b < a + send.nbytes:
+        raise ArgumentError(
+            f"{recv_name}: overlaps {send_name} in memory; MPI forbids aliased send and receive "
+            f"buffers (pass {send_name}=MPI.IN_PLACE to work in place)", MPI.ERR_BUFFER)
 
 
 def check_size(argname, arr, expected, how):

@@ -6,14 +6,34 @@ goes through :class:`Call`, the single layer that checks user input::
     call = Call("allreduce", comm)
     with call.checking():           # ArgumentError here is held, not raised
         ...validate buffers, op, root...
-        fn = call.choose(algorithm, op=op, nbytes=...)
+        fn = call.choose(algorithm, op=op, nbytes=..., count=..., dtype=..., root=...)
     call.settle()                   # every rank raises if any rank failed
     fn(call.ctx(count, itemsize), ...)
 
 ``settle`` makes a rank-local error (say, a too-small recvbuf on the root)
 raise on every rank instead of leaving the others waiting in the algorithm.
-It costs one small native allreduce on the private communicator; set
-``MPICOLL_CHECK=local`` to skip it when every rank's arguments are known good.
+Its one communication is a native ``Allgather`` of a 128-byte fingerprint
+per rank on the private communicator (see :mod:`mpicoll._fingerprint`).
+
+Modes (``MPICOLL_CHECK``, or per communicator with :func:`set_check`):
+
+- ``agree`` (default; ``MPICOLL_CHECK`` unset or ``agree``): argument errors
+  on any rank raise on every rank.
+- ``checked`` (``MPICOLL_CHECK=1``, ``checked``, ``on``): additionally, the
+  ranks compare primitive, algorithm, op, dtype, count, root, recvcounts and
+  the call's sequence number on the communicator; any difference raises
+  :class:`CollectiveMismatchError` with the same message on every rank
+  (naming the ranks and values that disagree) instead of the deadlock or
+  silent truncation MPI gives. It costs no extra message: the fingerprint is
+  exchanged in ``agree`` mode too, checked mode only compares it. If any one
+  rank is in checked mode, every rank compares.
+- ``local`` (``MPICOLL_CHECK=0``, ``local``, ``off``): no agreement step; a
+  rank with bad arguments raises alone (the others may then wait forever).
+  Only safe when every rank uses ``local`` and arguments are known good.
+
+The agreement cannot hang as long as every rank enters *some* mpicoll
+collective on the communicator (all of them, whatever the primitive, go
+through the same Allgather).
 """
 import contextlib
 import os
@@ -21,31 +41,74 @@ import os
 import numpy as np
 from mpi4py import MPI
 
+from . import _fingerprint as fpr
 from ._context import Ctx, private_comm
 from ._defaults import default_algorithm
 from ._errors import ArgumentError, ArgumentTypeError, describe
+from ._fingerprint import CollectiveMismatchError
 from ._registry import algorithms, env_choice, lookup
 
-__all__ = ["Call", "check_mode"]
+__all__ = ["Call", "check_mode", "set_check", "get_check", "CollectiveMismatchError"]
 
-_MODES = {"": "agree", "agree": "agree", "0": "local", "local": "local",
-          "off": "local", "1": "agree"}
+_MODES = {"": "agree", "agree": "agree",
+          "0": "local", "local": "local", "off": "local", "false": "local", "no": "local",
+          "1": "checked", "checked": "checked", "on": "checked", "true": "checked", "yes": "checked"}
 _MSG = 1024   # bytes of error text exchanged per rank when a call fails
 
 
-def check_mode():
-    """``agree`` (default) or ``local``, from ``MPICOLL_CHECK``."""
+def check_mode(comm=None):
+    """The mode in force: ``agree``, ``checked`` or ``local``.
+
+    ``comm``'s own setting (:func:`set_check`) when it has one, else
+    ``MPICOLL_CHECK``. A junk ``MPICOLL_CHECK`` raises :class:`ArgumentError`.
+    """
+    if comm is not None:
+        mode = _state(private_comm(_as_comm(comm))).mode
+        if mode is not None:
+            return mode
     raw = os.environ.get("MPICOLL_CHECK", "").strip().lower()
     mode = _MODES.get(raw)
     if mode is None:
         raise ArgumentError(
-            f"MPICOLL_CHECK: expected one of agree, local, 0, 1 (or unset); got {raw!r}")
+            "MPICOLL_CHECK: expected one of agree, checked (or 1, on), local (or 0, off), "
+            f"or unset; got {raw!r}")
     return mode
+
+
+def set_check(comm, mode):
+    """Set the check mode of one communicator; return the previous setting.
+
+    ``mode``: ``"checked"`` (or True), ``"agree"`` (or False), ``"local"``,
+    or None to follow ``MPICOLL_CHECK`` again. The setting belongs to the
+    MPI communicator: a :class:`mpicoll.P2PComm` shares its base
+    communicator's handle, so ``set_check(P2PComm(MPI.COMM_WORLD), True)``
+    also checks functional calls on COMM_WORLD; set it on a ``Dup()`` to scope
+    it. Call it on every rank (``local`` on some ranks only can hang).
+    """
+    if mode is True:
+        mode = "checked"
+    elif mode is False:
+        mode = "agree"
+    elif mode is not None:
+        if not isinstance(mode, str) or mode.strip().lower() not in _MODES or not mode.strip():
+            raise ArgumentError(
+                f"mode: expected 'checked', 'agree', 'local', True, False or None; got {describe(mode)}")
+        mode = _MODES[mode.strip().lower()]
+    state = _state(private_comm(_as_comm(comm)))
+    old, state.mode = state.mode, mode
+    return old
+
+
+def get_check(comm=None):
+    """The effective mode of ``comm`` (default COMM_WORLD)."""
+    return check_mode(_as_comm(comm))
 
 
 def _as_comm(comm):
     if comm is None:
         return MPI.COMM_WORLD
+    if isinstance(comm, MPI.Comm) and comm == MPI.COMM_NULL:
+        raise ArgumentError("comm: expected a valid intracommunicator; got MPI.COMM_NULL", MPI.ERR_COMM)
     if not isinstance(comm, MPI.Intracomm):
         kind = "an intercommunicator" if isinstance(comm, MPI.Intercomm) else describe(comm)
         raise ArgumentTypeError(
@@ -55,10 +118,36 @@ def _as_comm(comm):
     return comm
 
 
+class _CommState:
+    """Per-communicator state, cached on the private communicator."""
+
+    __slots__ = ("seq", "mode", "raw")
+
+    def __init__(self, size):
+        self.seq = 0                 # collective calls made on this communicator (this rank)
+        self.mode = None             # set_check() override, else MPICOLL_CHECK
+        self.raw = bytearray(size * fpr.L * 8)   # every rank's fingerprint, gathered
+
+
+_keyval = None
+
+
+def _state(pcomm):
+    global _keyval
+    if _keyval is None:
+        _keyval = MPI.Comm.Create_keyval()
+    st = pcomm.Get_attr(_keyval)
+    if st is None:
+        st = _CommState(pcomm.Get_size())
+        pcomm.Set_attr(_keyval, st)
+    return st
+
+
 class Call:
     """The state of one collective call on one rank."""
 
-    __slots__ = ("primitive", "comm", "pcomm", "rank", "size", "error", "algorithm")
+    __slots__ = ("primitive", "comm", "pcomm", "rank", "size", "error", "algorithm",
+                 "desc", "state")
 
     def __init__(self, primitive, comm):
         self.primitive = primitive
@@ -68,6 +157,8 @@ class Call:
         self.size = self.pcomm.Get_size()
         self.error = None
         self.algorithm = None
+        self.desc = None
+        self.state = _state(self.pcomm)
 
     @contextlib.contextmanager
     def checking(self):
@@ -78,17 +169,63 @@ class Call:
             self.error = exc
 
     def settle(self):
-        """Raise on every rank if validation failed on any rank."""
+        """Raise on every rank if validation failed on any rank (or, checked, if the calls differ)."""
+        self._agree(fpr.SETTLE, 0)
+
+    def exchange(self, value):
+        """Agree on errors held so far and return every rank's ``value`` (an int).
+
+        For arguments that must be known before validation can finish
+        (``Reduce_scatter``'s recvcounts taken from each rank's recvbuf).
+        It uses the same fingerprint Allgather as :meth:`settle`, so a rank
+        that meanwhile called another collective raises instead of hanging.
+        """
+        return self._agree(fpr.EXCHANGE, int(value))
+
+    def _agree(self, phase, payload):
         err = self.error
-        if check_mode() == "local" or self.size == 1:
+        state = self.state
+        mode = state.mode
+        if mode is None:
+            try:
+                mode = check_mode()
+            except ArgumentError as exc:   # junk MPICOLL_CHECK: agreed like any argument error
+                mode = "agree"
+                if err is None:
+                    err = self.error = exc
+        seq = state.seq
+        if phase == fpr.SETTLE:
+            state.seq = seq + 1
+            if mode == "local" or self.size == 1:
+                if err is not None:
+                    raise err
+                return None
+        elif self.size == 1:
             if err is not None:
                 raise err
-            return
-        flag = np.array([0 if err is None else 1], dtype=np.intc)
-        # Infrastructure, not an algorithm: the library's own allreduce of one int.
-        self.pcomm.Allreduce(MPI.IN_PLACE, flag, MPI.MAX)
-        if not flag[0]:
-            return
+            return [payload]
+        flags = (fpr.FLAG_ERROR if err is not None else 0) | (
+            fpr.FLAG_CHECKED if mode == "checked" else 0)
+        mine = fpr.build_bytes(phase, seq, self.primitive, flags,
+                               self.desc if phase == fpr.SETTLE else None, payload)
+        raw = state.raw
+        # Infrastructure, not an algorithm: the library's own allgather of 16 int64.
+        self.pcomm.Allgather([mine, MPI.BYTE], [raw, MPI.BYTE])
+        if err is None and phase == fpr.SETTLE and raw == mine * self.size:
+            return None            # fast path: the same call everywhere, no error anywhere
+        every = fpr.matrix(raw, self.size)
+        checked = fpr.any_checked(every)
+        if fpr.all_agree(every, checked):
+            return fpr.payloads(every) if phase == fpr.EXCHANGE else None
+        diffs = fpr.differences(every, checked)
+        if not np.any(every[:, fpr.C_FLAGS] & fpr.FLAG_ERROR):
+            if not diffs:
+                return fpr.payloads(every) if phase == fpr.EXCHANGE else None
+            raise CollectiveMismatchError(fpr.mismatch_message(every, diffs), diffs[0][1], diffs)
+        self._raise_errors(err, diffs, every)
+
+    def _raise_errors(self, err, diffs, fps):
+        """Some rank failed validation: exchange the messages; raise everywhere."""
         mine = np.zeros(_MSG, dtype=np.uint8)
         if err is not None:
             eclass = err.Get_error_class() if isinstance(err, MPI.Exception) else MPI.ERR_OTHER
@@ -106,14 +243,25 @@ class Call:
             if n:
                 failed.append((r, int(every[r, :4].view(np.int32)[0]),
                                every[r, 8:8 + n].tobytes().decode("utf-8", "replace")))
-        ranks = ", ".join(str(r) for r, _, _ in failed)
+        ranks = fpr.ranks_text([r for r, _, _ in failed])
         detail = "; ".join(f"rank {r}: {t}" for r, _, t in failed)
+        prims = fpr.primitives(fps)
+        what = f"mpicoll.{prims[0]}" if len(set(prims)) == 1 else "mpicoll"
+        also = ""
+        if diffs:
+            also = " | and the calls do not match: " + fpr.mismatch_message(fps, diffs).split(" - ", 1)[1]
         raise ArgumentError(
-            f"mpicoll.{self.primitive}: invalid arguments on rank(s) {ranks} "
-            f"(nothing was sent) - {detail}", failed[0][1])
+            f"{what}: invalid arguments on rank(s) {ranks} "
+            f"(nothing was sent) - {detail}{also}", failed[0][1])
 
-    def choose(self, name=None, *, op=None, nbytes=0, count=0):
-        """Resolve the algorithm: argument, then MPICOLL_<P>_ALGORITHM, then auto."""
+    def choose(self, name=None, *, op=None, nbytes=0, count=0, dtype=None, root=None,
+               counts=None):
+        """Resolve the algorithm: argument, then MPICOLL_<P>_ALGORITHM, then auto.
+
+        ``op``, ``count`` (elements each rank contributes or receives as a
+        block; equal on every rank), ``dtype``, ``root`` and ``counts``
+        (reduce_scatter's recvcounts) also describe the call for checked mode.
+        """
         primitive = self.primitive
         if name is None:
             name = env_choice(primitive) or "auto"
@@ -133,6 +281,7 @@ class Call:
                 f"and needs a commutative op; got a non-commutative user op. "
                 f"Algorithms that keep rank order: {', '.join(capable)}", MPI.ERR_OP)
         self.algorithm = name
+        self.desc = (name, op, dtype, count, root, counts)
         return fn
 
     def ctx(self, count=0, itemsize=0):

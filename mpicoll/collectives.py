@@ -23,8 +23,8 @@ import numpy as np
 from mpi4py import MPI
 
 from . import coll as _coll  # noqa: F401  (importing it fills the registry)
-from ._buffers import (IN_PLACE, as_array, check_counts, check_root, check_size,
-                       same_dtype)
+from ._buffers import (IN_PLACE, as_array, check_counts, check_no_alias, check_root,
+                       check_size, same_dtype)
 from ._call import Call
 from ._errors import ArgumentError
 from ._ops import check_op
@@ -66,7 +66,8 @@ def _bcast(call, bufs, root, algorithm):
         (buf,) = bufs()
         root = check_root(root, call.size)
         flat = as_array("buf", buf, writable=call.rank != root)
-        fn = call.choose(algorithm, nbytes=flat.nbytes, count=flat.size)
+        fn = call.choose(algorithm, nbytes=flat.nbytes, count=flat.size, dtype=flat.dtype,
+                         root=root)
     call.settle()
     _run(call, flat.size, flat.itemsize, fn, flat, root)
     return buf
@@ -100,8 +101,10 @@ def _reduce(call, bufs, op, root, algorithm):
                 out, dest = _recv_array("recvbuf", recvbuf, data.dtype, data.size,
                                         "as many as sendbuf", np.shape(sendbuf))
                 dest = out.reshape(-1) if dest is None else dest
+                check_no_alias("sendbuf", data, "recvbuf", dest)
         check_op(op, data.dtype)
-        fn = call.choose(algorithm, op=op, nbytes=data.nbytes, count=data.size)
+        fn = call.choose(algorithm, op=op, nbytes=data.nbytes, count=data.size,
+                         dtype=data.dtype, root=root)
     call.settle()
     if _is_in_place(sendbuf):
         data = data.copy()         # algorithms may write recvbuf before reading sendbuf
@@ -133,8 +136,10 @@ def _allreduce(call, bufs, op, algorithm):
             out, dest = _recv_array("recvbuf", recvbuf, data.dtype, data.size,
                                     "as many as sendbuf", np.shape(sendbuf))
             dest = out.reshape(-1) if dest is None else dest
+            check_no_alias("sendbuf", data, "recvbuf", dest)
         check_op(op, dest.dtype)
-        fn = call.choose(algorithm, op=op, nbytes=dest.nbytes, count=dest.size)
+        fn = call.choose(algorithm, op=op, nbytes=dest.nbytes, count=dest.size,
+                         dtype=dest.dtype)
     call.settle()
     _run(call, dest.size, dest.itemsize, fn, data, dest, op)
     return out
@@ -176,7 +181,9 @@ def _gather(call, bufs, root, algorithm):
                 out, dest = _recv_array("recvbuf", recvbuf, data.dtype, n * data.size,
                                         f"{n} ranks x {data.size}", (n,) + np.shape(sendbuf))
                 dest = out.reshape(-1) if dest is None else dest
-        fn = call.choose(algorithm, nbytes=data.nbytes, count=data.size)
+                check_no_alias("sendbuf", data, "recvbuf", dest)
+        fn = call.choose(algorithm, nbytes=data.nbytes, count=data.size, dtype=data.dtype,
+                         root=root)
     call.settle()
     _run(call, data.size, data.itemsize, fn, data, dest, root)
     return out if is_root else None
@@ -209,7 +216,8 @@ def _allgather(call, bufs, algorithm):
             out, dest = _recv_array("recvbuf", recvbuf, data.dtype, n * data.size,
                                     f"{n} ranks x {data.size}", (n,) + np.shape(sendbuf))
             dest = out.reshape(-1) if dest is None else dest
-        fn = call.choose(algorithm, nbytes=data.nbytes, count=data.size)
+            check_no_alias("sendbuf", data, "recvbuf", dest)
+        fn = call.choose(algorithm, nbytes=data.nbytes, count=data.size, dtype=data.dtype)
     call.settle()
     _run(call, data.size, data.itemsize, fn, data, dest)
     return out
@@ -255,7 +263,9 @@ def _scatter(call, bufs, root, algorithm):
                 data = as_array("sendbuf", sendbuf)
                 same_dtype("recvbuf", dest, "sendbuf", data)
                 check_size("sendbuf", data, n * dest.size, f"{n} ranks x {dest.size}")
-        fn = call.choose(algorithm, nbytes=dest.nbytes, count=dest.size)
+                check_no_alias("sendbuf", data, "recvbuf", dest)
+        fn = call.choose(algorithm, nbytes=dest.nbytes, count=dest.size, dtype=dest.dtype,
+                         root=root)
     call.settle()
     _run(call, dest.size, dest.itemsize, fn, data, dest, root)
     return out
@@ -308,8 +318,10 @@ def _reduce_scatter(call, bufs, counts, op, algorithm):
             out, dest = _recv_array("recvbuf", recvbuf, full.dtype, mine,
                                     f"recvcounts[{call.rank}]", block_shape)
             dest = out.reshape(-1) if dest is None else dest
+            check_no_alias("sendbuf", full, "recvbuf", dest)
         check_op(op, full.dtype)
-        fn = call.choose(algorithm, op=op, nbytes=full.nbytes, count=full.size)
+        fn = call.choose(algorithm, op=op, nbytes=full.nbytes, count=full.size,
+                         dtype=full.dtype, counts=counts)
     call.settle()
     if _is_in_place(sendbuf):
         full = full.copy()         # the result overwrites the start of the input
@@ -353,11 +365,13 @@ def _alltoall(call, bufs, algorithm):
             out, dest = _recv_array("recvbuf", recvbuf, data.dtype, data.size,
                                     "as many as sendbuf", np.shape(sendbuf))
             dest = out.reshape(-1) if dest is None else dest
+            check_no_alias("sendbuf", data, "recvbuf", dest)
         if data.size % n:
             raise ArgumentError(
                 f"{'recvbuf' if data is dest else 'sendbuf'}: expected a multiple of {n} "
                 f"elements (one block per rank); got {data.size}", MPI.ERR_COUNT)
-        fn = call.choose(algorithm, nbytes=data.nbytes // n, count=data.size // n)
+        fn = call.choose(algorithm, nbytes=data.nbytes // n, count=data.size // n,
+                         dtype=data.dtype)
     call.settle()
     if data is dest:
         data = data.copy()

@@ -78,6 +78,16 @@ def _index(argname, value):
     return value
 
 
+def _is_rank(root, rank):
+    """``root == rank`` for any integer type (np.int64 included); False for junk."""
+    if isinstance(root, (bool, np.bool_)):
+        return False
+    try:
+        return operator.index(root) == rank
+    except TypeError:
+        return False
+
+
 def parse_bufspec(argname, spec, *, blocks=1):
     """mpi4py buffer specification -> flat NumPy array (or MPI.IN_PLACE).
 
@@ -147,6 +157,9 @@ class P2PComm(MPI.Intracomm):
     """
 
     def __new__(cls, comm=None, *args, **kwargs):
+        if comm is not None and not isinstance(comm, MPI.Intracomm):
+            raise ArgumentTypeError(
+                f"comm: expected an mpi4py.MPI.Intracomm; got {describe(comm)}", MPI.ERR_COMM)
         return super().__new__(cls, comm)
 
     def __init__(self, comm=None, **choices):
@@ -190,7 +203,7 @@ class P2PComm(MPI.Intracomm):
     def Reduce(self, sendbuf, recvbuf, op=MPI.SUM, root=0):
         def bufs():
             s = parse_bufspec("sendbuf", sendbuf)
-            is_root = isinstance(root, int) and root == self.Get_rank()
+            is_root = _is_rank(root, self.Get_rank())
             r = parse_bufspec("recvbuf", recvbuf) if is_root else None
             if is_root and s is not MPI.IN_PLACE and r is not MPI.IN_PLACE and isinstance(r, np.ndarray):
                 r = r[:s.size] if r.size > s.size else r
@@ -213,7 +226,7 @@ class P2PComm(MPI.Intracomm):
 
         def bufs():
             s = parse_bufspec("sendbuf", sendbuf)
-            is_root = isinstance(root, int) and root == self.Get_rank()
+            is_root = _is_rank(root, self.Get_rank())
             r = parse_bufspec("recvbuf", recvbuf, blocks=n) if is_root else None
             return s, r
         _c._gather(self._call("gather"), bufs, root, self._algo("gather"))
@@ -229,7 +242,7 @@ class P2PComm(MPI.Intracomm):
         n = self.Get_size()
 
         def bufs():
-            is_root = isinstance(root, int) and root == self.Get_rank()
+            is_root = _is_rank(root, self.Get_rank())
             s = parse_bufspec("sendbuf", sendbuf, blocks=n) if is_root else None
             r = parse_bufspec("recvbuf", recvbuf)
             if r is MPI.IN_PLACE and not is_root:
@@ -252,15 +265,17 @@ class P2PComm(MPI.Intracomm):
         call = self._call("reduce_scatter")
         if recvcounts is None:
             # mpi4py's rule: each rank's receive count comes from its recvbuf.
-            r = parse_bufspec("recvbuf", recvbuf)
-            mine = np.array([r.size if isinstance(r, np.ndarray) else -1], dtype=np.int64)
-            every = np.empty(call.size, dtype=np.int64)
-            call.pcomm.Allgather(mine, every)
-            recvcounts = [int(c) for c in every]
-            if min(recvcounts) < 0:
-                raise ArgumentError(
-                    "recvcounts: None needs a sized recvbuf on every rank to take counts from; "
-                    "pass recvcounts explicitly", MPI.ERR_COUNT)
+            # Exchanged through the agreement step, so a bad recvbuf on one rank
+            # (or another collective called meanwhile) raises on every rank.
+            mine = -1
+            with call.checking():
+                r = parse_bufspec("recvbuf", recvbuf)
+                if not isinstance(r, np.ndarray):
+                    raise ArgumentError(
+                        "recvcounts: None needs a sized recvbuf on every rank to take counts "
+                        "from; pass recvcounts explicitly", MPI.ERR_COUNT)
+                mine = r.size
+            recvcounts = call.exchange(mine)
 
         def bufs():
             s = parse_bufspec("sendbuf", sendbuf)

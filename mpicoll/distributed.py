@@ -124,10 +124,17 @@ def _mpi_op(op):
     return op.mpi_op if isinstance(op, ReduceOp) else op
 
 
+def _check_op(op, tensor):
+    """Validate ``op`` (inside the agreed validation, before anything is written)."""
+    op = _op(op)
+    if op is ReduceOp.AVG and getattr(getattr(tensor, "dtype", None), "kind", "f") not in "fc":
+        raise ArgumentError(
+            f"op: ReduceOp.AVG needs floating-point data; got dtype {tensor.dtype}", MPI.ERR_OP)
+    return op
+
+
 def _average(tensor, op):
     if op is ReduceOp.AVG:
-        if tensor.dtype.kind not in "fc":
-            raise ArgumentError(f"op: ReduceOp.AVG needs floating-point data; got dtype {tensor.dtype}")
         tensor /= get_world_size()
 
 
@@ -138,21 +145,23 @@ def broadcast(tensor, src=0):
 
 def reduce(tensor, dst=0, op=ReduceOp.SUM):
     """Reduce into ``tensor`` on ``dst`` (in place); other ranks' tensors are unchanged."""
-    op = _op(op)
     comm = _group()
-    if comm.Get_rank() == dst:
-        _c._reduce(Call("reduce", comm), lambda: (MPI.IN_PLACE, tensor), _mpi_op(op), dst,
-                   _algo("reduce"))
+    is_dst = comm.Get_rank() == dst
+
+    def bufs():
+        _check_op(op, tensor)
+        return (MPI.IN_PLACE, tensor) if is_dst else (tensor, None)
+    _c._reduce(Call("reduce", comm), bufs, _mpi_op(op), dst, _algo("reduce"))
+    if is_dst:
         _average(tensor, op)
-    else:
-        _c._reduce(Call("reduce", comm), lambda: (tensor, None), _mpi_op(op), dst, _algo("reduce"))
 
 
 def all_reduce(tensor, op=ReduceOp.SUM):
     """Reduce ``tensor`` across ranks, in place on every rank."""
-    op = _op(op)
-    _c._allreduce(Call("allreduce", _group()), lambda: (MPI.IN_PLACE, tensor), _mpi_op(op),
-                  _algo("allreduce"))
+    def bufs():
+        _check_op(op, tensor)
+        return MPI.IN_PLACE, tensor
+    _c._allreduce(Call("allreduce", _group()), bufs, _mpi_op(op), _algo("allreduce"))
     _average(tensor, op)
 
 
@@ -222,11 +231,11 @@ def scatter(tensor, scatter_list=None, src=0):
 
 def reduce_scatter(output, input_list, op=ReduceOp.SUM):
     """Reduce ``input_list`` (N arrays) across ranks; rank i's ``output`` gets entry i."""
-    op = _op(op)
     comm = _group()
     n = comm.Get_size()
 
     def bufs():
+        _check_op(op, output)
         _check_list("input_list", input_list, n, output)
         return np.stack(input_list), output
     _c._reduce_scatter(Call("reduce_scatter", comm), bufs, None, _mpi_op(op),

@@ -1,0 +1,538 @@
+"""Soak: thousands of random collective calls, each compared with the native MPI one.
+
+::
+
+    mpiexec -n 4 python -m mpicoll.soak --calls 10000 --seed 1
+    mpiexec -n 4 python -m mpicoll.soak --calls 10000 --check     # in checked mode
+
+Each call draws (the same on every rank) a primitive, one of its algorithms
+(``native`` and ``auto`` included), a dtype, a count (0 to ``--max-count``,
+log-uniform), a root, an op valid for the dtype (built-ins and a commutative
+user op), in-place or not. Around every call the ranks exchange user
+point-to-point traffic on the *same* communicator: a posted
+``Irecv(ANY_SOURCE, ANY_TAG)`` and an ``Isend`` to the next rank stay
+pending across the collective and are checked after it (mpicoll's own
+messages must never match them). The mpicoll result is compared bitwise
+with the native collective (mpi4py on the user communicator) on data chosen
+so that every order of reduction gives the same bits; the caller's input
+must be unchanged.
+
+Counted and reported: mismatches, requests left active by mpicoll calls
+(every request the algorithms create is tracked), stray messages left on the
+private or user communicator, communicators (the private communicator must be
+one and the same object throughout; a probe ``Dup`` handle must not move),
+and resident memory (sampled; growth after the first tenth of the run).
+Exits 0 only when all of them are clean.
+"""
+import argparse
+import json
+import math
+import os
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+__all__ = ["soak", "main"]
+
+DTYPES = ["float64", "float32", "int32", "int64", "int16", "uint8", "uint32", "complex128", "bool"]
+REDUCING = ("reduce", "allreduce", "reduce_scatter")
+_VALID = {"SUM": "iufc", "PROD": "iufc", "MIN": "iuf", "MAX": "iuf", "LAND": "iub",
+          "LOR": "iub", "LXOR": "iub", "BAND": "iu", "BOR": "iu", "BXOR": "iu", "USER_ADD": "iufc"}
+
+
+def _user_add(invec, inoutvec, datatype):
+    from mpi4py.util import dtlib
+    dt = dtlib.to_numpy_dtype(datatype)
+    b = np.frombuffer(inoutvec, dtype=dt)
+    b += np.frombuffer(invec, dtype=dt)
+
+
+_OPS = {}
+
+
+def _op(name):
+    if not _OPS:
+        for n in _VALID:
+            _OPS[n] = MPI.Op.Create(_user_add, commute=True) if n == "USER_ADD" else getattr(MPI, n)
+    return _OPS[name]
+
+
+def _data(rng, count, dtype, opname):
+    """Values whose reduction is exact in every order (so results compare bitwise)."""
+    dt = np.dtype(dtype)
+    if dt.kind == "b":
+        return rng.integers(0, 2, count).astype(bool)
+    if opname == "PROD":
+        vals = rng.integers(1, 3, count)          # 1 or 2: at most 2^N, exact
+    elif opname in ("BAND", "BOR", "BXOR", "LAND", "LOR", "LXOR"):
+        vals = rng.integers(0, 4 if opname[0] == "L" else 128, count)
+    else:
+        vals = rng.integers(0 if dt.kind == "u" else -8, 9, count)
+    out = vals.astype(dt)
+    if dt.kind == "c":
+        out = (vals + 1j * (rng.integers(-4, 5, count) if opname != "PROD" else 0)).astype(dt)
+    return out
+
+
+def _draw(rng, size, max_count):
+    import mpicoll
+    prim = mpicoll.PRIMITIVES[rng.integers(len(mpicoll.PRIMITIVES))]
+    names = list(mpicoll.algorithms(prim)) + ["auto"]
+    algo = names[rng.integers(len(names))]
+    dtype = DTYPES[rng.integers(len(DTYPES))]
+    kind = np.dtype(dtype).kind
+    opname = None
+    if prim in REDUCING:
+        fn = None if algo == "auto" else mpicoll.algorithm_info(prim, algo)
+        ops = [o for o, kinds in _VALID.items() if kind in kinds]
+        if fn is not None and fn.commutative_only:
+            ops = [o for o in ops if _op(o).is_commutative]
+        opname = ops[rng.integers(len(ops))]
+    r = rng.random()
+    if r < 0.05:
+        count = 0
+    elif r < 0.15:
+        count = int(rng.integers(1, size + 2))
+    else:
+        count = int(math.exp(rng.uniform(0, math.log(max(max_count, 2)))))
+    return dict(primitive=prim, algorithm=algo, dtype=dtype, op=opname, count=count,
+                root=int(rng.integers(size)), in_place=bool(rng.random() < 0.3))
+
+
+def _one(comm, case, rng, rank, size):
+    """Run one case with mpicoll and natively; return (ok, detail)."""
+    import mpicoll
+    prim, algo, dt, opname, c, root, inpl = (case[k] for k in (
+        "primitive", "algorithm", "dtype", "op", "count", "root", "in_place"))
+    op = _op(opname) if opname else None
+    kw = dict(comm=comm, algorithm=algo)
+    mine = _data(np.random.default_rng([*rng, rank]), c, dt, opname or "SUM")
+    keep = mine.copy()
+    if prim == "bcast":
+        got = mpicoll.bcast(mine.copy() if rank == root else np.zeros(c, dt), root, **kw)
+        want = mine.copy()
+        comm.Bcast(want, root)
+    elif prim == "reduce":
+        if inpl and rank == root:
+            got = mpicoll.reduce(MPI.IN_PLACE, mine.copy(), op, root, **kw)
+        else:
+            got = mpicoll.reduce(mine, None, op, root, **kw)
+        want = np.empty(c, dt) if rank == root else None
+        comm.Reduce(mine, want, op, root)
+        if rank != root:
+            if got is not None:
+                return False, "reduce returned a value off the root"
+            got = want = np.zeros(0, dt)
+    elif prim == "allreduce":
+        got = (mpicoll.allreduce(MPI.IN_PLACE, mine.copy(), op, **kw) if inpl
+               else mpicoll.allreduce(mine, None, op, **kw))
+        want = np.empty(c, dt)
+        comm.Allreduce(mine, want, op)
+    elif prim == "gather":
+        if inpl and rank == root:
+            buf = np.zeros((size, c), dt)
+            buf[root] = mine
+            got = mpicoll.gather(MPI.IN_PLACE, buf, root, **kw)
+        else:
+            got = mpicoll.gather(mine, None, root, **kw)
+        want = np.empty((size, c), dt) if rank == root else None
+        comm.Gather(mine, want, root)
+        if rank != root:
+            if got is not None:
+                return False, "gather returned a value off the root"
+            got = want = np.zeros(0, dt)
+    elif prim == "allgather":
+        if inpl:
+            buf = np.zeros((size, c), dt)
+            buf[rank] = mine
+            got = mpicoll.allgather(MPI.IN_PLACE, buf, **kw)
+        else:
+            got = mpicoll.allgather(mine, None, **kw)
+        want = np.empty((size, c), dt)
+        comm.Allgather(mine, want)
+    elif prim == "scatter":
+        full = _data(np.random.default_rng([*rng, root, 7]), size * c, dt, "SUM")
+        send = full.copy() if rank == root else None
+        if inpl and rank == root:
+            res = mpicoll.scatter(send, MPI.IN_PLACE, root, **kw)
+            got = None if res is not None else send[root * c:(root + 1) * c].copy()
+            if not np.array_equal(send, full):
+                return False, "scatter modified the root's sendbuf"
+        else:
+            got = mpicoll.scatter(send, np.empty(c, dt), root, **kw)
+        want = np.empty(c, dt)
+        comm.Scatter(full if rank == root else None, want, root)
+        if got is None:
+            return False, "scatter in place returned a value on the root"
+    elif prim == "reduce_scatter":
+        counts = [int(x) for x in np.random.default_rng([*rng, size, 3]).integers(0, c + 1, size)]
+        if inpl:
+            counts = [c] * size
+        full = _data(np.random.default_rng([*rng, rank, 5]), sum(counts), dt, opname)
+        keep_full = full.copy()
+        if inpl:
+            got = mpicoll.reduce_scatter(MPI.IN_PLACE, full.copy(), counts, op, **kw)[:counts[rank]]
+        elif counts == [c] * size and case["root"] % 2 == 0:
+            got = mpicoll.reduce_scatter_block(full, None, op, **kw)
+        else:
+            got = mpicoll.reduce_scatter(full, None, counts, op, **kw)
+        want = np.empty(counts[rank], dt)
+        comm.Reduce_scatter(full, want, counts, op)
+        if not np.array_equal(full, keep_full):
+            return False, "reduce_scatter modified sendbuf"
+    elif prim == "alltoall":
+        send = _data(np.random.default_rng([*rng, rank, 11]), size * c, dt, "SUM")
+        keep_send = send.copy()
+        got = (mpicoll.alltoall(MPI.IN_PLACE, send.copy(), **kw) if inpl
+               else mpicoll.alltoall(send, None, **kw))
+        want = np.empty(size * c, dt)
+        comm.Alltoall(send, want)
+        if not np.array_equal(send, keep_send):
+            return False, "alltoall modified sendbuf"
+        got = got.reshape(-1)
+    elif prim == "barrier":
+        mpicoll.barrier(**kw)
+        comm.Barrier()
+        got = want = np.zeros(0)
+    else:
+        raise AssertionError(prim)
+    if not np.array_equal(mine, keep):
+        return False, "the caller's input was modified"
+    got = np.asarray(got).reshape(-1)
+    want = np.asarray(want).reshape(-1)
+    if got.dtype != want.dtype or got.shape != want.shape or not np.array_equal(
+            got.view(np.uint8), want.view(np.uint8)):
+        return False, f"result differs from native: got {got[:6]} want {want[:6]}"
+    return True, ""
+
+
+def _rss():
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:  # pragma: no cover - not Linux
+        import resource
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+class _Tracker:
+    """Counts every request and communicator the algorithms touch (via Ctx)."""
+
+    def __init__(self):
+        from . import _context
+        self.ctx_cls = _context.Ctx
+        self.requests = []
+        self.created = 0
+        self.comms = {}
+        self.saved = {}
+
+    def __enter__(self):
+        cls, tracker = self.ctx_cls, self
+        for name in ("isend", "irecv"):
+            orig = getattr(cls, name)
+            self.saved[name] = orig
+
+            def wrapped(ctx, buf, peer, _orig=orig):
+                req = _orig(ctx, buf, peer)
+                tracker.requests.append(req)
+                tracker.created += 1
+                return req
+            setattr(cls, name, wrapped)
+        orig_init = cls.__init__
+        self.saved["__init__"] = orig_init
+
+        def init(ctx, comm, *a, **k):
+            tracker.comms[id(comm)] = comm
+            orig_init(ctx, comm, *a, **k)
+        cls.__init__ = init
+        return self
+
+    def __exit__(self, *exc):
+        for name, fn in self.saved.items():
+            setattr(self.ctx_cls, name, fn)
+
+    def leaked(self):
+        """Requests still active after the call; forgets the finished ones."""
+        left = [r for r in self.requests if r != MPI.REQUEST_NULL]
+        self.requests.clear()
+        for r in left:          # retire them so one leak is counted once, not forever
+            r.Cancel()
+            for _ in range(1000):
+                if r.Test():
+                    break
+                time.sleep(1e-4)
+            else:
+                r.Free()
+        return len(left)
+
+
+def _stray(comm):
+    status = MPI.Status()
+    n = 0
+    while comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG, status):
+        scratch = bytearray(max(1, status.Get_count(MPI.BYTE)))
+        comm.Recv([scratch, MPI.BYTE], status.Get_source(), status.Get_tag())
+        n += 1
+    return n
+
+
+def soak(comm=None, calls=10000, seed=1, max_count=20000, p2p=True, check=None,
+         progress=None, max_errors=10):
+    """Run the soak on ``comm`` (default COMM_WORLD); return the summary dict (same on every rank).
+
+    ``check``: None (leave the mode alone) or a mode for :func:`mpicoll._call.set_check`.
+    ``progress``: called as ``progress(i, summary_so_far)`` on rank 0 every tenth of the run.
+    """
+    from ._call import set_check
+    from ._context import private_comm
+    comm = MPI.COMM_WORLD if comm is None else comm
+    rank, size = comm.Get_rank(), comm.Get_size()
+    old_mode = set_check(comm, check) if check is not None else None
+    pcomm = private_comm(comm)
+    errors, mismatches, leaked, p2p_bad = [], 0, 0, 0
+    by_prim = {}
+    rss = []
+    every = max(1, calls // 10)
+    started = time.perf_counter()
+    # Warm-up: first use of the native collectives may allocate (MPICH's lazy setup).
+    import mpicoll
+    mpicoll.allreduce(np.zeros(1), comm=comm)
+    comm.Allreduce(MPI.IN_PLACE, np.zeros(1), MPI.SUM)
+    probe = comm.Dup()
+    handle0 = probe.py2f()
+    probe.Free()
+    with _Tracker() as tracker:
+        for i in range(calls):
+            rng = np.random.default_rng([seed, i])
+            case = _draw(rng, size, max_count)
+            if p2p:
+                inbox = np.full(2, -1, dtype=np.int64)
+                out = np.array([i, rank], dtype=np.int64)
+                rreq = comm.Irecv(inbox, MPI.ANY_SOURCE, MPI.ANY_TAG)
+                sreq = comm.Isend(out, (rank + 1) % size, i % 32768)
+            try:
+                ok, detail = _one(comm, case, [seed, i], rank, size)
+            except Exception as exc:  # noqa: BLE001 - a soak failure is a finding, keep counting
+                ok, detail = False, f"{type(exc).__name__}: {exc}"
+            n_leak = tracker.leaked()
+            leaked += n_leak
+            if p2p:
+                status = MPI.Status()
+                MPI.Request.Waitall([rreq, sreq], [status, MPI.Status()])
+                src = (rank - 1) % size
+                if (inbox[0] != i or inbox[1] != src or status.Get_source() != src
+                        or status.Get_tag() != i % 32768):
+                    p2p_bad += 1
+                    ok, detail = False, f"user p2p message corrupted: {inbox} from {status.Get_source()}"
+            stats = by_prim.setdefault(case["primitive"], [0, 0])
+            stats[0] += 1
+            if not ok:
+                mismatches += 1
+                stats[1] += 1
+                if len(errors) < max_errors:
+                    errors.append(dict(call=i, rank=rank, detail=detail, **case))
+            if (i + 1) % every == 0 or i + 1 == calls:
+                rss.append(_rss())
+                if progress is not None and rank == 0:
+                    progress(i + 1, dict(mismatches=mismatches, leaked_requests=leaked,
+                                         seconds=round(time.perf_counter() - started, 1)))
+        comm.Barrier()
+        stray_private = _stray(pcomm)
+        stray_user = _stray(comm)
+        comm.Barrier()
+        created = tracker.created
+        comms_used = len(tracker.comms)
+        same_private = all(c is pcomm for c in tracker.comms.values())
+    probe = comm.Dup()
+    handle1 = probe.py2f()
+    probe.Free()
+    if check is not None:
+        set_check(comm, old_mode)
+    elapsed = time.perf_counter() - started
+    growth = (rss[-1] - rss[0]) if len(rss) > 1 else 0
+    mine = np.array([mismatches, leaked, stray_private, stray_user, p2p_bad, created,
+                     comms_used, int(same_private), int(handle0 == handle1), growth, rss[-1]],
+                    dtype=np.int64)
+    tot = np.empty_like(mine)
+    mx = np.empty_like(mine)
+    mn = np.empty_like(mine)
+    comm.Allreduce(mine, tot, MPI.SUM)
+    comm.Allreduce(mine, mx, MPI.MAX)
+    comm.Allreduce(mine, mn, MPI.MIN)
+    all_errors = [e for errs in comm.allgather(errors) for e in errs][:max_errors]
+    samples = comm.allgather(rss)
+    rss_mib = [round(max(col) / 2**20, 1) for col in zip(*samples)]
+    counts = {}
+    for p, (n, bad) in by_prim.items():   # identical draws on every rank
+        counts[p] = n
+    return dict(
+        ranks=size, calls=calls, seed=seed, max_count=max_count, p2p=p2p,
+        check=check or os.environ.get("MPICOLL_CHECK", "") or "agree",
+        seconds=round(elapsed, 1),
+        mismatches=int(tot[0]),                     # rank-calls that failed
+        leaked_requests=int(tot[1]),
+        requests_tracked=int(tot[5]),
+        stray_messages_private=int(tot[2]),
+        stray_messages_user=int(tot[3]),
+        user_p2p_corrupted=int(tot[4]),
+        private_comms_used=int(mx[6]),
+        private_comm_stable=bool(mn[7]),
+        comm_handle_probe_stable=bool(mn[8]),
+        rss_growth_bytes_max=int(mx[9]),
+        rss_final_bytes_max=int(mx[10]),
+        rss_samples_mib=rss_mib,          # largest rank's RSS after each tenth of the run
+        calls_per_primitive=counts,
+        first_errors=all_errors,
+    )
+
+
+def clean(summary, rss_limit=16 << 20):
+    """True when the summary shows no mismatch, leak or stray message and flat memory."""
+    return (summary["mismatches"] == 0 and summary["leaked_requests"] == 0
+            and summary["stray_messages_private"] == 0 and summary["stray_messages_user"] == 0
+            and summary["user_p2p_corrupted"] == 0 and summary["private_comms_used"] <= 1
+            and summary["private_comm_stable"] and summary["comm_handle_probe_stable"]
+            and summary["rss_growth_bytes_max"] <= rss_limit)
+
+
+def check_cost(comm=None, rounds=7, iters=2000):
+    """Per-call latency of small collectives in each check mode (rank-max, median of rounds).
+
+    Modes: ``local`` (no agreement step), ``agree-1int`` (local plus the one-int
+    Allreduce the agreement step used before checked mode existed, emulated),
+    ``agree`` and ``checked``. Rounds interleave the modes so that load from
+    other processes affects all of them alike. Returns {call: {mode: seconds}}.
+    """
+    import mpicoll
+    from ._call import set_check
+    from ._context import private_comm
+    comm = MPI.COMM_WORLD if comm is None else comm
+    comm = comm.Dup()
+    pcomm = private_comm(comm)
+    x = np.ones(1)
+    flag = np.zeros(1, dtype=np.intc)
+    calls = {
+        "allreduce 8 B, recursive_doubling": lambda: mpicoll.allreduce(
+            x, comm=comm, algorithm="recursive_doubling"),
+        "allreduce 8 B, native": lambda: mpicoll.allreduce(x, comm=comm, algorithm="native"),
+        "bcast 8 B, binomial": lambda: mpicoll.bcast(x, 0, comm=comm, algorithm="binomial"),
+        "barrier, dissemination": lambda: mpicoll.barrier(comm=comm, algorithm="dissemination"),
+    }
+    modes = ("local", "agree-1int", "agree", "checked")
+    times = {c: {m: [] for m in modes} for c in calls}
+    for _ in range(rounds):
+        for name, fn in calls.items():
+            for mode in modes:
+                set_check(comm, "local" if mode == "agree-1int" else mode)
+                if mode == "agree-1int":
+                    def f(fn=fn):
+                        pcomm.Allreduce(MPI.IN_PLACE, flag, MPI.MAX)
+                        fn()
+                else:
+                    f = fn
+                for _ in range(max(1, iters // 10)):
+                    f()
+                comm.Barrier()
+                t0 = time.perf_counter()
+                for _ in range(iters):
+                    f()
+                dt = (time.perf_counter() - t0) / iters
+                times[name][mode].append(comm.allreduce(dt, op=MPI.MAX))
+    # The agreement step alone, on the private communicator: before (one-int Allreduce)
+    # and now (Allgather of the 128-byte fingerprint).
+    mine = bytes(128)
+    raw = bytearray(128 * comm.Get_size())
+    bare = {"old: Allreduce of 1 int": lambda: pcomm.Allreduce(MPI.IN_PLACE, flag, MPI.MAX),
+            "new: Allgather of 128 B": lambda: pcomm.Allgather([mine, MPI.BYTE], [raw, MPI.BYTE])}
+    for name in bare:
+        times[name] = {"local": []}
+    for _ in range(rounds):
+        for name, fn in bare.items():
+            comm.Barrier()
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                fn()
+            dt = (time.perf_counter() - t0) / iters
+            times[name]["local"].append(comm.allreduce(dt, op=MPI.MAX))
+    comm.Free()
+    return {c: {m: (float(np.min(v)), float(np.median(v))) for m, v in ms.items()}
+            for c, ms in times.items()}
+
+
+def _check_cost_main(args):
+    res = check_cost(rounds=args.rounds, iters=args.iters)
+    if MPI.COMM_WORLD.Get_rank() == 0:
+        size = MPI.COMM_WORLD.Get_size()
+        print(f"N={size}: microseconds per call, slowest rank; min (median) of {args.rounds} "
+              f"rounds x {args.iters} calls; load average {os.getloadavg()[0]:.1f}")
+        print("| call | local | agree, old (1-int allreduce) | agree | checked "
+              "| agree - local | checked - agree |")
+        print("|---|---|---|---|---|---|---|")
+        for c, m in res.items():
+            if len(m) == 1:
+                continue
+            lo = {k: v[0] * 1e6 for k, v in m.items()}
+            md = {k: v[1] * 1e6 for k, v in m.items()}
+            cells = [f"{lo[k]:.1f} ({md[k]:.0f})" for k in ("local", "agree-1int", "agree", "checked")]
+            print(f"| {c} | " + " | ".join(cells) +
+                  f" | {lo['agree'] - lo['local']:+.1f} | {lo['checked'] - lo['agree']:+.1f} |",
+                  flush=True)
+        print()
+        print("| agreement step alone | min (median) |")
+        print("|---|---|")
+        for c, m in res.items():
+            if len(m) == 1:
+                print(f"| {c} | {m['local'][0] * 1e6:.1f} ({m['local'][1] * 1e6:.0f}) |")
+    return 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m mpicoll.soak", description=__doc__.split("\n")[0])
+    ap.add_argument("--calls", type=int, default=10000, help="random calls (default 10000)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--max-count", type=int, default=20000, help="largest count drawn (elements)")
+    ap.add_argument("--no-p2p", action="store_true", help="no interleaved user point-to-point")
+    ap.add_argument("--check", action="store_true", help="run in checked mode (MPICOLL_CHECK=1)")
+    ap.add_argument("--rss-limit-mib", type=float, default=16.0,
+                    help="largest resident-memory growth counted as flat (MiB, default 16)")
+    ap.add_argument("--json", metavar="PATH", help="also write the summary as JSON (rank 0)")
+    ap.add_argument("--check-cost", action="store_true",
+                    help="instead of soaking, measure the per-call cost of the check modes "
+                         "(benchmarks/checked_mode.md)")
+    ap.add_argument("--rounds", type=int, default=7, help="--check-cost: rounds (default 7)")
+    ap.add_argument("--iters", type=int, default=2000, help="--check-cost: calls per round")
+    args = ap.parse_args(argv)
+    if args.check_cost:
+        if args.rounds < 1 or args.iters < 1:
+            ap.error("--rounds and --iters must be >= 1")
+        return _check_cost_main(args)
+    if args.calls < 1 or args.max_count < 0:
+        ap.error("--calls must be >= 1 and --max-count >= 0")
+    rank = MPI.COMM_WORLD.Get_rank()
+
+    def progress(i, s):
+        print(f"[soak] {i}/{args.calls} calls, {s['mismatches']} mismatches, "
+              f"{s['leaked_requests']} leaked requests, {s['seconds']} s", flush=True)
+    summary = soak(calls=args.calls, seed=args.seed, max_count=args.max_count,
+                   p2p=not args.no_p2p, check="checked" if args.check else None,
+                   progress=progress)
+    ok = clean(summary, int(args.rss_limit_mib * (1 << 20)))
+    summary["clean"] = ok
+    if rank == 0:
+        text = json.dumps(summary, indent=2, default=str)
+        print(text)
+        if args.json:
+            with open(args.json, "w") as f:
+                f.write(text + "\n")
+        print(f"[soak] {'PASS' if ok else 'FAIL'}: N={summary['ranks']} calls={summary['calls']} "
+              f"mismatches={summary['mismatches']} leaked_requests={summary['leaked_requests']} "
+              f"stray={summary['stray_messages_private'] + summary['stray_messages_user']} "
+              f"rss_growth={summary['rss_growth_bytes_max'] / 2**20:.1f} MiB "
+              f"in {summary['seconds']} s", flush=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    from ._failfast import run_main
+    run_main(main)
