@@ -13,7 +13,7 @@ from mpi4py import MPI
 
 from ._errors import ArgumentError, ArgumentTypeError, describe
 
-__all__ = ["OPS", "check_op", "combine", "op_name"]
+__all__ = ["OPS", "check_op", "combine", "op_name", "op_ufunc"]
 
 _BUILTIN = [
     (MPI.SUM, "SUM", np.add),
@@ -78,11 +78,17 @@ def check_op(op, dtype, *, argname="op"):
 trace_hook = None
 
 
+def op_ufunc(op):
+    """The NumPy ufunc of a built-in op, or None for a user op."""
+    entry = OPS.get(op.handle)
+    return entry[1] if entry is not None else None
+
+
 def combine(op, lower, higher, out):
     """Reduce ``lower (op) higher`` (lower-rank data first); return the result array.
 
-    Built-in ops write into ``out`` (which must be ``lower`` or ``higher``)
-    and return it. User ops follow MPI's Reduce_local contract and always
+    Built-in ops write into ``out`` (``lower``, ``higher`` or a third array
+    of the same size) and return it. User ops follow MPI's Reduce_local contract and always
     write into ``higher``, which is returned; callers swap buffers
     accordingly instead of copying.
     """

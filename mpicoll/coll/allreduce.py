@@ -12,7 +12,7 @@ Costs: α per message, β per byte, γ per byte reduced, n bytes per rank.
 """
 import numpy as np
 
-from .._ops import combine
+from .._ops import combine, op_ufunc
 from .._registry import register
 from ._common import split, offsets, pof2_below, fold_rank, unfold_rank, copy_in
 from .bcast import binomial_bcast
@@ -104,25 +104,32 @@ def allreduce_ring(ctx, sendbuf, recvbuf, op):
     Bandwidth-optimal, latency grows with N. Commutative ops only (each
     chunk is combined in ring order, not rank order).
     """
-    copy_in(recvbuf, sendbuf)
     size, rank = ctx.size, ctx.rank
+    if size == 1 or op_ufunc(op) is None:
+        # User ops write into their second operand, which must not be sendbuf.
+        copy_in(recvbuf, sendbuf)
+        sendbuf = None
+    src = recvbuf if sendbuf is None else sendbuf
     off = offsets(split(recvbuf.size, size))
     right, left = (rank + 1) % size, (rank - 1) % size
     tmp = np.empty(off[1] if size > 1 else 0, dtype=recvbuf.dtype)  # chunk 0 is the largest
 
-    def chunk(i):
+    def chunk(buf, i):
         i %= size
-        return recvbuf[off[i]:off[i + 1]]
+        return buf[off[i]:off[i + 1]]
 
     # Reduce-scatter: after step s, chunk rank-s-1 holds s+2 contributions.
+    # Out of place, each chunk is read from sendbuf once and reduced straight
+    # into recvbuf: no separate copy pass over the whole vector.
     for s in range(size - 1):
-        send, mine = chunk(rank - s), chunk(rank - s - 1)
+        send = chunk(src if s == 0 else recvbuf, rank - s)
+        mine = chunk(recvbuf, rank - s - 1)
         rbuf = tmp[:mine.size]
         ctx.sendrecv(send, right, rbuf, left)
-        combine(op, rbuf, mine, mine)
+        combine(op, rbuf, chunk(src, rank - s - 1), mine)
     # Allgather: rank now owns chunk rank+1; pass the finished chunks around.
     for s in range(size - 1):
-        ctx.sendrecv(chunk(rank + 1 - s), right, chunk(rank - s), left)
+        ctx.sendrecv(chunk(recvbuf, rank + 1 - s), right, chunk(recvbuf, rank - s), left)
 
 
 @register("allreduce", "rabenseifner", commutative_only=True)
