@@ -55,8 +55,9 @@ def _recv_array(argname, recvbuf, like_dtype, expected, how, alloc_shape):
 
 
 def _run(call, count, itemsize, fn, *args):
-    if count:                      # zero elements everywhere: nothing to move
-        fn(call.ctx(count, itemsize), *args)
+    ctx = call.ctx(count, itemsize)    # records the call for traffic() even when empty
+    if count:                          # zero elements everywhere: nothing to move
+        fn(ctx, *args)
 
 
 # -- bcast -----------------------------------------------------------------
@@ -393,8 +394,9 @@ def _barrier(call, algorithm):
     with call.checking():
         fn = call.choose(algorithm)
     call.settle()
+    ctx = call.ctx()
     if call.size > 1:
-        fn(call.ctx())
+        fn(ctx)
 
 
 def barrier(*, comm=None, algorithm=None):

@@ -121,9 +121,12 @@ def parse_bufspec(argname, spec, *, blocks=1):
     base = _base_array(argname, buf)
     if is_cupy(base):
         return base    # collectives' own checks give the clear CuPy error
-    if not base.flags.c_contiguous:
+    if base.flags.c_contiguous:
+        flat = base.reshape(-1)
+    elif base.flags.f_contiguous:
+        flat = base.ravel(order="K")   # a view in memory order: what MPI sends
+    else:
         return base    # as_array reports it
-    flat = base.reshape(-1)
     if datatype is not None:
         dtype = _to_dtype(argname, datatype)
         if dtype != flat.dtype:
@@ -205,8 +208,6 @@ class P2PComm(MPI.Intracomm):
             s = parse_bufspec("sendbuf", sendbuf)
             is_root = _is_rank(root, self.Get_rank())
             r = parse_bufspec("recvbuf", recvbuf) if is_root else None
-            if is_root and s is not MPI.IN_PLACE and r is not MPI.IN_PLACE and isinstance(r, np.ndarray):
-                r = r[:s.size] if r.size > s.size else r
             return s, r
         _c._reduce(self._call("reduce"), bufs, op, root, self._algo("reduce"))
 
@@ -216,8 +217,6 @@ class P2PComm(MPI.Intracomm):
             r = parse_bufspec("recvbuf", recvbuf)
             if r is MPI.IN_PLACE:
                 raise ArgumentError("recvbuf: expected a buffer; got MPI.IN_PLACE", MPI.ERR_BUFFER)
-            if s is not MPI.IN_PLACE and isinstance(r, np.ndarray) and r.size > s.size:
-                r = r[:s.size]
             return s, r
         _c._allreduce(self._call("allreduce"), bufs, op, self._algo("allreduce"))
 
@@ -252,11 +251,11 @@ class P2PComm(MPI.Intracomm):
 
     def Reduce_scatter_block(self, sendbuf, recvbuf, op=MPI.SUM):
         def bufs():
-            s = parse_bufspec("sendbuf", sendbuf, blocks=self.Get_size())
-            r = parse_bufspec("recvbuf", recvbuf)
-            if s is not MPI.IN_PLACE and isinstance(r, np.ndarray):
-                want = s.size // self.Get_size()
-                r = r[:want] if r.size > want else r
+            # mpi4py: counts in these specs are per block; in place, recvbuf
+            # holds all N blocks of input.
+            n = self.Get_size()
+            s = parse_bufspec("sendbuf", sendbuf, blocks=n)
+            r = parse_bufspec("recvbuf", recvbuf, blocks=n if s is MPI.IN_PLACE else 1)
             return s, r
         _c._reduce_scatter(self._call("reduce_scatter"), bufs, None, op,
                            self._algo("reduce_scatter"))
@@ -280,9 +279,6 @@ class P2PComm(MPI.Intracomm):
         def bufs():
             s = parse_bufspec("sendbuf", sendbuf)
             r = parse_bufspec("recvbuf", recvbuf)
-            if s is not MPI.IN_PLACE and isinstance(r, np.ndarray):
-                mine = recvcounts[self.Get_rank()] if len(recvcounts) == self.Get_size() else r.size
-                r = r[:mine] if r.size > mine else r
             return s, r
         _c._reduce_scatter(call, bufs, recvcounts, op, self._algo("reduce_scatter"))
 

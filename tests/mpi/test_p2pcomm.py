@@ -55,7 +55,7 @@ def both(method, make_args, pcomm):
     for comm in (pcomm, PLAIN):
         args, outputs = make_args()
         getattr(comm, method)(*args)
-        outs.append([np.array(o, copy=True) for o in outputs])
+        outs.append([np.array(o, copy=True, order="C") for o in outputs])
     for a, b in zip(*outs):
         assert a.dtype == b.dtype and np.array_equal(a.view(np.uint8), b.view(np.uint8)), (method, a, b)
     return outs[0]
@@ -273,3 +273,25 @@ def test_errors_are_mpi_exceptions():
         mpicoll.P2PComm(WORLD, allreduce="nonsense")
     with pytest.raises(mpicoll.ArgumentError, match="not a primitive"):
         mpicoll.P2PComm(WORLD, allreduc="ring")
+
+
+@pytest.mark.mpi
+def test_review_cases_match_mpi4py(pcomm):
+    """In-place Reduce_scatter_block with a per-block count, Fortran-ordered arrays."""
+    def rsb_ip_count():
+        r = data(RANK, 2 * N, "float64")
+        return (MPI.IN_PLACE, [r, 2, MPI.DOUBLE], MPI.SUM), [r[:2]]
+    both("Reduce_scatter_block", rsb_ip_count, pcomm)
+
+    def forder_allreduce():
+        s = np.asfortranarray(data(RANK, 6, "float64").reshape(2, 3))
+        r = np.asfortranarray(np.zeros((2, 3)))
+        return (s, r, MPI.SUM), [r]
+    both("Allreduce", forder_allreduce, pcomm)
+
+
+@pytest.mark.mpi
+def test_oversized_recvbuf_is_an_error_like_mpi4py(pcomm):
+    for comm in (pcomm, PLAIN):
+        with pytest.raises(ValueError):
+            comm.Allreduce(np.ones(3), np.zeros(5), MPI.SUM)
