@@ -20,13 +20,17 @@ from ._defaults import DEFAULTS_TABLE, default_algorithm
 from .collectives import (bcast, reduce, allreduce, gather, allgather, scatter,
                           reduce_scatter_block, reduce_scatter, alltoall, barrier)
 from .comm import P2PComm
+from ._call import set_check, get_check, CollectiveMismatchError
+from .monitored import monitored_barrier, BarrierTimeoutError
 
 __version__ = "0.1.0"
 
 __all__ = ["PRIMITIVES", "algorithms", "algorithm_info", "traffic", "Traffic", "CallTraffic",
            "ArgumentError", "ArgumentTypeError", "DEFAULTS_TABLE", "default_algorithm",
            "bcast", "reduce", "allreduce", "gather", "allgather", "scatter",
-           "reduce_scatter_block", "reduce_scatter", "alltoall", "barrier", "P2PComm"]
+           "reduce_scatter_block", "reduce_scatter", "alltoall", "barrier", "P2PComm",
+           "set_check", "get_check", "CollectiveMismatchError", "monitored_barrier",
+           "BarrierTimeoutError"]
 
 
 def algorithm_info(primitive, name):

@@ -16,6 +16,15 @@ import traceback
 __all__ = ["run_main", "abort_on_error"]
 
 
+def _abort(code):
+    from mpi4py import MPI
+    import time
+    sys.stdout.flush()
+    sys.stderr.flush()
+    time.sleep(0.3)   # let the launcher forward the last output before the kill
+    MPI.COMM_WORLD.Abort(code)
+
+
 def abort_on_error(exc, code=1):
     """Print ``exc`` with the rank and abort the job (never returns when size > 1)."""
     from mpi4py import MPI
@@ -24,7 +33,7 @@ def abort_on_error(exc, code=1):
     sys.stderr.write("".join(f"[rank {rank}] {line}\n" for line in text.rstrip().splitlines()))
     sys.stderr.flush()
     if MPI.Is_initialized() and not MPI.Is_finalized() and MPI.COMM_WORLD.Get_size() > 1:
-        MPI.COMM_WORLD.Abort(code)
+        _abort(code)
     raise SystemExit(code)
 
 
@@ -41,8 +50,7 @@ def run_main(main, *args, **kwargs):
             code = 2
         from mpi4py import MPI
         if MPI.Is_initialized() and not MPI.Is_finalized() and MPI.COMM_WORLD.Get_size() > 1:
-            sys.stderr.flush()
-            MPI.COMM_WORLD.Abort(code)
+            _abort(code)
         raise SystemExit(code)
     except BaseException as exc:  # noqa: BLE001 - any failure must end the job
         abort_on_error(exc)
