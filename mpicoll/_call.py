@@ -42,7 +42,7 @@ import numpy as np
 from mpi4py import MPI
 
 from . import _fingerprint as fpr
-from ._context import Ctx, private_comm
+from ._context import Ctx, existing_private_comm, private_comm
 from ._defaults import default_algorithm
 from ._errors import ArgumentError, ArgumentTypeError, describe
 from ._fingerprint import CollectiveMismatchError
@@ -63,7 +63,10 @@ def check_mode(comm=None):
     ``MPICOLL_CHECK``. A junk ``MPICOLL_CHECK`` raises :class:`ArgumentError`.
     """
     if comm is not None:
-        mode = _state(private_comm(_as_comm(comm))).mode
+        # Only look: creating the private communicator is collective, and this
+        # query may be made on one rank alone.
+        pcomm = existing_private_comm(_as_comm(comm))
+        mode = _state(pcomm).mode if pcomm is not None else None
         if mode is not None:
             return mode
     raw = os.environ.get("MPICOLL_CHECK", "").strip().lower()
@@ -218,6 +221,9 @@ class Call:
         if fpr.all_agree(every, checked):
             return fpr.payloads(every) if phase == fpr.EXCHANGE else None
         diffs = fpr.differences(every, checked)
+        # The call fails on every rank: resynchronise the call numbers so that
+        # one mismatch does not make every later call mismatch too.
+        state.seq = int(every[:, fpr.C_SEQ].max()) + 1
         if not np.any(every[:, fpr.C_FLAGS] & fpr.FLAG_ERROR):
             if not diffs:
                 return fpr.payloads(every) if phase == fpr.EXCHANGE else None

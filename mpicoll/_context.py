@@ -37,6 +37,14 @@ def _free_private(comm, keyval, value):
         value.Free()
 
 
+def existing_private_comm(comm):
+    """The private duplicate of ``comm`` if one was made already, else None (no MPI call
+    that involves other ranks: safe to use from one rank)."""
+    if _keyval is None:
+        return None
+    return comm.Get_attr(_keyval)
+
+
 def private_comm(comm):
     """The private duplicate of ``comm`` used for library messages (created once)."""
     global _keyval
