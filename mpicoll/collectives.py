@@ -41,16 +41,22 @@ def _not_in_place(argname, where):
     return ArgumentError(f"{argname}: MPI.IN_PLACE is only valid {where}", MPI.ERR_BUFFER)
 
 
-def _recv_array(argname, recvbuf, like_dtype, expected, how, alloc_shape):
-    """Validate (or allocate, when None) a receive buffer of ``expected`` elements."""
+def _recv_array(argname, recvbuf, send, expected, how, alloc_shape):
+    """The receive buffer for ``send`` (a flat sendbuf): allocated when None, else
+    checked for dtype, size (``expected`` elements) and overlap with ``send``.
+
+    Returns (the object to hand back to the caller, its flat view).
+    """
     if recvbuf is None:
-        return np.empty(alloc_shape, dtype=like_dtype), None
+        out = np.empty(alloc_shape, dtype=send.dtype)
+        return out, out.reshape(-1)
     flat = as_array(argname, recvbuf, writable=True)
-    if flat.dtype != like_dtype:
+    if flat.dtype != send.dtype:
         raise ArgumentError(
-            f"{argname}: expected dtype {like_dtype} (the dtype of sendbuf); got {flat.dtype}",
+            f"{argname}: expected dtype {send.dtype} (the dtype of sendbuf); got {flat.dtype}",
             MPI.ERR_TYPE)
     check_size(argname, flat, expected, how)
+    check_no_alias("sendbuf", send, argname, flat)
     return recvbuf, flat
 
 
@@ -99,10 +105,8 @@ def _reduce(call, bufs, op, root, algorithm):
             data = as_array("sendbuf", sendbuf)
             out, dest = None, None
             if is_root:
-                out, dest = _recv_array("recvbuf", recvbuf, data.dtype, data.size,
+                out, dest = _recv_array("recvbuf", recvbuf, data, data.size,
                                         "as many as sendbuf", np.shape(sendbuf))
-                dest = out.reshape(-1) if dest is None else dest
-                check_no_alias("sendbuf", data, "recvbuf", dest)
         check_op(op, data.dtype)
         fn = call.choose(algorithm, op=op, nbytes=data.nbytes, count=data.size,
                          dtype=data.dtype, root=root)
@@ -134,10 +138,8 @@ def _allreduce(call, bufs, op, algorithm):
             data = None
         else:
             data = as_array("sendbuf", sendbuf)
-            out, dest = _recv_array("recvbuf", recvbuf, data.dtype, data.size,
+            out, dest = _recv_array("recvbuf", recvbuf, data, data.size,
                                     "as many as sendbuf", np.shape(sendbuf))
-            dest = out.reshape(-1) if dest is None else dest
-            check_no_alias("sendbuf", data, "recvbuf", dest)
         check_op(op, dest.dtype)
         fn = call.choose(algorithm, op=op, nbytes=dest.nbytes, count=dest.size,
                          dtype=dest.dtype)
@@ -179,10 +181,8 @@ def _gather(call, bufs, root, algorithm):
         else:
             data = as_array("sendbuf", sendbuf)
             if is_root:
-                out, dest = _recv_array("recvbuf", recvbuf, data.dtype, n * data.size,
+                out, dest = _recv_array("recvbuf", recvbuf, data, n * data.size,
                                         f"{n} ranks x {data.size}", (n,) + np.shape(sendbuf))
-                dest = out.reshape(-1) if dest is None else dest
-                check_no_alias("sendbuf", data, "recvbuf", dest)
         fn = call.choose(algorithm, nbytes=data.nbytes, count=data.size, dtype=data.dtype,
                          root=root)
     call.settle()
@@ -214,10 +214,8 @@ def _allgather(call, bufs, algorithm):
             data = dest[call.rank * c:(call.rank + 1) * c]
         else:
             data = as_array("sendbuf", sendbuf)
-            out, dest = _recv_array("recvbuf", recvbuf, data.dtype, n * data.size,
+            out, dest = _recv_array("recvbuf", recvbuf, data, n * data.size,
                                     f"{n} ranks x {data.size}", (n,) + np.shape(sendbuf))
-            dest = out.reshape(-1) if dest is None else dest
-            check_no_alias("sendbuf", data, "recvbuf", dest)
         fn = call.choose(algorithm, nbytes=data.nbytes, count=data.size, dtype=data.dtype)
     call.settle()
     _run(call, data.size, data.itemsize, fn, data, dest)
@@ -316,10 +314,8 @@ def _reduce_scatter(call, bufs, counts, op, algorithm):
             block_shape = (mine,)
             if np.ndim(sendbuf) > 1 and np.shape(sendbuf)[0] == n and len(set(counts)) == 1:
                 block_shape = np.shape(sendbuf)[1:]
-            out, dest = _recv_array("recvbuf", recvbuf, full.dtype, mine,
+            out, dest = _recv_array("recvbuf", recvbuf, full, mine,
                                     f"recvcounts[{call.rank}]", block_shape)
-            dest = out.reshape(-1) if dest is None else dest
-            check_no_alias("sendbuf", full, "recvbuf", dest)
         check_op(op, full.dtype)
         fn = call.choose(algorithm, op=op, nbytes=full.nbytes, count=full.size,
                          dtype=full.dtype, counts=counts)
@@ -363,10 +359,8 @@ def _alltoall(call, bufs, algorithm):
             data = dest
         else:
             data = as_array("sendbuf", sendbuf)
-            out, dest = _recv_array("recvbuf", recvbuf, data.dtype, data.size,
+            out, dest = _recv_array("recvbuf", recvbuf, data, data.size,
                                     "as many as sendbuf", np.shape(sendbuf))
-            dest = out.reshape(-1) if dest is None else dest
-            check_no_alias("sendbuf", data, "recvbuf", dest)
         if data.size % n:
             raise ArgumentError(
                 f"{'recvbuf' if data is dest else 'sendbuf'}: expected a multiple of {n} "
