@@ -51,6 +51,20 @@ def _fold_in(ctx, recvbuf, spare, op, rem):
                 recvbuf[...] = res
 
 
+def _fold_start(ctx, sendbuf, recvbuf, op):
+    """Start of the power-of-two algorithms: copy in, fold the extra ranks.
+
+    Returns (p, rem, spare, v): p = 2^⌊log2 N⌋, rem = N - p, a scratch vector,
+    and this rank's virtual rank (< 0 when it was folded out).
+    """
+    copy_in(recvbuf, sendbuf)
+    pof2 = pof2_below(ctx.size)
+    rem = ctx.size - pof2
+    spare = np.empty_like(recvbuf)
+    _fold_in(ctx, recvbuf, spare, op, rem)
+    return pof2, rem, spare, fold_rank(ctx.rank, rem)
+
+
 def _fold_out(ctx, recvbuf, rem):
     """The odd rank of each folded pair returns the result to its even partner."""
     rank = ctx.rank
@@ -69,13 +83,7 @@ def allreduce_recursive_doubling(ctx, sendbuf, recvbuf, op):
     fold ranks when N != p. Best for short messages. Any op: both partners
     combine lower-rank data first, so results are identical and ordered.
     """
-    copy_in(recvbuf, sendbuf)
-    size, rank = ctx.size, ctx.rank
-    pof2 = pof2_below(size)
-    rem = size - pof2
-    spare = np.empty_like(recvbuf)
-    _fold_in(ctx, recvbuf, spare, op, rem)
-    v = fold_rank(rank, rem)
+    pof2, rem, spare, v = _fold_start(ctx, sendbuf, recvbuf, op)
     if v >= 0:
         acc = recvbuf
         mask = 1
@@ -140,13 +148,7 @@ def allreduce_rabenseifner(ctx, sendbuf, recvbuf, op):
     2(α + nβ) + nγ to fold ranks when N != p. Best for long messages at large
     N (log latency, optimal bandwidth). Commutative ops only.
     """
-    copy_in(recvbuf, sendbuf)
-    size, rank = ctx.size, ctx.rank
-    pof2 = pof2_below(size)
-    rem = size - pof2
-    spare = np.empty_like(recvbuf)
-    _fold_in(ctx, recvbuf, spare, op, rem)
-    v = fold_rank(rank, rem)
+    pof2, rem, spare, v = _fold_start(ctx, sendbuf, recvbuf, op)
     if v >= 0:
         off = offsets(split(recvbuf.size, pof2))
         halving_reduce_scatter(ctx, recvbuf, spare, op, off, v, pof2, rem)
