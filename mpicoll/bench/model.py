@@ -130,21 +130,14 @@ def _overhead(comm, dtype, iters=200):
 
 
 def fit(args):
-    from mpicoll._registry import PRIMITIVES
     from .harness import Sweep
-    from .provenance import collect
     from .results import Sink
-    from .run import prepare, provenance_extra
+    from .run import start
 
-    prims = list(PRIMITIVES) if args.primitive == ["all"] else args.primitive
-    for p in prims:
-        if p not in PRIMITIVES:
-            raise SystemExit(f"--primitive: unknown primitive {p!r}")
-    comm = prepare(args)
+    prims, comm, prov = start(args)
     rank, n = comm.Get_rank(), comm.Get_size()
     if n < 2:
         raise SystemExit("fit: needs at least 2 ranks (ping-pong)")
-    prov = collect(comm, provenance_extra(args, prims))
     sizes = size_sweep(8, args.fit_maxbytes, 4)
     pp = _pingpong(comm, sizes, 60)
     alpha, beta = fit_line(sizes, pp)

@@ -28,6 +28,18 @@ def prepare(args):
     return MPI.COMM_WORLD.Dup()
 
 
+def start(args):
+    """The common start of ``fit`` and ``tune``: their ``--primitive`` list checked,
+    the bench communicator, and the provenance record. Returns (primitives, comm, prov)."""
+    from .provenance import collect
+    prims = list(PRIMITIVES) if args.primitive == ["all"] else args.primitive
+    for p in prims:
+        if p not in PRIMITIVES:
+            raise SystemExit(f"--primitive: unknown primitive {p!r}")
+    comm = prepare(args)
+    return prims, comm, collect(comm, provenance_extra(args, prims))
+
+
 def provenance_extra(args, primitives, native=None):
     from .harness import CHECK_NOTE
     return {"mpicoll_check": CHECK_NOTE, "timing": args.timing, "xp": args.xp,

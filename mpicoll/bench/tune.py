@@ -92,19 +92,12 @@ def build_rules(records, *, include_native=False, stat="median", tolerance=0.05)
 
 
 def tune(args):
-    from mpicoll._registry import PRIMITIVES
     from .harness import Sweep
-    from .provenance import collect
     from .results import Sink
-    from .run import prepare, provenance_extra
+    from .run import start
 
-    prims = list(PRIMITIVES) if args.primitive == ["all"] else args.primitive
-    for p in prims:
-        if p not in PRIMITIVES:
-            raise SystemExit(f"--primitive: unknown primitive {p!r}")
-    comm = prepare(args)
+    prims, comm, prov = start(args)
     rank, n = comm.Get_rank(), comm.Get_size()
-    prov = collect(comm, provenance_extra(args, prims))
     sink = Sink(rank, args.results)
     sink.write(prov)
     args.algorithms, args.progress, args.memcpy = ["all"], "auto", False
