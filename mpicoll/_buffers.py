@@ -1,5 +1,9 @@
 """Checks that turn user arrays into the flat, contiguous views algorithms use.
 
+Host arrays are NumPy arrays; device arrays are CuPy arrays (or any type a
+:mod:`mpicoll._device` adapter recognises). One call's buffers must all be
+of one kind, on one device: the algorithms reduce and copy between them.
+
 Every check raises :class:`ArgumentError` naming the argument, what was
 expected and what was given. Nothing here sends a message.
 """
@@ -8,16 +12,22 @@ import operator
 import numpy as np
 from mpi4py import MPI
 
+from ._device import adapter_of, data_ptr
 from ._errors import ArgumentError, ArgumentTypeError, describe
 
-__all__ = ["is_cupy", "as_array", "check_dtype", "same_dtype", "check_size",
-           "check_root", "check_counts", "check_no_alias", "IN_PLACE"]
+__all__ = ["is_cupy", "is_device", "as_array", "check_dtype", "same_dtype", "same_memory",
+           "check_size", "check_root", "check_counts", "check_no_alias", "IN_PLACE"]
 
 IN_PLACE = MPI.IN_PLACE
 
 
 def is_cupy(obj):
     return type(obj).__module__.split(".")[0] == "cupy"
+
+
+def is_device(obj):
+    """True for an array in device memory (CuPy, or a registered adapter's type)."""
+    return adapter_of(obj) is not None
 
 
 _dtype_ok = {}
@@ -48,23 +58,40 @@ def check_dtype(argname, dtype):
 
 def as_array(argname, obj, *, writable=False):
     """Validate a user buffer; return a flat (1-D) view of it."""
-    if is_cupy(obj):
+    ad = adapter_of(obj)
+    if ad is None and not isinstance(obj, np.ndarray):
         raise ArgumentTypeError(
-            f"{argname}: CuPy arrays are recognised but mpicoll's GPU path is not "
-            f"available in this version; got {describe(obj)}. Pass a NumPy array "
-            f"(cupy.asnumpy(x)) or use the MPI library directly")
-    if not isinstance(obj, np.ndarray):
-        raise ArgumentTypeError(f"{argname}: expected a NumPy array; got {describe(obj)}")
+            f"{argname}: expected a NumPy or CuPy array; got {describe(obj)}")
     check_dtype(argname, obj.dtype)
     if not obj.flags.c_contiguous:
+        how = "numpy.ascontiguousarray" if ad is None else f"{ad.name}.ascontiguousarray"
         raise ArgumentError(
             f"{argname}: expected a C-contiguous array; got a non-contiguous view of shape "
-            f"{obj.shape} with strides {obj.strides} (use numpy.ascontiguousarray)", MPI.ERR_BUFFER)
-    if writable and not obj.flags.writeable:
+            f"{obj.shape} with strides {obj.strides} (use {how})", MPI.ERR_BUFFER)
+    if writable and ad is None and not obj.flags.writeable:
         raise ArgumentError(
             f"{argname}: expected a writable array (it receives data); got a read-only array",
             MPI.ERR_BUFFER)
     return obj.reshape(-1)
+
+
+def _memory(a):
+    ad = adapter_of(a)
+    return ("host", None) if ad is None else (ad.name, ad.device_id(a))
+
+
+def _memory_name(mem):
+    kind, dev = mem
+    return "a NumPy (host) array" if kind == "host" else f"a {kind} array on device {dev}"
+
+
+def same_memory(name_a, a, name_b, b):
+    """Raise unless ``a`` and ``b`` live in the same memory (both host, or one device)."""
+    ma, mb = _memory(a), _memory(b)
+    if ma != mb:
+        raise ArgumentError(
+            f"{name_b}: expected {_memory_name(ma)} like {name_a} (one call's buffers share "
+            f"one memory); got {_memory_name(mb)}", MPI.ERR_BUFFER)
 
 
 def same_dtype(name_a, a, name_b, b):
@@ -78,8 +105,7 @@ def check_no_alias(send_name, send, recv_name, recv):
     """MPI forbids send and receive buffers that overlap (MPI.IN_PLACE is the way)."""
     if send is None or recv is None or not send.nbytes or not recv.nbytes:
         return
-    a = send.__array_interface__["data"][0]
-    b = recv.__array_interface__["data"][0]
+    a, b = data_ptr(send), data_ptr(recv)
     if a < b + recv.nbytes and b < a + send.nbytes:
         raise ArgumentError(
             f"{recv_name}: overlaps {send_name} in memory; MPI forbids aliased send and receive "

@@ -290,5 +290,5 @@ class Call:
         self.desc = (name, op, dtype, count, root, counts)
         return fn
 
-    def ctx(self, count=0, itemsize=0):
-        return Ctx(self.pcomm, self.primitive, self.algorithm, count, itemsize)
+    def ctx(self, count=0, itemsize=0, adapter=None, device=None):
+        return Ctx(self.pcomm, self.primitive, self.algorithm, count, itemsize, adapter, device)

@@ -8,6 +8,11 @@ messages never match the user's own (the pattern of mpi4py.util.pkl5).
 Isend, Irecv, Waitall) and counts messages, bytes and elements per call when
 a :func:`mpicoll.traffic` recorder is active.
 
+Device arrays: a Ctx talks to a *transport* (:mod:`mpicoll._device`) with
+the communicator's method names: the communicator itself for host arrays, a
+stream-synchronising pass-through (CUDA-aware MPI) or a pinned-host stager
+(MPI without CUDA support) for device arrays. ``ctx.path`` says which.
+
 Tracing: while :data:`trace_hook` is set (by ``mpicoll.bench.trace``), each
 new Ctx becomes a :class:`_TracedCtx`, whose methods report every send,
 receive and wait as ``trace_hook(kind, t0, t1, info)``; with no tracer the
@@ -18,6 +23,8 @@ import threading
 import time
 
 from mpi4py import MPI
+
+from ._device import transport
 
 __all__ = ["private_comm", "Ctx", "traffic", "Traffic", "CallTraffic"]
 
@@ -64,10 +71,11 @@ def private_comm(comm):
 class CallTraffic:
     """Messages and data one rank sent and received in one collective call."""
 
-    __slots__ = ("primitive", "algorithm", "rank", "size", "count", "itemsize",
+    __slots__ = ("primitive", "algorithm", "rank", "size", "count", "itemsize", "path",
                  "sent_msgs", "sent_bytes", "recv_msgs", "recv_bytes")
 
-    def __init__(self, primitive, algorithm, rank, size, count, itemsize):
+    def __init__(self, primitive, algorithm, rank, size, count, itemsize, path="host"):
+        self.path = path            # "host", "cuda-aware" or "staged"
         self.primitive = primitive
         self.algorithm = algorithm
         self.rank = rank
@@ -91,7 +99,7 @@ class CallTraffic:
         return d
 
     def __repr__(self):
-        return (f"CallTraffic({self.primitive}/{self.algorithm} rank {self.rank}: "
+        return (f"CallTraffic({self.primitive}/{self.algorithm} rank {self.rank} [{self.path}]: "
                 f"sent {self.sent_msgs} msgs {self.sent_bytes} B, "
                 f"received {self.recv_msgs} msgs {self.recv_bytes} B)")
 
@@ -144,18 +152,24 @@ class Ctx:
     """One collective call's view of the private communicator.
 
     Algorithms receive a Ctx and validated, flat, contiguous arrays; they
-    talk only through the methods below.
+    talk only through the methods below. ``ctx.mpi`` is what the native
+    wrappers call (``ctx.mpi.Allreduce(...)``): the communicator, or for
+    device arrays the transport that synchronises or stages for it.
     """
 
-    __slots__ = ("comm", "rank", "size", "_rec")
+    __slots__ = ("comm", "mpi", "path", "rank", "size", "_rec")
 
-    def __init__(self, comm, primitive, algorithm, count=0, itemsize=0):
+    def __init__(self, comm, primitive, algorithm, count=0, itemsize=0, adapter=None,
+                 device=None):
         self.comm = comm
+        self.mpi = transport(comm, adapter, device)
+        self.path = getattr(self.mpi, "path", "host")
         self.rank = comm.Get_rank()
         self.size = comm.Get_size()
         self._rec = None
         if _recorders:
-            rec = CallTraffic(primitive, algorithm, self.rank, self.size, count, itemsize)
+            rec = CallTraffic(primitive, algorithm, self.rank, self.size, count, itemsize,
+                              self.path)
             for r in _recorders:
                 r.calls.append(rec)
             self._rec = rec
@@ -176,29 +190,34 @@ class Ctx:
     # point-to-point -----------------------------------------------------
     def send(self, buf, dest):
         self._sent(buf)
-        self.comm.Send(buf, dest, _TAG)
+        self.mpi.Send(buf, dest, _TAG)
 
     def recv(self, buf, source):
         self._recvd(buf)
-        self.comm.Recv(buf, source, _TAG)
+        self.mpi.Recv(buf, source, _TAG)
 
     def sendrecv(self, sendbuf, dest, recvbuf, source):
         self._sent(sendbuf)
         self._recvd(recvbuf)
-        self.comm.Sendrecv(sendbuf, dest, _TAG, recvbuf, source, _TAG)
+        self.mpi.Sendrecv(sendbuf, dest, _TAG, recvbuf, source, _TAG)
 
     def isend(self, buf, dest):
         self._sent(buf)
-        return self.comm.Isend(buf, dest, _TAG)
+        return self.mpi.Isend(buf, dest, _TAG)
 
     def irecv(self, buf, source):
         self._recvd(buf)
-        return self.comm.Irecv(buf, source, _TAG)
+        return self.mpi.Irecv(buf, source, _TAG)
 
-    @staticmethod
-    def waitall(requests):
+    def waitall(self, requests):
+        """Complete ``requests`` (from isend/irecv); received data is then in place."""
         if requests:
             MPI.Request.Waitall(requests)
+            if self.mpi is not self.comm:
+                self.mpi.finish(requests)     # staged receives land on the device
+
+    def wait(self, request):
+        self.waitall([request])
 
 
 def _emit(kind, t0, **info):
@@ -245,5 +264,5 @@ class _TracedCtx(Ctx):
 
     def waitall(self, requests):
         t0 = time.perf_counter()
-        Ctx.waitall(requests)
+        Ctx.waitall(self, requests)
         _emit("wait", t0, requests=len(requests))

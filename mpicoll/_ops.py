@@ -1,8 +1,11 @@
 """Reduction operations: which MPI ops are valid for which dtype, and the
 local combine step every reducing algorithm uses.
 
-Built-in ops run as NumPy ufuncs writing in place (``out=``); user ops made
-with ``MPI.Op.Create`` run through ``Op.Reduce_local``. Operands are always
+Built-in ops run as ufuncs writing in place (``out=``): NumPy's for host
+arrays, the device library's own (CuPy's) for device arrays, so device data
+is reduced on the device. User ops made with ``MPI.Op.Create`` run through
+``Op.Reduce_local``; their Python function reads host memory, so for device
+arrays the two operands make a round trip through the host. Operands are always
 passed in rank order (lower ranks first), so non-commutative ops keep rank
 order and both partners of an exchange compute bitwise-identical results.
 """
@@ -11,6 +14,7 @@ import time
 import numpy as np
 from mpi4py import MPI
 
+from ._device import adapter_of
 from ._errors import ArgumentError, ArgumentTypeError, describe
 
 __all__ = ["OPS", "check_op", "combine", "op_name", "op_ufunc"]
@@ -94,27 +98,33 @@ def combine(op, lower, higher, out):
     """
     if trace_hook is not None:
         return _traced_combine(op, lower, higher, out)
+    return _combine(op, lower, higher, out)
+
+
+def _combine(op, lower, higher, out):
     entry = OPS.get(op.handle)
+    ad = adapter_of(higher)
     if entry is not None:
+        if ad is not None:
+            ad.ufunc(entry[1].__name__)(lower, higher, out=out)
+            return out
         # MPI defines no floating-point exceptions: a trap raised on one rank
         # mid-algorithm (np.seterr(all="raise")) would leave the others waiting.
         with np.errstate(all="ignore"):
             entry[1](lower, higher, out=out)
         return out
+    if ad is not None:
+        host = ad.asnumpy(higher)
+        op.Reduce_local(ad.asnumpy(lower), host)
+        ad.to_device(host, higher)
+        return higher
     op.Reduce_local(lower, higher)
     return higher
 
 
 def _traced_combine(op, lower, higher, out):
     hook, t0 = trace_hook, time.perf_counter()
-    entry = OPS.get(op.handle)
-    if entry is not None:
-        with np.errstate(all="ignore"):
-            entry[1](lower, higher, out=out)
-        res = out
-    else:
-        op.Reduce_local(lower, higher)
-        res = higher
+    res = _combine(op, lower, higher, out)
     if hook is not None:
         hook("reduce", t0, time.perf_counter(), {"bytes": lower.nbytes, "op": op_name(op)})
     return res

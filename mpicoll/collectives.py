@@ -2,8 +2,12 @@
 
 Argument names follow mpi4py. Conventions shared by every function:
 
-- Buffers are C-contiguous NumPy arrays of a dtype MPI can send; shapes are
-  free, sizes are what MPI requires (checked).
+- Buffers are C-contiguous NumPy or CuPy arrays of a dtype MPI can send;
+  shapes are free, sizes are what MPI requires (checked). One call's buffers
+  are all host or all on one device; allocated results are in the memory of
+  the input. Device data is reduced on the device; messages go to a
+  CUDA-aware MPI directly or are staged through pinned host memory (see
+  :func:`mpicoll.gpu.device_path`).
 - ``recvbuf=None`` allocates the result and returns it; a given recvbuf is
   filled and returned. Rooted operations return None on non-root ranks.
 - ``sendbuf=MPI.IN_PLACE`` (where MPI allows it) takes the input from
@@ -19,12 +23,12 @@ the functional API, :class:`mpicoll.P2PComm` and :mod:`mpicoll.distributed`;
 ``bufs`` is a zero-argument callable returning the raw buffers, so that
 parsing errors are held and agreed like every other argument error.
 """
-import numpy as np
 from mpi4py import MPI
 
 from . import coll as _coll  # noqa: F401  (importing it fills the registry)
 from ._buffers import (IN_PLACE, as_array, check_counts, check_no_alias, check_root,
-                       check_size, same_dtype)
+                       check_size, same_dtype, same_memory)
+from ._device import adapter_of, empty
 from ._call import Call
 from ._errors import ArgumentError
 from ._ops import check_op
@@ -48,9 +52,10 @@ def _recv_array(argname, recvbuf, send, expected, how, alloc_shape):
     Returns (the object to hand back to the caller, its flat view).
     """
     if recvbuf is None:
-        out = np.empty(alloc_shape, dtype=send.dtype)
+        out = empty(send, alloc_shape)
         return out, out.reshape(-1)
     flat = as_array(argname, recvbuf, writable=True)
+    same_memory("sendbuf", send, argname, flat)
     if flat.dtype != send.dtype:
         raise ArgumentError(
             f"{argname}: expected dtype {send.dtype} (the dtype of sendbuf); got {flat.dtype}",
@@ -61,7 +66,14 @@ def _recv_array(argname, recvbuf, send, expected, how, alloc_shape):
 
 
 def _run(call, count, itemsize, fn, *args):
-    ctx = call.ctx(count, itemsize)    # records the call for traffic() even when empty
+    # Device buffers (all of one call share one memory) choose the transport.
+    adapter = device = None
+    for a in args:
+        adapter = adapter_of(a)
+        if adapter is not None:
+            device = adapter.device_id(a)
+            break
+    ctx = call.ctx(count, itemsize, adapter, device)  # recorded for traffic() even when empty
     if count:                          # zero elements everywhere: nothing to move
         fn(ctx, *args)
 
@@ -106,7 +118,7 @@ def _reduce(call, bufs, op, root, algorithm):
             out, dest = None, None
             if is_root:
                 out, dest = _recv_array("recvbuf", recvbuf, data, data.size,
-                                        "as many as sendbuf", np.shape(sendbuf))
+                                        "as many as sendbuf", sendbuf.shape)
         check_op(op, data.dtype)
         fn = call.choose(algorithm, op=op, nbytes=data.nbytes, count=data.size,
                          dtype=data.dtype, root=root)
@@ -139,7 +151,7 @@ def _allreduce(call, bufs, op, algorithm):
         else:
             data = as_array("sendbuf", sendbuf)
             out, dest = _recv_array("recvbuf", recvbuf, data, data.size,
-                                    "as many as sendbuf", np.shape(sendbuf))
+                                    "as many as sendbuf", sendbuf.shape)
         check_op(op, dest.dtype)
         fn = call.choose(algorithm, op=op, nbytes=dest.nbytes, count=dest.size,
                          dtype=dest.dtype)
@@ -182,7 +194,7 @@ def _gather(call, bufs, root, algorithm):
             data = as_array("sendbuf", sendbuf)
             if is_root:
                 out, dest = _recv_array("recvbuf", recvbuf, data, n * data.size,
-                                        f"{n} ranks x {data.size}", (n,) + np.shape(sendbuf))
+                                        f"{n} ranks x {data.size}", (n,) + sendbuf.shape)
         fn = call.choose(algorithm, nbytes=data.nbytes, count=data.size, dtype=data.dtype,
                          root=root)
     call.settle()
@@ -215,7 +227,7 @@ def _allgather(call, bufs, algorithm):
         else:
             data = as_array("sendbuf", sendbuf)
             out, dest = _recv_array("recvbuf", recvbuf, data, n * data.size,
-                                    f"{n} ranks x {data.size}", (n,) + np.shape(sendbuf))
+                                    f"{n} ranks x {data.size}", (n,) + sendbuf.shape)
         fn = call.choose(algorithm, nbytes=data.nbytes, count=data.size, dtype=data.dtype)
     call.settle()
     _run(call, data.size, data.itemsize, fn, data, dest)
@@ -254,12 +266,13 @@ def _scatter(call, bufs, root, algorithm):
         else:
             if recvbuf is None:
                 raise ArgumentError(
-                    "recvbuf: expected a NumPy array to receive this rank's block (every rank "
+                    "recvbuf: expected an array to receive this rank's block (every rank "
                     "needs one); got None", MPI.ERR_BUFFER)
             out = recvbuf
             dest = as_array("recvbuf", recvbuf, writable=True)
             if is_root:
                 data = as_array("sendbuf", sendbuf)
+                same_memory("recvbuf", dest, "sendbuf", data)
                 same_dtype("recvbuf", dest, "sendbuf", data)
                 check_size("sendbuf", data, n * dest.size, f"{n} ranks x {dest.size}")
                 check_no_alias("sendbuf", data, "recvbuf", dest)
@@ -312,8 +325,8 @@ def _reduce_scatter(call, bufs, counts, op, algorithm):
             out, dest = recvbuf, full[:mine]
         else:
             block_shape = (mine,)
-            if np.ndim(sendbuf) > 1 and np.shape(sendbuf)[0] == n and len(set(counts)) == 1:
-                block_shape = np.shape(sendbuf)[1:]
+            if sendbuf.ndim > 1 and sendbuf.shape[0] == n and len(set(counts)) == 1:
+                block_shape = sendbuf.shape[1:]
             out, dest = _recv_array("recvbuf", recvbuf, full, mine,
                                     f"recvcounts[{call.rank}]", block_shape)
         check_op(op, full.dtype)
@@ -360,7 +373,7 @@ def _alltoall(call, bufs, algorithm):
         else:
             data = as_array("sendbuf", sendbuf)
             out, dest = _recv_array("recvbuf", recvbuf, data, data.size,
-                                    "as many as sendbuf", np.shape(sendbuf))
+                                    "as many as sendbuf", sendbuf.shape)
         if data.size % n:
             raise ArgumentError(
                 f"{'recvbuf' if data is dest else 'sendbuf'}: expected a multiple of {n} "

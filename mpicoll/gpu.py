@@ -10,15 +10,23 @@ loaded MPI library itself:
    CUDA-aware library lists as ``cuda:...``.
 
 The PyPI MPICH and Open MPI wheels are built without CUDA: passing them a
-device pointer crashes the process, so device buffers must be staged through
-host memory there. The CuPy data path itself (staging, device reductions) is
-not part of this version: CuPy arrays passed to the collectives get a clear
-error (see ``mpicoll._buffers.as_array``).
+device pointer crashes the process, so there every message of a CuPy buffer
+is staged through reusable pinned host memory (``mpicoll._device``).
+:func:`device_path` says which path device buffers take, and
+``mpicoll.traffic()`` records it per call (``CallTraffic.path``).
+
+Device selection: :func:`select_device` puts each rank on GPU
+``local_rank % device_count`` (local rank from ``MPICOLL_DEVICE``,
+``SLURM_LOCALID``, ``OMPI_COMM_WORLD_LOCAL_RANK``, ``MPI_LOCALRANKID`` or an
+MPI shared-memory split); several ranks may share one GPU.
 """
 import ctypes
 import os
 
-__all__ = ["cuda_aware", "cuda_aware_report", "cupy_status"]
+from ._device import release_staging, set_cuda_aware, staging_stats
+
+__all__ = ["cuda_aware", "cuda_aware_report", "cupy_status", "device_path", "set_cuda_aware",
+           "staging_stats", "release_staging", "local_rank", "select_device", "nccl_status"]
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -92,3 +100,98 @@ def cupy_status():
     if n < 1:
         return False, "cupy sees no CUDA device"
     return True, f"{n} CUDA device(s)"
+
+
+def device_path(buf=None):
+    """How device buffers reach MPI: a dict with ``path`` and why.
+
+    ``path`` is ``"cuda-aware"`` (device pointers handed to MPI after a
+    stream synchronisation) or ``"staged"`` (copied through pinned host
+    memory); with ``buf`` a NumPy array it is ``"host"``. ``source`` names
+    what decided (``set_cuda_aware``, ``MPICOLL_CUDA_AWARE`` or a probe).
+    """
+    from . import _device
+    if buf is not None and _device.adapter_of(buf) is None:
+        return {"path": "host", "cuda_aware": None, "source": "NumPy array (host memory)"}
+    if _device._aware_override is not None:
+        aware, source = _device._aware_override, "mpicoll.gpu.set_cuda_aware"
+    else:
+        rep = cuda_aware_report()
+        aware, source = rep["cuda_aware"], rep["source"]
+    return {"path": "cuda-aware" if aware else "staged", "cuda_aware": aware, "source": source}
+
+
+_LOCAL_ENV = ("SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+              "PMI_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK")
+
+
+def local_rank(comm=None):
+    """(local rank, how it was found): this process's index among the ranks on its node.
+
+    Launcher variables first (no communication); otherwise an
+    ``MPI_COMM_TYPE_SHARED`` split of ``comm`` (collective: call it on every rank).
+    """
+    for var in _LOCAL_ENV:
+        val = os.environ.get(var, "").strip()
+        if val.isdigit():
+            return int(val), var
+    from mpi4py import MPI
+    node = (comm or MPI.COMM_WORLD).Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        return node.Get_rank(), "MPI shared-memory split"
+    finally:
+        node.Free()
+
+
+def select_device(comm=None, device=None):
+    """Make this rank's GPU current; return a dict (device, local rank, how, count).
+
+    ``device`` (or ``MPICOLL_DEVICE``) forces a device id; otherwise rank
+    ``local_rank % device_count``, so several ranks share a GPU when there
+    are more ranks than GPUs on a node. Raises RuntimeError naming the
+    reason when CuPy or a device is missing.
+    """
+    ok, why = cupy_status()
+    if not ok:
+        raise RuntimeError(f"no GPU for this rank: {why}")
+    import cupy
+    count = cupy.cuda.runtime.getDeviceCount()
+    lrank, how = local_rank(comm)
+    forced = device if device is not None else os.environ.get("MPICOLL_DEVICE", "").strip() or None
+    if forced is not None:
+        try:
+            dev = int(forced)
+        except ValueError:
+            raise RuntimeError(f"MPICOLL_DEVICE: expected a device number; got {forced!r}") from None
+        if not 0 <= dev < count:
+            raise RuntimeError(f"device: expected a number in [0, {count - 1}]; got {dev}")
+        how = "MPICOLL_DEVICE" if device is None else "device argument"
+    else:
+        dev = lrank % count
+    cupy.cuda.Device(dev).use()
+    ranks_on_node = _node_size(comm)      # collective: every rank calls it
+    return {"device": dev, "local_rank": lrank, "how": how, "device_count": count,
+            "ranks_on_node": ranks_on_node, "shared": ranks_on_node > count}
+
+
+def _node_size(comm):
+    from mpi4py import MPI
+    node = (comm or MPI.COMM_WORLD).Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        return node.Get_size()
+    finally:
+        node.Free()
+
+
+def nccl_status():
+    """(usable, reason): whether ``cupy.cuda.nccl`` can be imported and is available."""
+    ok, why = cupy_status()
+    if not ok:
+        return False, why
+    try:
+        from cupy.cuda import nccl
+    except ImportError as exc:
+        return False, f"cupy.cuda.nccl is not importable ({exc})"
+    if hasattr(nccl, "available") and not nccl.available:
+        return False, "CuPy was built without NCCL (cupy.cuda.nccl.available is False)"
+    return True, f"NCCL {nccl.get_version()}"

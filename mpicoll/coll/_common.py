@@ -1,6 +1,18 @@
-"""Small helpers shared by the algorithm modules (no communication here)."""
+"""Small helpers shared by the algorithm modules (no communication here).
 
-__all__ = ["aliases", "split", "offsets", "pof2_below", "fold_rank", "unfold_rank", "first_rank", "copy_in"]
+Scratch space comes from :func:`empty` / :func:`empty_like`, which allocate
+in the memory of the array they are given (host or device), so one
+algorithm body serves NumPy and CuPy buffers alike.
+"""
+from .._device import data_ptr, empty
+
+__all__ = ["aliases", "split", "offsets", "pof2_below", "fold_rank", "unfold_rank", "first_rank",
+           "copy_in", "empty", "empty_like"]
+
+
+def empty_like(a):
+    """Uninitialised array shaped like ``a``, in the same memory as ``a``."""
+    return empty(a, a.shape)
 
 
 def split(n, parts):
@@ -49,7 +61,7 @@ def copy_in(dst, src):
     if src is None or src is dst:
         return
     if (src.size == dst.size
-            and src.__array_interface__["data"][0] == dst.__array_interface__["data"][0]):
+            and data_ptr(src) == data_ptr(dst)):
         return                      # in place: the block is already there
     dst[...] = src
 
@@ -58,6 +70,6 @@ def aliases(view, buf):
     """True when ``view``'s memory lies inside ``buf`` (an in-place call's block)."""
     if buf is None or view is None:
         return False
-    a = view.__array_interface__["data"][0]
-    b = buf.__array_interface__["data"][0]
+    a = data_ptr(view)
+    b = data_ptr(buf)
     return b <= a < b + buf.nbytes or (view.nbytes == 0 and a == b)

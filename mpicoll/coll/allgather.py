@@ -8,12 +8,10 @@ Per rank, N = 3::
 In place, ``sendbuf`` is a view of this rank's block of ``recvbuf``.
 Costs: α per message, β per byte, n bytes per rank's block.
 """
-import numpy as np
-
 from .._registry import register
 from mpi4py import MPI
 
-from ._common import aliases, copy_in, pof2_below, fold_rank, unfold_rank, first_rank
+from ._common import aliases, copy_in, pof2_below, fold_rank, unfold_rank, first_rank, empty
 from .bcast import binomial_bcast
 from .gather import binomial_gather
 
@@ -21,7 +19,7 @@ from .gather import binomial_gather
 @register("allgather", "native")
 def allgather_native(ctx, sendbuf, recvbuf):
     """The MPI library's own ``MPI_Allgather``."""
-    ctx.comm.Allgather(MPI.IN_PLACE if aliases(sendbuf, recvbuf) else sendbuf, recvbuf)
+    ctx.mpi.Allgather(MPI.IN_PLACE if aliases(sendbuf, recvbuf) else sendbuf, recvbuf)
 
 
 @register("allgather", "ring")
@@ -83,7 +81,7 @@ def allgather_bruck(ctx, sendbuf, recvbuf):
     a power of two.
     """
     size, rank, c = ctx.size, ctx.rank, sendbuf.size
-    tmp = np.empty(size * c, dtype=sendbuf.dtype)
+    tmp = empty(sendbuf, size * c)
     tmp[:c] = sendbuf          # tmp block i = block of rank (rank + i)
     k = 1
     while k < size:

@@ -10,11 +10,9 @@ Algorithms take ``(ctx, sendbuf, recvbuf, op)``; ``sendbuf`` is None when
 the call is in place (``recvbuf`` then holds the input).
 Costs: α per message, β per byte, γ per byte reduced, n bytes per rank.
 """
-import numpy as np
-
 from .._ops import combine, op_ufunc
 from .._registry import register
-from ._common import split, offsets, pof2_below, fold_rank, unfold_rank, copy_in
+from ._common import split, offsets, pof2_below, fold_rank, unfold_rank, copy_in, empty_like, empty
 from .bcast import binomial_bcast
 from .reduce import binomial_reduce, halving_reduce_scatter
 
@@ -23,7 +21,7 @@ from .reduce import binomial_reduce, halving_reduce_scatter
 def allreduce_native(ctx, sendbuf, recvbuf, op):
     """The MPI library's own ``MPI_Allreduce``."""
     from mpi4py import MPI
-    ctx.comm.Allreduce(MPI.IN_PLACE if sendbuf is None else sendbuf, recvbuf, op)
+    ctx.mpi.Allreduce(MPI.IN_PLACE if sendbuf is None else sendbuf, recvbuf, op)
 
 
 @register("allreduce", "reduce_bcast")
@@ -60,7 +58,7 @@ def _fold_start(ctx, sendbuf, recvbuf, op):
     copy_in(recvbuf, sendbuf)
     pof2 = pof2_below(ctx.size)
     rem = ctx.size - pof2
-    spare = np.empty_like(recvbuf)
+    spare = empty_like(recvbuf)
     _fold_in(ctx, recvbuf, spare, op, rem)
     return pof2, rem, spare, fold_rank(ctx.rank, rem)
 
@@ -120,7 +118,7 @@ def allreduce_ring(ctx, sendbuf, recvbuf, op):
     src = recvbuf if sendbuf is None else sendbuf
     off = offsets(split(recvbuf.size, size))
     right, left = (rank + 1) % size, (rank - 1) % size
-    tmp = np.empty(off[1] if size > 1 else 0, dtype=recvbuf.dtype)  # chunk 0 is the largest
+    tmp = empty(recvbuf, off[1] if size > 1 else 0)  # chunk 0 is the largest
 
     def chunk(buf, i):
         i %= size

@@ -7,16 +7,14 @@ Per rank, N = 2 (blocks of one element)::
 
 Costs: α per message, β per byte, n bytes per block (N blocks per rank).
 """
-import numpy as np
-
 from .._registry import register
-from ._common import copy_in
+from ._common import copy_in, empty
 
 
 @register("alltoall", "native")
 def alltoall_native(ctx, sendbuf, recvbuf):
     """The MPI library's own ``MPI_Alltoall``."""
-    ctx.comm.Alltoall(sendbuf, recvbuf)
+    ctx.mpi.Alltoall(sendbuf, recvbuf)
 
 
 @register("alltoall", "pairwise")
@@ -48,23 +46,33 @@ def alltoall_bruck(ctx, sendbuf, recvbuf):
         copy_in(recvbuf, sendbuf)
         return
     # Rotate: tmp block i is the block destined for rank + i.
-    tmp = np.empty((size, c), dtype=sendbuf.dtype)
+    tmp = empty(sendbuf, (size, c))
     flat = tmp.reshape(-1)
     k = (size - rank) * c
     flat[:k] = sendbuf[rank * c:]
     flat[k:] = sendbuf[:rank * c]
     most = (size + 1) // 2 * c
-    pack = np.empty(most, dtype=sendbuf.dtype)
-    unpack = np.empty(most, dtype=sendbuf.dtype)
-    idx_all = np.arange(size)
+    pack = empty(sendbuf, most)
+    unpack = empty(sendbuf, most)
     k = 1
     while k < size:
-        idx = idx_all[(idx_all & k) != 0]
-        n = idx.size * c
-        np.take(tmp, idx, axis=0, out=pack[:n].reshape(idx.size, c))
+        # Blocks with bit k set form runs [j, j+k) for j = k, 3k, 5k, ...:
+        # contiguous slices, so packing is a few copies (no index arrays,
+        # which would have to live in the buffers' own memory).
+        runs = [(j, min(j + k, size)) for j in range(k, size, 2 * k)]
+        n = 0
+        for a, b in runs:
+            pack[n:n + (b - a) * c] = flat[a * c:b * c]
+            n += (b - a) * c
         ctx.sendrecv(pack[:n], (rank + k) % size, unpack[:n], (rank - k) % size)
-        tmp[idx] = unpack[:n].reshape(idx.size, c)
+        n = 0
+        for a, b in runs:
+            flat[a * c:b * c] = unpack[n:n + (b - a) * c]
+            n += (b - a) * c
         k <<= 1
-    # Block i now came from rank - i: put it in its place, reversing order.
-    order = (rank - idx_all) % size
-    recvbuf.reshape(size, c)[order] = tmp
+    # Block i now came from rank - i: block j of recvbuf is tmp block
+    # (rank - j) mod N, i.e. tmp reversed around the rank.
+    out = recvbuf.reshape(size, c)
+    out[:rank + 1] = tmp[rank::-1]
+    if rank + 1 < size:
+        out[rank + 1:] = tmp[:rank:-1]

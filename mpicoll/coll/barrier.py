@@ -15,7 +15,7 @@ _EMPTY = np.empty(0, dtype=np.uint8)
 @register("barrier", "native")
 def barrier_native(ctx):
     """The MPI library's own ``MPI_Barrier``."""
-    ctx.comm.Barrier()
+    ctx.mpi.Barrier()
 
 
 @register("barrier", "linear")

@@ -18,7 +18,7 @@ PIPELINE_SEGMENT_BYTES = 1 << 16
 @register("bcast", "native")
 def bcast_native(ctx, buf, root):
     """The MPI library's own ``MPI_Bcast`` on the same buffer."""
-    ctx.comm.Bcast(buf, root)
+    ctx.mpi.Bcast(buf, root)
 
 
 @register("bcast", "linear")
@@ -123,7 +123,7 @@ def bcast_pipeline(ctx, buf, root):
         # Pre-post every receive so segments arrive while earlier ones are forwarded.
         recvs = [ctx.irecv(s, prev) for s in segments]
         for s, r in zip(segments, recvs):
-            r.Wait()
+            ctx.wait(r)
             if has_next:
                 sends.append(ctx.isend(s, nxt))
     ctx.waitall(sends)

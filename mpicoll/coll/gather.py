@@ -8,19 +8,17 @@ Per rank, N = 3, root = 0::
 ``recvbuf`` (root only) holds N blocks of ``sendbuf.size`` elements.
 Costs: α per message, β per byte, n bytes per rank's block.
 """
-import numpy as np
-
 from .._registry import register
 from mpi4py import MPI
 
-from ._common import aliases, copy_in
+from ._common import aliases, copy_in, empty
 
 
 @register("gather", "native")
 def gather_native(ctx, sendbuf, recvbuf, root):
     """The MPI library's own ``MPI_Gather``."""
     in_place = ctx.rank == root and aliases(sendbuf, recvbuf)
-    ctx.comm.Gather(MPI.IN_PLACE if in_place else sendbuf, recvbuf, root)
+    ctx.mpi.Gather(MPI.IN_PLACE if in_place else sendbuf, recvbuf, root)
 
 
 @register("gather", "linear")
@@ -51,7 +49,7 @@ def binomial_gather(ctx, sendbuf, recvbuf, root):
     if rel == 0 and root == 0:
         tmp = recvbuf           # relative order is absolute order
     else:
-        tmp = np.empty(subtree * c, dtype=sendbuf.dtype)
+        tmp = empty(sendbuf, subtree * c)
     copy_in(tmp[:c], sendbuf)
     mask = 1
     while mask < size:

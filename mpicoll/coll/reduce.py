@@ -10,17 +10,15 @@ Costs: α per message, β per byte, γ per byte reduced, n bytes per rank.
 Algorithms never write ``sendbuf`` and read it before writing ``recvbuf``
 (the in-place layer passes a copy when they alias).
 """
-import numpy as np
-
 from .._ops import combine
 from .._registry import register
-from ._common import split, offsets, pof2_below, fold_rank, unfold_rank
+from ._common import split, offsets, pof2_below, fold_rank, unfold_rank, empty_like
 
 
 @register("reduce", "native")
 def reduce_native(ctx, sendbuf, recvbuf, op, root):
     """The MPI library's own ``MPI_Reduce``."""
-    ctx.comm.Reduce(sendbuf, recvbuf, op, root)
+    ctx.mpi.Reduce(sendbuf, recvbuf, op, root)
 
 
 @register("reduce", "linear")
@@ -34,7 +32,7 @@ def reduce_linear(ctx, sendbuf, recvbuf, op, root):
     if rank != root:
         ctx.send(sendbuf, root)
         return
-    acc, tmp = recvbuf, np.empty_like(sendbuf)
+    acc, tmp = recvbuf, empty_like(sendbuf)
     # acc = r_{N-1}; then acc = r_i (op) acc for i = N-2 .. 0: rank order, no copies.
     if root == size - 1:
         acc[...] = sendbuf
@@ -70,9 +68,9 @@ def binomial_reduce(ctx, sendbuf, recvbuf, op, root):
         if child < size:
             if spare is None:
                 # Work buffers: the root reduces straight into recvbuf.
-                work = recvbuf if rank == root else np.empty_like(sendbuf)
+                work = recvbuf if rank == root else empty_like(sendbuf)
                 work[...] = sendbuf
-                acc, spare = work, np.empty_like(sendbuf)
+                acc, spare = work, empty_like(sendbuf)
             ctx.recv(spare, (child + tree_root) % size)
             res = combine(op, acc, spare, acc)   # acc holds lower ranks
             if res is spare:
@@ -142,9 +140,9 @@ def reduce_rabenseifner(ctx, sendbuf, recvbuf, op, root):
         if rank == root:
             ctx.recv(recvbuf, rank + 1)
         return
-    work = recvbuf if rank == root else np.empty_like(sendbuf)
+    work = recvbuf if rank == root else empty_like(sendbuf)
     work[...] = sendbuf
-    spare = np.empty_like(sendbuf)
+    spare = empty_like(sendbuf)
     if rank < 2 * rem:             # absorb the folded neighbour (rank - 1 < rank)
         ctx.recv(spare, rank - 1)
         combine(op, spare, work, work)

@@ -10,18 +10,16 @@ Algorithms take ``(ctx, sendbuf, recvbuf, counts, op)``; ``sendbuf`` has
 sum(counts) elements and is never written, ``recvbuf`` has counts[rank].
 Costs: α per message, β per byte, γ per byte reduced, n bytes in total.
 """
-import numpy as np
-
 from .._ops import combine
 from .._registry import register
-from ._common import offsets, pof2_below, fold_rank, unfold_rank, first_rank, copy_in
+from ._common import offsets, pof2_below, fold_rank, unfold_rank, first_rank, copy_in, empty_like, empty
 from .reduce import binomial_reduce
 
 
 @register("reduce_scatter", "native")
 def reduce_scatter_native(ctx, sendbuf, recvbuf, counts, op):
     """The MPI library's own ``MPI_Reduce_scatter``."""
-    ctx.comm.Reduce_scatter(sendbuf, recvbuf, counts, op)
+    ctx.mpi.Reduce_scatter(sendbuf, recvbuf, counts, op)
 
 
 @register("reduce_scatter", "ring", commutative_only=True)
@@ -42,7 +40,7 @@ def reduce_scatter_ring(ctx, sendbuf, recvbuf, counts, op):
         return sendbuf[off[i]:off[i + 1]]
 
     big = max(counts)
-    bufs = [np.empty(big, dtype=sendbuf.dtype), np.empty(big, dtype=sendbuf.dtype)]
+    bufs = [empty(sendbuf, big), empty(sendbuf, big)]
     right, left = (rank + 1) % size, (rank - 1) % size
     outgoing = block(rank - 1)            # step 0 sends my own block rank-1
     for s in range(size - 1):
@@ -76,7 +74,7 @@ def reduce_scatter_recursive_halving(ctx, sendbuf, recvbuf, counts, op):
         ctx.recv(recvbuf, rank + 1)
         return
     work = sendbuf.copy()
-    spare = np.empty_like(work)
+    spare = empty_like(work)
     if rank < 2 * rem:
         ctx.recv(spare, rank - 1)
         combine(op, spare, work, work)
@@ -115,7 +113,7 @@ def reduce_scatter_pairwise(ctx, sendbuf, recvbuf, counts, op):
     size, rank = ctx.size, ctx.rank
     off = offsets(counts)
     recvbuf[...] = sendbuf[off[rank]:off[rank + 1]]
-    tmp = np.empty_like(recvbuf)
+    tmp = empty_like(recvbuf)
     for i in range(1, size):
         dst, src = (rank + i) % size, (rank - i) % size
         ctx.sendrecv(sendbuf[off[dst]:off[dst + 1]], dst, tmp, src)
@@ -132,7 +130,7 @@ def reduce_scatter_reduce_scatterv(ctx, sendbuf, recvbuf, counts, op):
     size, rank = ctx.size, ctx.rank
     off = offsets(counts)
     if rank == 0:
-        full = np.empty_like(sendbuf)
+        full = empty_like(sendbuf)
         binomial_reduce(ctx, sendbuf, full, op, 0)
         reqs = [ctx.isend(full[off[i]:off[i + 1]], i) for i in range(1, size)]
         copy_in(recvbuf, full[off[0]:off[1]])

@@ -7,16 +7,14 @@ Per rank, N = 3, root = 0::
 
 Costs: α per message, β per byte, n bytes per block.
 """
-import numpy as np
-
 from .._registry import register
-from ._common import copy_in
+from ._common import copy_in, empty
 
 
 @register("scatter", "native")
 def scatter_native(ctx, sendbuf, recvbuf, root):
     """The MPI library's own ``MPI_Scatter``."""
-    ctx.comm.Scatter(sendbuf, recvbuf, root)
+    ctx.mpi.Scatter(sendbuf, recvbuf, root)
 
 
 @register("scatter", "linear")
@@ -48,14 +46,14 @@ def scatter_binomial(ctx, sendbuf, recvbuf, root):
         if root == 0:
             tmp = sendbuf
         else:                   # relative order: blocks root, root+1, ..., root-1
-            tmp = np.empty(size * c, dtype=recvbuf.dtype)
+            tmp = empty(recvbuf, size * c)
             k = (size - root) * c
             tmp[:k] = sendbuf[root * c:]
             tmp[k:] = sendbuf[:root * c]
     elif subtree == 1:
         tmp = recvbuf
     else:
-        tmp = np.empty(subtree * c, dtype=recvbuf.dtype)
+        tmp = empty(recvbuf, subtree * c)
     mask = 1
     while mask < size:
         if rel & mask:

@@ -1,0 +1,396 @@
+"""Device (GPU) buffers: which arrays live on a device, and how their bytes reach MPI.
+
+An *adapter* knows one device array library (CuPy here; tests register a
+CPU stand-in): its memory address, stream synchronisation, copies to and
+from host memory, allocation and ufuncs. Algorithms never see an adapter;
+they allocate through :func:`empty` and reduce through ``_ops.combine``,
+which pick the array's own library, so device data is reduced on the device.
+
+The point-to-point layer hands MPI a *transport* instead of the bare
+communicator (same method names and signatures as ``MPI.Comm``):
+
+- host arrays: the communicator itself;
+- device arrays, CUDA-aware MPI: :class:`AwareTransport` synchronises the
+  current stream before every call (MPI must not read data a kernel is still
+  writing, nor receive into memory a kernel still reads), then passes the
+  device array as it is;
+- device arrays, MPI not CUDA-aware: :class:`StagedTransport` copies each
+  message through page-locked host memory from a per-thread, per-device
+  :class:`PinnedArena` that is reused across calls, so MPI never sees a
+  device pointer (a non-aware MPI would dereference it on the host and
+  crash the process).
+"""
+import threading
+
+import numpy as np
+from mpi4py import MPI
+
+__all__ = ["adapter_of", "register_adapter", "data_ptr", "empty", "transport",
+           "PinnedArena", "AwareTransport", "StagedTransport", "set_cuda_aware",
+           "cuda_aware_cached", "staging_stats", "release_staging"]
+
+
+class CupyAdapter:
+    """CuPy arrays (``cupy.ndarray``); imported only when one is seen."""
+
+    name = "cupy"
+
+    def __init__(self):
+        import cupy
+        self.cupy = cupy
+
+    @staticmethod
+    def matches(obj):
+        t = type(obj)
+        return t.__module__.split(".")[0] == "cupy" and t.__name__ == "ndarray"
+
+    @staticmethod
+    def ptr(a):
+        return a.data.ptr
+
+    @staticmethod
+    def device_id(a):
+        return a.device.id
+
+    def sync(self):
+        # The data a collective reads or overwrites was produced on the current
+        # stream (CuPy's default); MPI runs on the host and cannot wait on it.
+        self.cupy.cuda.get_current_stream().synchronize()
+
+    def to_host(self, dev, host):
+        dev.get(out=host.reshape(dev.shape))        # synchronous w.r.t. the host
+
+    def to_device(self, host, dev):
+        dev.set(host.reshape(dev.shape))
+        # The host staging slot is reused at once: the copy must be done.
+        self.sync()
+
+    def pinned(self, nbytes):
+        mem = self.cupy.cuda.alloc_pinned_memory(max(nbytes, 1))
+        return np.frombuffer(mem, np.uint8, nbytes)
+
+    def empty(self, like, shape, dtype):
+        with like.device:
+            return self.cupy.empty(shape, dtype=dtype)
+
+    def ufunc(self, name):
+        return getattr(self.cupy, name)
+
+    @staticmethod
+    def asnumpy(a):
+        return a.get()
+
+
+_adapters = []           # registered adapter instances (tests add stand-ins)
+_cupy_adapter = None
+
+
+def register_adapter(adapter):
+    """Teach mpicoll another device array type (``adapter.matches(obj)``)."""
+    if adapter not in _adapters:
+        _adapters.append(adapter)
+
+
+def unregister_adapter(adapter):
+    if adapter in _adapters:
+        _adapters.remove(adapter)
+
+
+def adapter_of(obj):
+    """The adapter of a device array, or None for host memory (and anything else)."""
+    global _cupy_adapter
+    if type(obj) is np.ndarray or obj is None:
+        return None
+    for ad in _adapters:
+        if ad.matches(obj):
+            return ad
+    if CupyAdapter.matches(obj):
+        if _cupy_adapter is None:
+            _cupy_adapter = CupyAdapter()
+        return _cupy_adapter
+    return None
+
+
+def data_ptr(a):
+    """Address of an array's first byte, host or device."""
+    ad = adapter_of(a)
+    return a.__array_interface__["data"][0] if ad is None else ad.ptr(a)
+
+
+def empty(like, shape, dtype=None):
+    """Uninitialised array of ``shape`` in the same memory (host or device) as ``like``."""
+    dtype = like.dtype if dtype is None else dtype
+    ad = adapter_of(like)
+    return np.empty(shape, dtype=dtype) if ad is None else ad.empty(like, shape, dtype)
+
+
+# -- CUDA awareness (decided once per process unless overridden) -----------
+
+_aware_override = None
+_aware_cached = None
+
+
+def set_cuda_aware(value):
+    """Force the device path: True (pass device pointers), False (stage), None (detect)."""
+    global _aware_override, _aware_cached
+    if value not in (None, True, False):
+        from ._errors import ArgumentTypeError, describe
+        raise ArgumentTypeError(f"value: expected True, False or None; got {describe(value)}")
+    _aware_override = value
+    _aware_cached = None
+
+
+def cuda_aware_cached():
+    """The decision used for device buffers (``set_cuda_aware``, else the probes, cached)."""
+    global _aware_cached
+    if _aware_override is not None:
+        return _aware_override
+    if _aware_cached is None:
+        from .gpu import cuda_aware
+        _aware_cached = cuda_aware()
+    return _aware_cached
+
+
+# -- pinned staging ---------------------------------------------------------
+
+_ALIGN = 256
+
+
+class PinnedArena:
+    """Bump allocator over one page-locked host block, reused across calls.
+
+    Slots are taken for the life of one message (blocking calls) or until
+    the request completes (non-blocking); when no slot is live the block is
+    reused from its start. A request that does not fit allocates a larger
+    block (at least twice the old one); slots already handed out keep the
+    old block alive until they are released.
+    """
+
+    def __init__(self, adapter):
+        self.adapter = adapter
+        self.block = None
+        self.top = 0
+        self.live = 0
+        self.allocations = 0       # pinned blocks allocated so far
+        self.takes = 0             # slots handed out so far
+
+    @property
+    def capacity(self):
+        return 0 if self.block is None else self.block.nbytes
+
+    def take(self, dtype, count):
+        """A host array of ``count`` elements of ``dtype`` in pinned memory."""
+        nbytes = count * np.dtype(dtype).itemsize
+        if self.live == 0:
+            self.top = 0
+        if self.top + nbytes > self.capacity:
+            size = max(2 * self.capacity, nbytes + _ALIGN, 1 << 16)
+            self.block = self.adapter.pinned(size)
+            self.allocations += 1
+            self.top = 0
+        view = self.block[self.top:self.top + nbytes].view(dtype)
+        self.top += -(-nbytes // _ALIGN) * _ALIGN
+        self.live += 1
+        self.takes += 1
+        return view
+
+    def give(self, n=1):
+        self.live -= n
+
+
+_arenas = threading.local()
+
+
+def arena_for(adapter, device):
+    table = getattr(_arenas, "table", None)
+    if table is None:
+        table = _arenas.table = {}
+    key = (adapter.name, device)
+    arena = table.get(key)
+    if arena is None:
+        arena = table[key] = PinnedArena(adapter)
+    return arena
+
+
+def staging_stats():
+    """This thread's pinned arenas: ``{(library, device): {...}}`` (reuse is visible here)."""
+    table = getattr(_arenas, "table", {})
+    return {k: {"capacity_bytes": a.capacity, "allocations": a.allocations, "slots": a.takes,
+                "live": a.live} for k, a in table.items()}
+
+
+def release_staging():
+    """Drop this thread's pinned blocks (the next staged call allocates again)."""
+    _arenas.table = {}
+
+
+# -- transports -------------------------------------------------------------
+
+# Positions of receive buffers in the native collectives' argument lists.
+_OUTPUTS = {"Bcast": (0,), "Reduce": (1,), "Allreduce": (1,), "Gather": (1,),
+            "Allgather": (1,), "Scatter": (1,), "Reduce_scatter": (1,),
+            "Reduce_scatter_block": (1,), "Alltoall": (1,)}
+_REDUCING = ("Reduce", "Allreduce", "Reduce_scatter", "Reduce_scatter_block")
+
+
+class AwareTransport:
+    """CUDA-aware MPI: synchronise, then pass device arrays through."""
+
+    path = "cuda-aware"
+
+    def __init__(self, comm, adapter, device):
+        self.comm = comm
+        self.adapter = adapter
+        self.device = device
+        self.staged = None
+
+    def Send(self, buf, dest, tag):
+        self.adapter.sync()
+        self.comm.Send(buf, dest, tag)
+
+    def Recv(self, buf, source, tag):
+        self.adapter.sync()
+        self.comm.Recv(buf, source, tag)
+
+    def Sendrecv(self, sbuf, dest, stag, rbuf, source, rtag):
+        self.adapter.sync()
+        self.comm.Sendrecv(sbuf, dest, stag, rbuf, source, rtag)
+
+    def Isend(self, buf, dest, tag):
+        self.adapter.sync()
+        return self.comm.Isend(buf, dest, tag)
+
+    def Irecv(self, buf, source, tag):
+        self.adapter.sync()
+        return self.comm.Irecv(buf, source, tag)
+
+    def finish(self, requests):
+        pass
+
+    def __getattr__(self, name):
+        # Native collectives. A user op's Python function runs on the host and
+        # would dereference device pointers: those reductions are staged.
+        method = getattr(self.comm, name)
+
+        def run(*args):
+            self.adapter.sync()
+            if name in _REDUCING and not args[-1].is_predefined:
+                if self.staged is None:
+                    self.staged = StagedTransport(self.comm, self.adapter, self.device)
+                return getattr(self.staged, name)(*args)
+            return method(*args)
+        return run
+
+
+class StagedTransport:
+    """MPI without CUDA support: every device message goes through pinned host memory."""
+
+    path = "staged"
+
+    def __init__(self, comm, adapter, device):
+        self.comm = comm
+        self.adapter = adapter
+        self.arena = arena_for(adapter, device)
+        # Every request of a call completes within it: a new call starts with
+        # no live slot (even if an earlier call was cut short by an error).
+        self.arena.live = 0
+        self.pending = []          # (request, host slot, device array or None)
+
+    def _outgoing(self, buf):
+        if self.adapter.matches(buf):
+            host = self.arena.take(buf.dtype, buf.size)
+            self.adapter.to_host(buf, host)
+            return host, True
+        return buf, False
+
+    def _incoming(self, buf):
+        if self.adapter.matches(buf):
+            return self.arena.take(buf.dtype, buf.size), True
+        return buf, False
+
+    def Send(self, buf, dest, tag):
+        host, staged = self._outgoing(buf)
+        self.comm.Send(host, dest, tag)
+        self.arena.give(staged)
+
+    def Recv(self, buf, source, tag):
+        host, staged = self._incoming(buf)
+        self.comm.Recv(host, source, tag)
+        if staged:
+            self.adapter.to_device(host, buf)
+            self.arena.give()
+
+    def Sendrecv(self, sbuf, dest, stag, rbuf, source, rtag):
+        shost, s_staged = self._outgoing(sbuf)
+        rhost, r_staged = self._incoming(rbuf)
+        self.comm.Sendrecv(shost, dest, stag, rhost, source, rtag)
+        if r_staged:
+            self.adapter.to_device(rhost, rbuf)
+        self.arena.give(s_staged + r_staged)
+
+    def Isend(self, buf, dest, tag):
+        host, staged = self._outgoing(buf)
+        req = self.comm.Isend(host, dest, tag)
+        if staged:
+            self.pending.append((req, host, None))
+        return req
+
+    def Irecv(self, buf, source, tag):
+        host, staged = self._incoming(buf)
+        req = self.comm.Irecv(host, source, tag)
+        if staged:
+            self.pending.append((req, host, buf))
+        return req
+
+    def finish(self, requests):
+        """After ``requests`` completed: land staged receives, free their slots."""
+        if not self.pending:
+            return
+        done = {id(r) for r in requests}
+        keep = []
+        for req, host, dev in self.pending:
+            if id(req) in done:
+                if dev is not None:
+                    self.adapter.to_device(host, dev)
+                self.arena.give()
+            else:
+                keep.append((req, host, dev))
+        self.pending = keep
+
+    def __getattr__(self, name):
+        # Native collectives on staged copies: inputs copied down, outputs back up.
+        method = getattr(self.comm, name)
+        outputs = _OUTPUTS.get(name, ())
+
+        def run(*args):
+            args = list(args)
+            in_place = bool(args) and args[0] is MPI.IN_PLACE
+            back, taken = [], 0
+            for i, a in enumerate(args):
+                if not self.adapter.matches(a):
+                    continue
+                is_out = i in outputs
+                if is_out and not (in_place or name == "Bcast"):
+                    host = self.arena.take(a.dtype, a.size)   # written by MPI only
+                else:
+                    host, _ = self._outgoing(a)
+                taken += 1
+                if is_out:
+                    back.append((host, a))
+                args[i] = host
+            try:
+                return method(*args)
+            finally:
+                for host, dev in back:
+                    self.adapter.to_device(host, dev)
+                self.arena.give(taken)
+        return run
+
+
+def transport(comm, adapter, device):
+    """What the point-to-point layer talks to for arrays of ``adapter`` (None = host)."""
+    if adapter is None:
+        return comm
+    if cuda_aware_cached():
+        return AwareTransport(comm, adapter, device)
+    return StagedTransport(comm, adapter, device)
