@@ -421,3 +421,387 @@ def test_trace_hooks_cost_nothing_when_unset():
     finally:
         _context.trace_hook = _ops.trace_hook = None
     assert b.tolist() == [2, 2, 2] and seen[0][0] == "reduce"
+
+
+# -- GPU options and the nccl column (CPU-only: no CuPy, a fake NCCL) -------------
+
+HAS_CUPY = importlib.util.find_spec("cupy") is not None
+
+
+@pytest.mark.skipif(HAS_CUPY, reason="CuPy is installed: --xp cupy does not fail here")
+def test_xp_cupy_without_cupy_names_the_reason(tmp_path):
+    proc, text = bench(2, ["allreduce", "-b", "8", "-e", "8", "-n", "1", "-w", "0",
+                           "--xp", "cupy", "--no-memcpy"], tmp_path, timeout=60)
+    assert proc.returncode != 0, text[-4000:]
+    assert "--xp cupy: no usable GPU on rank 0: cupy is not installed" in text, text[-4000:]
+    assert "Traceback" not in text
+
+
+def test_nccl_with_numpy_is_skipped_with_the_reason(tmp_path):
+    proc, text = bench(2, ["allreduce", "-b", "8", "-e", "64", "-f", "8", "-n", "2", "-w", "1",
+                           "--algorithm", "ring,native,nccl", "-J", "out.jsonl",
+                           "--csv", "out.csv", "--no-memcpy"], tmp_path)
+    assert proc.returncode == 0, text[-4000:]
+    why = "nccl: --xp numpy: NCCL runs on CuPy device buffers only (use --xp cupy)"
+    assert text.count(why) == 1, text[-4000:]           # once, from rank 0
+    recs = records(tmp_path / "out.jsonl")
+    assert recs[0]["nccl"] == {"requested": True, "used": False, "reason": why}
+    assert recs[-1]["nccl"]["reason"] == why
+    res = [r for r in recs if r["type"] == "result"]
+    assert {r["algorithm"] for r in res} == {"ring", "native"}
+    assert all(r["wrong"] == 0 and r["xp"] == "numpy" and r["path"] == "host" for r in res)
+    assert "gpu" not in recs[0] and "device_path" not in recs[0]   # cupy runs only
+    with open(tmp_path / "out.csv") as f:
+        assert {row["path"] for row in csv.DictReader(f)} == {"host"}
+
+
+class _FakeNccl:
+    """A stand-in for ``cupy.cuda.nccl``: NCCL's type and op codes, a recording communicator.
+
+    There is no NCCL_INT16, as in NCCL.
+    """
+    NCCL_INT8, NCCL_UINT8, NCCL_INT32, NCCL_UINT32 = 0, 1, 2, 3
+    NCCL_INT64, NCCL_UINT64, NCCL_FLOAT16, NCCL_FLOAT32, NCCL_FLOAT64 = 4, 5, 6, 7, 8
+    NCCL_SUM, NCCL_PROD, NCCL_MAX, NCCL_MIN = 0, 1, 2, 3
+
+    def __init__(self, fail_init=None, fail_uid=False):
+        self.fail_init, self.fail_uid = fail_init, fail_uid
+        self.comms = []
+
+    def get_unique_id(self):
+        if self.fail_uid:
+            raise RuntimeError("NCCL_ERROR_SYSTEM_ERROR: no network")
+        return tuple(range(128))
+
+    def get_version(self):
+        return 22005
+
+    def NcclCommunicator(self, ndev, uid, rank):
+        if self.fail_init is not None:
+            raise RuntimeError(self.fail_init)
+        comm = _FakeNcclComm(ndev, uid, rank)
+        self.comms.append(comm)
+        return comm
+
+
+class _FakeNcclComm:
+    def __init__(self, ndev, uid, rank):
+        self.ndev, self.uid, self.rank = ndev, uid, rank
+        self.calls, self.destroyed = [], False
+
+    def destroy(self):
+        self.destroyed = True
+
+    def __getattr__(self, name):
+        if name not in ("allReduce", "reduce", "bcast", "allGather", "reduceScatter"):
+            raise AttributeError(name)
+        return lambda *args: self.calls.append((name, args))
+
+
+class _GatherComm:
+    """mpi4py stand-in for one rank of ``size``: ``peer(x, r)`` is rank r's contribution."""
+
+    def __init__(self, size, rank=0, peer=lambda x, r: x):
+        self.size, self.rank, self.peer = size, rank, peer
+
+    def Get_size(self):
+        return self.size
+
+    def Get_rank(self):
+        return self.rank
+
+    def allgather(self, x):
+        return [x if r == self.rank else self.peer(x, r) for r in range(self.size)]
+
+    def bcast(self, x, root=0):
+        return x if root == self.rank else self.peer(x, root)
+
+
+class _FakeAM:
+    name = "cupy"
+
+    def __init__(self, gpu_id="node1 0000:3B:00.0"):
+        self.gpu_id, self.syncs = gpu_id, 0
+
+    def stream_ptr(self):
+        return 4242
+
+    def sync(self):
+        self.syncs += 1
+
+
+def _other_gpu(x, r):
+    """Rank r's (ok, why, gpu id): its own GPU on the same node."""
+    return (x[0], x[1], f"node1 0000:{r:02X}:00.0") if isinstance(x, tuple) else x
+
+
+def test_nccl_dtype_and_op_codes():
+    from mpi4py import MPI
+    from mpicoll.bench import nccl
+    f = _FakeNccl()
+    assert nccl.dtype_code(f, np.float32) == f.NCCL_FLOAT32
+    assert nccl.dtype_code(f, "float16") == f.NCCL_FLOAT16
+    assert nccl.dtype_code(f, np.dtype("uint64")) == f.NCCL_UINT64
+    assert nccl.dtype_code(f, "int8") == f.NCCL_INT8 and nccl.dtype_code(f, "int64") == 4
+    for bad in ("int16", "bool", "complex64"):
+        with pytest.raises(nccl.Unsupported, match=f"NCCL has no {bad} type"):
+            nccl.dtype_code(f, bad)
+    assert [nccl.op_code(f, op) for op in (MPI.SUM, MPI.PROD, MPI.MIN, MPI.MAX)] == [0, 1, 3, 2]
+    assert nccl.op_code(f, "max") == f.NCCL_MAX
+    with pytest.raises(nccl.Unsupported, match="no reduction"):
+        nccl.op_code(f, MPI.BAND)
+    user = MPI.Op.Create(lambda a, b, t: None, commute=True)
+    try:
+        with pytest.raises(nccl.Unsupported, match="user-defined op"):
+            nccl.op_code(f, user)
+    finally:
+        user.Free()
+
+
+def test_nccl_skips_shared_gpus_and_failures():
+    from mpicoll.bench import nccl
+    assert nccl.shared_gpu_reason(["a 01", "a 02", "b 01"]) is None    # same bus, other node
+    why = nccl.shared_gpu_reason(["a 01", "a 02", "a 01"])
+    assert why.startswith("nccl: ranks 0 and 2 share one GPU (a 01)")
+    ok = lambda: (True, "NCCL 22005")                                   # noqa: E731
+    # one GPU for every rank (e.g. 4 ranks on a 1-GPU node): skipped before NCCL is touched
+    f = _FakeNccl()
+    col = nccl.setup(_GatherComm(4), _FakeAM(), np.float32, nccl=f, status=ok)
+    assert not col.usable and "ranks 0 and 1 share one GPU" in col.reason and not f.comms
+    # NCCL missing on one rank: every rank skips, naming it
+    peer = lambda x, r: (False, "no NCCL here", x[2]) if r == 2 else _other_gpu(x, r)  # noqa
+    col = nccl.setup(_GatherComm(3, peer=peer), _FakeAM(), np.float32, nccl=f, status=ok)
+    assert col.reason == "nccl: not usable on rank 2: no NCCL here"
+    col = nccl.setup(_GatherComm(2, peer=_other_gpu), _FakeAM(), np.int16, nccl=f, status=ok)
+    assert "NCCL has no int16 type" in col.reason
+    col = nccl.setup(_GatherComm(2, peer=_other_gpu), _FakeAM(), np.float32,
+                     nccl=_FakeNccl(fail_uid=True), status=ok)
+    assert "get_unique_id() failed on rank 0" in col.reason
+    col = nccl.setup(_GatherComm(2, peer=_other_gpu), _FakeAM(), np.float32,
+                     nccl=_FakeNccl(fail_init="NCCL_ERROR_INVALID_USAGE"), status=ok)
+    assert col.reason == ("nccl: NcclCommunicator failed on rank 0: "
+                          "RuntimeError: NCCL_ERROR_INVALID_USAGE")
+    # another rank's failure: this rank's communicator is freed, the reason names that rank
+    peer = lambda x, r: "NcclError: boom" if x is None else _other_gpu(x, r)  # noqa: E731
+    col = nccl.setup(_GatherComm(2, peer=peer), _FakeAM(), np.float32, nccl=f, status=ok)
+    assert col.reason == "nccl: NcclCommunicator failed on rank 1: NcclError: boom"
+    assert f.comms[-1].destroyed
+    # numpy buffers: no communication at all
+    col = nccl.setup(None, specs.ArrayModule("numpy"), np.float32, nccl=f, status=ok)
+    assert "--xp numpy" in col.reason
+    # all well: a communicator of the world's size, this rank, rank 0's unique id
+    uid = tuple(range(128))
+    peer = lambda x, r: (uid, None) if x == (None, None) else _other_gpu(x, r)  # noqa: E731
+    col = nccl.setup(_GatherComm(3, rank=1, peer=peer), _FakeAM("node1 0000:01:00.0"),
+                     np.float32, nccl=f, status=ok)
+    assert col.usable and col.info()["nccl_version"] == 22005
+    c = f.comms[-1]
+    assert (c.ndev, c.rank, c.uid) == (3, 1, uid)
+    col.close()
+    assert c.destroyed
+
+
+def _simulate(calls, n, fake, cases):
+    """Run each rank's recorded NCCL call with NCCL's semantics on host memory."""
+    import ctypes
+    sizes = {a.ctypes.data: a.nbytes for c in cases for a in (c.send, c.recv) if a is not None}
+    dtypes = {v: np.dtype(k[5:].lower()) for k, v in vars(type(fake)).items()
+              if k.startswith("NCCL_") and k[5:] not in ("SUM", "PROD", "MAX", "MIN")}
+    ufuncs = {fake.NCCL_SUM: np.add, fake.NCCL_PROD: np.multiply, fake.NCCL_MAX: np.maximum,
+              fake.NCCL_MIN: np.minimum}
+
+    def view(ptr, count, dt):
+        # a wrong pointer or count must fail here, not read past a buffer
+        assert count * dtypes[dt].itemsize <= sizes.get(ptr, -1), (ptr, count, dt)
+        buf = (ctypes.c_char * (count * dtypes[dt].itemsize)).from_address(ptr)
+        return np.frombuffer(buf, dtype=dtypes[dt])
+    method = calls[0][0]
+    assert all(c[0] == method for c in calls)
+    args = [c[1] for c in calls]
+    assert all(a[-1] == 4242 for a in args)            # the current stream, last
+    if method == "bcast":
+        buf, count, dt, root, _ = args[0]
+        src = view(args[root][0], count, dt).copy()
+        for a in args:
+            view(a[0], count, dt)[:] = src
+    elif method in ("allReduce", "reduce"):
+        count, dt, op = args[0][2:5]
+        total = ufuncs[op].reduce([view(a[0], count, dt) for a in args], dtype=dtypes[dt])
+        roots = range(n) if method == "allReduce" else [args[0][5]]
+        for r in roots:
+            view(args[r][1], count, dt)[:] = total
+    elif method == "allGather":
+        count, dt = args[0][2:4]
+        full = np.concatenate([view(a[0], count, dt) for a in args])
+        for a in args:
+            view(a[1], n * count, dt)[:] = full
+    else:                                              # reduceScatter: count = recvcount
+        count, dt, op = args[0][2:5]
+        total = ufuncs[op].reduce([view(a[0], n * count, dt) for a in args], dtype=dtypes[dt])
+        for r, a in enumerate(args):
+            view(a[1], count, dt)[:] = total[r * count:(r + 1) * count]
+
+
+@pytest.mark.parametrize("prim", ["bcast", "reduce", "allreduce", "allgather", "reduce_scatter"])
+@pytest.mark.parametrize("dtype,opname", [("float32", "sum"), ("int64", "max"),
+                                          ("uint8", "prod")])
+def test_nccl_calls_give_the_checked_result(prim, dtype, opname):
+    """The calls the column makes, run with NCCL's semantics, pass the bench's own check."""
+    from mpicoll.bench import nccl
+    n, root = 3, 1
+    cases = _cases(prim, n, 4096, dtype, opname, root)
+    fake, am = _FakeNccl(), _FakeAM()
+    comms = [_FakeNcclComm(n, (), r) for r in range(n)]
+    for c, ncomm in zip(cases, comms):
+        c.prepare_check()
+        nccl.Column(fake, ncomm, dtype, am).call(c)()
+    assert am.syncs == n                               # every call waits for its stream
+    _simulate([ncomm.calls[0] for ncomm in comms], n, fake, cases)
+    for r, c in enumerate(cases):
+        assert c.wrong() == 0, (prim, r)
+    name, args = comms[0].calls[0]
+    assert name == nccl.METHODS[prim]
+    if prim == "reduce":              # the receive buffer exists on the root only
+        assert args[1] == 0 and comms[root].calls[0][1][1] != 0
+
+
+def test_nccl_column_skips_primitives_without_a_collective():
+    from mpi4py import MPI
+    from mpicoll.bench import nccl
+    col = nccl.Column(_FakeNccl(), _FakeNcclComm(2, (), 0), "float32", _FakeAM())
+    for prim in ("gather", "scatter", "alltoall", "barrier"):
+        assert col.skip_reason(specs.SPECS[prim], MPI.SUM) == \
+            f"nccl: no NCCL collective for {prim}; skipped"
+        with pytest.raises(nccl.Unsupported):
+            nccl.call_args(_cases(prim, 2, 64, "float32", "sum")[0], 7, 0, 0)
+    assert col.skip_reason(specs.SPECS["allreduce"], MPI.SUM) is None
+    assert col.skip_reason(specs.SPECS["bcast"], MPI.BAND) is None     # no reduction
+    assert "allreduce skipped" in col.skip_reason(specs.SPECS["allreduce"], MPI.BAND)
+
+
+def test_nccl_is_wanted_when_listed_or_all_on_gpus():
+    from types import SimpleNamespace as NS
+    from mpicoll.bench import nccl
+    assert nccl.wanted(NS(algorithms=["ring", "nccl"], xp="numpy"))
+    assert nccl.wanted(NS(algorithms=["all"], xp="cupy"))
+    assert not nccl.wanted(NS(algorithms=["all"], xp="numpy"))
+    assert not nccl.wanted(NS(algorithms=["ring", "native"], xp="cupy"))
+
+
+def test_report_keeps_nccl_out_of_hand_written():
+    from mpicoll.bench import report
+
+    def rec(alg, t):
+        return {"primitive": "allreduce", "nranks": 2, "dtype": "float32", "op": "sum",
+                "bytes": 1024, "algorithm": alg, "wrong": 0, "busbw_GBps": 1.0,
+                "time_us": {"avg": t}}
+    text = report.render([], [rec("nccl", 1.0), rec("native", 4.0), rec("ring", 2.0)], [],
+                         with_targets=False)
+    row = [ln for ln in text.splitlines() if ln.startswith("| 1 KiB")]
+    assert row and row[0].split("|")[2].strip() == "nccl"          # the winner
+    assert row[0].split("|")[6].strip() == "ring"                  # best hand-written
+    assert row[0].split("|")[5].strip() == "4.00x"                 # nccl's speedup over native
+    assert "`nccl`: NCCL's own collective" in text
+
+
+class _RunNccl(_FakeNcclComm):
+    """A one-rank NCCL communicator that does the work (N = 1: every collective is a copy)."""
+
+    def __init__(self, fake, lazy=False):
+        super().__init__(1, (), 0)
+        self.fake, self.lazy = fake, lazy
+
+    def __getattr__(self, name):
+        record = super().__getattr__(name)
+
+        def run(*args):
+            import ctypes
+            record(*args)
+            if self.lazy or name == "bcast":            # bcast on one rank: nothing moves
+                return
+            send, recv, count, dt = args[:4]
+            size = {v: np.dtype(k[5:].lower()).itemsize for k, v in vars(_FakeNccl).items()
+                    if k.startswith("NCCL_") and k[5:] not in ("SUM", "PROD", "MAX", "MIN")}
+            ctypes.memmove(recv, send, count * size[dt])
+        return run
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_sweep_runs_and_checks_the_nccl_column(monkeypatch, lazy):
+    """In-process, one rank: nccl rows beside the others, checked; skips said once each."""
+    from mpicoll.bench import cli, nccl, run
+    from mpicoll.bench.harness import Sweep
+    from mpicoll.bench.results import Sink
+    monkeypatch.setenv("MPICOLL_CHECK", "local")            # prepare() sets it
+    args = cli.build_parser().parse_args(["all", "-b", "8", "-e", "64", "-f", "8", "-n", "1",
+                                          "-w", "0", "--algorithm", "native,nccl",
+                                          "--no-memcpy"])
+    comm = run.prepare(args)
+    fake = _FakeNccl()
+    col = nccl.Column(fake, _RunNccl(fake, lazy), args.dtype, args.array_module)
+    out = []
+    sweep = Sweep(args, comm, Sink(1), echo=out.append, nccl=col)
+    wrong = sweep.run(list(mpicoll.PRIMITIVES))
+    comm.Free()
+    rows = [r for r in sweep.records if r["algorithm"] == "nccl"]
+    assert {r["primitive"] for r in rows} == set(nccl.METHODS)
+    assert all(r["path"] == "nccl" and r["checked"] for r in rows)
+    native = [r for r in sweep.records if r["algorithm"] == "native"]
+    assert {r["primitive"] for r in native} == set(mpicoll.PRIMITIVES)
+    assert all(r["wrong"] == 0 for r in native)
+    for prim in ("gather", "scatter", "alltoall", "barrier"):
+        assert out.count(f"# nccl: no NCCL collective for {prim}; skipped") == 1
+    if lazy:    # an NCCL that never writes is caught by the check pass, as any algorithm
+        assert wrong > 0
+        assert all(r["wrong"] > 0 for r in rows if r["primitive"] != "bcast")
+    else:
+        assert wrong == 0 and all(r["wrong"] == 0 for r in rows)
+
+
+@pytest.fixture
+def fake_cupy(monkeypatch):
+    """A NumPy-backed ``cupy`` module with one 'GPU': enough for ArrayModule's device setup."""
+    import types
+    cp = types.ModuleType("cupy")
+    cp.__version__ = "0.0-fake"
+    stream = types.SimpleNamespace(ptr=99, synchronize=lambda: None)
+
+    class Device:
+        def __init__(self, d=0):
+            self.id = d
+            self.pci_bus_id = f"0000:{d + 1:02X}:00.0"
+
+        def use(self):
+            pass
+    runtime = types.SimpleNamespace(
+        getDeviceCount=lambda: 1, getDeviceProperties=lambda d: {"name": b"Fake GPU"},
+        runtimeGetVersion=lambda: 12040, driverGetVersion=lambda: 12080)
+    cp.cuda = types.SimpleNamespace(runtime=runtime, Device=Device,
+                                    get_current_stream=lambda: stream)
+    cp.empty, cp.asarray, cp.asnumpy = np.empty, np.asarray, np.asarray
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.delenv("MPICOLL_DEVICE", raising=False)
+    return cp
+
+
+def test_xp_cupy_selects_a_device_and_records_it(fake_cupy):
+    from mpi4py import MPI
+    from mpicoll.bench import provenance
+    am = specs.ArrayModule("cupy", MPI.COMM_SELF)
+    assert am.xp is fake_cupy and am.stream_ptr() == 99 and am.path in ("staged", "cuda-aware")
+    assert am.selection["device"] == 0 and am.gpu_id.endswith(" 0000:01:00.0")
+    prov = am.provenance()
+    assert prov["xp"] == "cupy" and prov["device_path"]["path"] == am.path
+    assert "cuda_aware" in prov["cuda_aware_report"]
+    gpu = prov["gpu"]
+    assert (gpu["cupy"], gpu["cuda_runtime"], gpu["cuda_driver"]) == ("0.0-fake", "12.4", "12.8")
+    (mine,) = gpu["ranks"]
+    assert (mine["rank"], mine["device"], mine["name"], mine["pci_bus_id"]) == \
+        (0, 0, "Fake GPU", "0000:01:00.0")
+    assert {"local_rank", "how", "shared", "host"} <= set(mine)
+    lines = provenance.gpu_lines(dict(prov, nccl={"used": False, "reason": "nccl: why"}))
+    assert lines[0].startswith(f"# device path: {am.path} (") and "CuPy 0.0-fake" in lines[0]
+    assert lines[1].startswith("# rank 0: GPU 0 Fake GPU (0000:01:00.0)")
+    assert lines[-1] == "# nccl: why; nccl column skipped"
+    with pytest.raises(SystemExit, match=r"--device 3: .*\[0, 0\]; got 3"):
+        specs.ArrayModule("cupy", MPI.COMM_SELF, device=3)

@@ -13,7 +13,8 @@ run under MPI. ``python -m mpicoll.bench --help`` lists them.
 
 Modules: :mod:`.cli` (arguments), :mod:`.units` (sizes, dtypes, ops),
 :mod:`.specs` (one spec per primitive), :mod:`.harness` (the sweep),
-:mod:`.native` (forcing the MPI library's algorithm), :mod:`.provenance`,
+:mod:`.native` (forcing the MPI library's algorithm), :mod:`.nccl` (NCCL's
+collectives as a reference column, ``--xp cupy``), :mod:`.provenance`,
 :mod:`.results` (JSON lines, CSV), :mod:`.report`, :mod:`.plot`,
 :mod:`.trace`, :mod:`.model` (fit, predict), :mod:`.tune`.
 """

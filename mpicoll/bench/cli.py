@@ -7,6 +7,11 @@ Measure (under mpirun/srun)::
     python -m mpicoll.bench all -b 8 -e 64K ...          # every primitive in one run
     python -m mpicoll.bench -p allreduce -b 8 ...        # the primitive as a flag
 
+On GPUs (CuPy buffers, one GPU per local rank; NCCL's collectives as the
+``nccl`` column where ``cupy.cuda.nccl`` works)::
+
+    python -m mpicoll.bench allreduce -b 8 -e 64M --xp cupy --algorithm ring,native,nccl
+
 Read results (serial): ``report RESULTS... [-o report.md]``,
 ``plot RESULTS... -o FILE.png``, ``predict --ranks 2..10000 --bytes 8,1M``.
 Model and tuning (under MPI): ``fit [-o model.json]``, ``tune -o table.json``.
@@ -73,7 +78,12 @@ def sweep_options(p, *, b="8", e="1M", f=2.0, n=20, w=5, op=True):
                    help="osu: time each call, barrier between calls (default); "
                         "loop: time back-to-back calls")
     g.add_argument("--xp", choices=("numpy", "cupy"), default="numpy",
-                   help="array module of the buffers (default numpy)")
+                   help="array module of the buffers (default numpy); cupy: device buffers, "
+                        "one GPU per local rank, messages CUDA-aware or staged through "
+                        "pinned host memory (the path is recorded in the provenance)")
+    g.add_argument("--device", type=int, default=None, metavar="N",
+                   help="with --xp cupy: use GPU N on every rank (default: MPICOLL_DEVICE, "
+                        "else local rank mod GPU count)")
     g.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="import a module or .py file first (e.g. one registering a test "
                         "algorithm); repeatable")
@@ -92,7 +102,10 @@ def build_parser():
         sweep_options(p)
         g = p.add_argument_group("algorithms and output")
         g.add_argument("--algorithm", "-a", dest="algorithms", type=_csv_list, default=["all"],
-                       help="comma list of algorithm names, or all (native included; default all)")
+                       help="comma list of algorithm names, or all (native included; "
+                            "default all); nccl: NCCL's own collective on the same buffers "
+                            "(--xp cupy only, where it is included in all; otherwise, or "
+                            "when NCCL cannot run, skipped with the reason)")
         g.add_argument("--native-algorithm", type=_csv_list, default=[], metavar="NAME[,...]",
                        help="also run the MPI library's own NAME algorithm, forced (MPICH "
                             "MPIR_CVAR_<COLL>_INTRA_ALGORITHM, Open MPI coll_tuned_<coll>_"

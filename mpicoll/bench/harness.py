@@ -127,8 +127,8 @@ class Progress:
 class Sweep:
     """Run the sweep of one or more primitives, writing records through ``sink``."""
 
-    def __init__(self, opts, comm, sink, echo=print, native_forced=None, tracer=None):
-        from mpi4py import MPI
+    def __init__(self, opts, comm, sink, echo=print, native_forced=None, tracer=None,
+                 nccl=None):
         self.opts, self.comm, self.sink, self.echo = opts, comm, sink, echo
         self.rank, self.n = comm.Get_rank(), comm.Get_size()
         self.native_forced = native_forced or {}
@@ -136,9 +136,10 @@ class Sweep:
         self.tracer = tracer
         self.total_wrong = 0
         self.records = []
-        local = comm.Split_type(MPI.COMM_TYPE_SHARED)
-        self.am = ArrayModule(opts.xp, local.Get_rank())
-        local.Free()
+        self.nccl = nccl            # bench.nccl Column or Skipped; None: not requested
+        self.nccl_skips = []        # (primitive, reason) of primitives without an nccl row
+        self.am = getattr(opts, "array_module", None) or \
+            ArrayModule(opts.xp, comm, getattr(opts, "device", None))
 
     def sizes(self, primitive):
         if primitive == "barrier":
@@ -146,14 +147,30 @@ class Sweep:
         return size_sweep(self.opts.minbytes, self.opts.maxbytes, self.opts.stepfactor)
 
     def plan(self, primitives):
-        return {p: algorithm_labels(p, self.opts.algorithms, self.native_forced,
+        # "nccl" is not a registered algorithm: the NCCL column adds its own rows.
+        requested = [a for a in self.opts.algorithms if a != "nccl"]
+        plan = {p: algorithm_labels(p, requested, self.native_forced,
                                     strict=len(primitives) == 1) for p in primitives}
+        if self.nccl is not None and self.nccl.usable:
+            for p in primitives:
+                why = self.nccl.skip_reason(SPECS[p], self.opts.op)
+                if why is None:
+                    plan[p].append(("nccl", "nccl", None))
+                else:
+                    self.nccl_skips.append((p, why))
+        return plan
 
     def run(self, primitives):
         plan = self.plan(primitives)
         total = sum(len(self.sizes(p)) * len(plan[p]) for p in primitives)
         self.progress = Progress(self.rank == 0, total, self.opts.progress)
+        skips = dict(self.nccl_skips)
         for p in primitives:
+            if p in skips:
+                self.sink.write({"type": "skip", "primitive": p, "algorithm": "nccl",
+                                 "reason": skips[p]})
+                if self.rank == 0:
+                    self.echo(f"# {skips[p]}")
             if plan[p]:
                 self.run_primitive(p, plan[p])
         return self.total_wrong
@@ -216,7 +233,9 @@ class Sweep:
     def one(self, case, label, alg, forced, iters, warmup, memcpy):
         o = self.opts
         setting = None
-        if forced is None:
+        if alg == "nccl":
+            wrong, t = self._measure(case, self.nccl.call(case), iters, warmup)
+        elif forced is None:
             wrong, t = self._measure(case, case.call(alg), iters, warmup)
         else:
             from .native import forcing
@@ -232,7 +251,8 @@ class Sweep:
                "block_count": case.block, "call_nbytes": case.call_nbytes,
                "dtype": case.dtype.name, "op": case.opname if case.spec.reduces else None,
                "root": case.root, "iters": iters, "warmup": warmup, "timing": o.timing,
-               "xp": self.am.name, "time_us": times, "algbw_GBps": algbw,
+               "xp": self.am.name, "path": "nccl" if alg == "nccl" else self.am.path,
+               "time_us": times, "algbw_GBps": algbw,
                "busbw_GBps": None if algbw is None or factor is None else algbw * factor,
                "busbw_factor": factor, "wrong": wrong, "checked": wrong is not None,
                "memcpy_GBps": memcpy, "native_forced": setting,

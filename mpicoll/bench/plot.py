@@ -27,6 +27,9 @@ def _style(label):
     if label == "native":
         return {"color": "black", "linewidth": 2.2, "linestyle": "-", "marker": "s",
                 "markersize": 3}
+    if label == "nccl":                     # the GPU reference, as visible as native
+        return {"color": "tab:green", "linewidth": 2.2, "linestyle": "-.", "marker": "^",
+                "markersize": 4}
     if label.startswith("native["):
         return {"linewidth": 1.4, "linestyle": "--", "marker": "x", "markersize": 5}
     return {"linewidth": 1.3, "marker": "o", "markersize": 3}

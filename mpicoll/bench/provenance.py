@@ -134,4 +134,25 @@ def header_lines(prov):
     for k in ("mpicoll_check", "timing", "xp"):
         if k in prov:
             lines.append(f"# {k}: {prov[k]}")
+    lines += gpu_lines(prov)
+    return lines
+
+
+def gpu_lines(prov):
+    """'#' lines on the GPUs, the device path and the NCCL column (``--xp cupy`` runs)."""
+    lines = []
+    gpu = prov.get("gpu")
+    if gpu:
+        path = prov.get("device_path") or {}
+        lines.append(f"# device path: {path.get('path')} ({path.get('source')}); CuPy "
+                     f"{gpu.get('cupy')}, CUDA runtime {gpu.get('cuda_runtime')}, driver "
+                     f"{gpu.get('cuda_driver')}")
+        for g in gpu.get("ranks") or []:
+            lines.append(f"# rank {g['rank']}: GPU {g['device']} {g['name']} ({g['pci_bus_id']}) "
+                         f"on {g['host']}, local rank {g['local_rank']} ({g['how']})"
+                         + (", shared by several ranks" if g.get("shared") else ""))
+    nccl = prov.get("nccl")
+    if nccl:
+        lines.append(f"# nccl: NCCL {nccl.get('nccl_version')}, one communicator for the run"
+                     if nccl.get("used") else f"# {nccl.get('reason')}; nccl column skipped")
     return lines

@@ -2,7 +2,9 @@
 
 One Markdown table per (primitive, N, dtype, op). Speedup over native =
 native time / time (> 1: faster than the MPI library's own collective; the
-same ratio as busbw / native busbw). Rows with #wrong > 0 never win. When
+same ratio as busbw / native busbw). ``nccl`` rows (NCCL's own collective,
+``--xp cupy`` runs) may win but are never "best hand-written". Rows with
+#wrong > 0 never win. When
 the same point was measured in several runs, the fastest is kept. A
 "Speed targets" section follows when the results cover them.
 """
@@ -30,6 +32,11 @@ def is_native(label):
     return label == "native" or label.startswith("native[")
 
 
+def is_reference(label):
+    """The libraries' own collectives (native, native[...], nccl): never 'hand-written'."""
+    return is_native(label) or label == "nccl"
+
+
 def index(results):
     """{(primitive, nranks, dtype, op): {bytes: {algorithm: best record}}}."""
     out = {}
@@ -50,7 +57,7 @@ def _ok(r):
 
 def best(cell, *, hand_written=False):
     cands = [r for a, r in cell.items() if _ok(r) and a != "auto"
-             and not (hand_written and is_native(a))]
+             and not (hand_written and is_reference(a))]
     return min(cands, key=lambda r: r["time_us"]["avg"]) if cands else None
 
 
@@ -152,6 +159,9 @@ def render(provs, results, memcpys, with_targets=True):
     lines.append("")
     lines.append("Speedup over native = native time / time (= busbw ratio); > 1 is faster "
                  "than the MPI library's own collective. Rows with #wrong > 0 never win.")
+    if any(r.get("algorithm") == "nccl" for r in results):
+        lines.append("`nccl`: NCCL's own collective on the same GPU buffers, a reference "
+                     "like native (never the best hand-written).")
     lines.append("")
     for key in sorted(idx, key=lambda k: (k[0], k[1], k[2], k[3] or "")):
         lines += best_table(key, idx[key]) + [""]

@@ -2,7 +2,8 @@
 
 Record types: ``provenance`` (first, one per run), ``memcpy`` (NumPy copy
 bandwidth of each size, measured in the same run), ``result`` (one primitive,
-algorithm and size) and ``end``.
+algorithm and size), ``skip`` (a primitive the ``nccl`` column cannot run,
+with the reason) and ``end``.
 """
 import csv
 import json
@@ -12,7 +13,7 @@ __all__ = ["Sink", "load", "CSV_FIELDS", "flatten"]
 CSV_FIELDS = ["primitive", "nranks", "bytes", "count", "dtype", "op", "root", "algorithm",
               "native_algorithm", "iters", "warmup", "time_avg_us", "time_min_us",
               "time_max_us", "algbw_GBps", "busbw_GBps", "busbw_factor", "wrong",
-              "memcpy_GBps", "call_nbytes", "timing"]
+              "memcpy_GBps", "call_nbytes", "timing", "xp", "path"]
 
 
 def flatten(rec):

@@ -11,7 +11,11 @@ __all__ = ["run", "prepare"]
 
 
 def prepare(args):
-    """Settings every measuring command shares; returns the bench communicator."""
+    """Settings every measuring command shares; returns the bench communicator.
+
+    Also sets ``args.array_module`` (with ``--xp cupy``: every rank's GPU
+    selected, collectively, before the provenance is collected).
+    """
     os.environ["MPICOLL_CHECK"] = "local"      # measure the algorithm, not the agreement step
     from .cli import import_extra
     import_extra(getattr(args, "imports", []))
@@ -25,7 +29,10 @@ def prepare(args):
     for name, default in (("algorithms", ["all"]), ("memcpy", True), ("progress", "auto")):
         if not hasattr(args, name):        # fit and tune have no such options
             setattr(args, name, default)
-    return MPI.COMM_WORLD.Dup()
+    comm = MPI.COMM_WORLD.Dup()
+    from .specs import ArrayModule
+    args.array_module = ArrayModule(args.xp, comm, getattr(args, "device", None))
+    return comm
 
 
 def start(args):
@@ -40,12 +47,19 @@ def start(args):
     return prims, comm, collect(comm, provenance_extra(args, prims))
 
 
-def provenance_extra(args, primitives, native=None):
+def provenance_extra(args, primitives, native=None, nccl=None):
+    """The run's settings for the provenance record: sweep, buffers (GPUs), NCCL column."""
     from .harness import CHECK_NOTE
-    return {"mpicoll_check": CHECK_NOTE, "timing": args.timing, "xp": args.xp,
-            "primitives": list(primitives), "dtype": args.dtype.name, "op": args.opname,
-            "root": args.root, "iters": args.iters, "warmup": args.warmup,
-            "large_bytes": args.large_bytes, "native_algorithm_requested": native or {}}
+    extra = {"mpicoll_check": CHECK_NOTE, "timing": args.timing, "xp": args.xp,
+             "primitives": list(primitives), "dtype": args.dtype.name, "op": args.opname,
+             "root": args.root, "iters": args.iters, "warmup": args.warmup,
+             "large_bytes": args.large_bytes, "native_algorithm_requested": native or {}}
+    am = getattr(args, "array_module", None)
+    if am is not None:
+        extra.update(am.provenance())
+    if nccl is not None:
+        extra["nccl"] = nccl.info()
+    return extra
 
 
 def run(args):
@@ -59,7 +73,9 @@ def run(args):
     rank = comm.Get_rank()
     native = native_plan(args.native_algorithm, primitives)
     sink = Sink(rank, args.output, args.csv)
-    prov = collect(comm, provenance_extra(args, primitives, native))
+    from . import nccl as ncclcol
+    column = ncclcol.setup(comm, args.array_module, args.dtype) if ncclcol.wanted(args) else None
+    prov = collect(comm, provenance_extra(args, primitives, native, column))
     sink.write(prov)
     if rank == 0:
         for line in header_lines(prov):
@@ -70,8 +86,10 @@ def run(args):
         tracer = Tracer(args.trace, args.trace_bytes)
     start = time.monotonic()
     sweep = Sweep(args, comm, sink, echo=lambda s: print(s, flush=True),
-                  native_forced=native, tracer=tracer)
+                  native_forced=native, tracer=tracer, nccl=column)
     wrong = sweep.run(primitives)
+    if column is not None:
+        column.close()
     if tracer is not None:
         tracer.write(comm, prov)
     end = {"type": "end", "elapsed_s": time.monotonic() - start, "total_wrong": wrong,
@@ -79,6 +97,8 @@ def run(args):
            "native_forced": sweep.forced_settings[:1] + [
                s for i, s in enumerate(sweep.forced_settings[1:], 1)
                if s not in sweep.forced_settings[:i]]}
+    if column is not None:
+        end["nccl"] = dict(column.info(), primitives_skipped=dict(sweep.nccl_skips))
     sink.write(end)
     sink.close()
     if rank == 0:

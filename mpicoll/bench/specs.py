@@ -34,22 +34,74 @@ def busbw_factor(primitive, n):
 
 
 class ArrayModule:
-    """NumPy or CuPy buffers behind one small interface."""
+    """NumPy or CuPy buffers behind one small interface.
 
-    def __init__(self, name="numpy", local_rank=0):
+    ``ArrayModule("cupy", comm, device)`` is collective: every rank checks
+    CuPy, the ranks agree (so a rank without a GPU ends the job with its
+    reason instead of leaving the others waiting), then each rank selects
+    its GPU with :func:`mpicoll.gpu.select_device` (``device`` or
+    ``MPICOLL_DEVICE`` overrides local rank mod GPU count) and the ranks
+    exchange what they got, for the provenance and the NCCL column.
+    """
+
+    def __init__(self, name="numpy", comm=None, device=None):
         self.name = name
+        self.selection = None      # this rank's select_device() result (cupy)
+        self.gpus = None           # every rank's GPU, rank order (cupy)
+        self.gpu_id = None         # "host pci-bus-id": equal on two ranks = one GPU
+        self.path = "host"         # how device buffers reach MPI (cupy: cuda-aware, staged)
         if name == "numpy":
             self.xp = np
         elif name == "cupy":
-            try:
-                import cupy
-            except ImportError as exc:
-                raise SystemExit(f"--xp cupy: CuPy is not importable here ({exc})") from None
-            ndev = cupy.cuda.runtime.getDeviceCount()
-            cupy.cuda.Device(local_rank % max(ndev, 1)).use()
-            self.xp = cupy
+            self._use_cupy(comm, device)
         else:
             raise SystemExit(f"--xp: expected numpy or cupy; got {name!r}")
+
+    def _use_cupy(self, comm, device):
+        from mpi4py import MPI
+
+        from mpicoll.gpu import cupy_status, select_device
+        comm = comm if comm is not None else MPI.COMM_WORLD
+        every = comm.allgather(cupy_status())
+        bad = [(r, why) for r, (ok, why) in enumerate(every) if not ok]
+        if bad:
+            raise SystemExit(f"--xp cupy: no usable GPU on rank {bad[0][0]}: {bad[0][1]}")
+        try:
+            self.selection = select_device(comm, device)
+        except RuntimeError as exc:
+            where = f"--device {device}" if device is not None else "--xp cupy"
+            raise SystemExit(f"{where}: {exc}") from None
+        import cupy
+        self.xp = cupy
+        try:
+            self._path = _device_path_info()
+        except mpicoll.ArgumentError as exc:        # e.g. MPICOLL_CUDA_AWARE=maybe
+            raise SystemExit(f"--xp cupy: {exc}") from None
+        self.path = self._path["device_path"]["path"]
+        dev = self.selection["device"]
+        name = cupy.cuda.runtime.getDeviceProperties(dev)["name"]
+        name = name.decode() if isinstance(name, bytes) else str(name)
+        try:
+            bus = cupy.cuda.Device(dev).pci_bus_id
+        except Exception:  # noqa: BLE001 - old CuPy: fall back to the device number
+            bus = f"device {dev}"
+        host = MPI.Get_processor_name()
+        self.gpu_id = f"{host} {bus}"
+        mine = dict(self.selection, rank=comm.Get_rank(), host=host, name=name,
+                    pci_bus_id=bus)
+        self.gpus = comm.allgather(mine)
+
+    def provenance(self):
+        """What the provenance records about the buffers (GPU details with cupy only)."""
+        if self.name != "cupy":
+            return {"xp": self.name}
+        rt = self.xp.cuda.runtime
+        return {"xp": "cupy", "device_path": self._path["device_path"],
+                "cuda_aware_report": self._path["report"],
+                "gpu": {"cupy": self.xp.__version__,
+                        "cuda_runtime": _cuda_version(rt.runtimeGetVersion),
+                        "cuda_driver": _cuda_version(rt.driverGetVersion),
+                        "ranks": self.gpus}}
 
     def empty(self, n, dtype):
         return self.xp.empty(n, dtype=dtype)
@@ -60,9 +112,29 @@ class ArrayModule:
     def put(self, dst, lo, host):
         dst[lo:lo + host.size] = host if self.xp is np else self.xp.asarray(host)
 
+    def stream_ptr(self):
+        """The current CUDA stream's handle (0 with NumPy): where NCCL calls are queued."""
+        return 0 if self.xp is np else self.xp.cuda.get_current_stream().ptr
+
     def sync(self):
+        # Kernels and NCCL calls run asynchronously on the current stream: a
+        # timed call is complete only once the stream has drained.
         if self.xp is not np:
             self.xp.cuda.get_current_stream().synchronize()
+
+
+def _device_path_info():
+    from mpicoll.gpu import cuda_aware_report, device_path
+    return {"device_path": device_path(), "report": cuda_aware_report()}
+
+
+def _cuda_version(fn):
+    """12040 -> '12.4' (CUDA's encoding); None when the call fails."""
+    try:
+        v = int(fn())
+    except Exception:  # noqa: BLE001 - provenance never fails a run
+        return None
+    return f"{v // 1000}.{(v % 1000) // 10}"
 
 
 def _cap(dtype):

@@ -1,0 +1,236 @@
+"""The ``nccl`` column: NCCL's own collectives on the bench's CuPy buffers, as a reference.
+
+With ``--xp cupy`` and ``nccl`` among the algorithms (``--algorithm all``
+includes it then), :func:`setup` builds one NCCL communicator for the run
+through mpi4py (rank 0's ``nccl.get_unique_id()``, broadcast) and the sweep
+times ``nccl`` rows beside mpicoll's, on the same buffers, with the same
+untimed check. NCCL calls are queued on the current CUDA stream and return
+at once; each timed call synchronises the stream, as mpicoll's calls return
+with the result in place.
+
+NCCL has bcast, reduce, allreduce, allgather and reduce_scatter; gather,
+scatter, alltoall and barrier have no NCCL collective and are skipped with
+that reason. The whole column is skipped, with the reason printed once and
+recorded in the provenance, when the buffers are not CuPy's, NCCL is not
+usable on some rank, the dtype has no NCCL type, several ranks share one
+GPU (NCCL refuses a communicator with one GPU twice) or the communicator
+cannot be created. Every such decision is taken collectively, so no rank
+waits in an NCCL call the others never make.
+"""
+import numpy as np
+
+from mpicoll._device import data_ptr
+
+__all__ = ["LABEL", "METHODS", "Unsupported", "Skipped", "Column", "wanted", "setup",
+           "dtype_code", "op_code", "shared_gpu_reason", "call_args"]
+
+LABEL = "nccl"
+
+#: primitive -> the ``NcclCommunicator`` method that runs it.
+METHODS = {"bcast": "bcast", "reduce": "reduce", "allreduce": "allReduce",
+           "allgather": "allGather", "reduce_scatter": "reduceScatter"}
+
+#: NumPy dtype name -> the ``cupy.cuda.nccl`` constant naming the same type.
+_DTYPES = {"int8": "NCCL_INT8", "uint8": "NCCL_UINT8", "int32": "NCCL_INT32",
+           "uint32": "NCCL_UINT32", "int64": "NCCL_INT64", "uint64": "NCCL_UINT64",
+           "float16": "NCCL_FLOAT16", "float32": "NCCL_FLOAT32", "float64": "NCCL_FLOAT64"}
+
+_OPS = ("sum", "prod", "min", "max")
+
+
+class Unsupported(ValueError):
+    """NCCL cannot run this (the message is the reason shown to the user)."""
+
+
+def dtype_code(nccl, dtype):
+    """The NCCL data type of ``dtype`` (a ``cupy.cuda.nccl`` constant)."""
+    try:
+        name = np.dtype(dtype).name
+    except TypeError:
+        name = repr(dtype)
+    attr = _DTYPES.get(name)
+    if attr is None or not hasattr(nccl, attr):
+        raise Unsupported(f"nccl: NCCL has no {name} type (it has "
+                          f"{', '.join(n for n, a in _DTYPES.items() if hasattr(nccl, a))})")
+    return getattr(nccl, attr)
+
+
+def _op_name(op):
+    """'sum', 'prod', 'min', 'max' for those MPI ops or names; None for any other op."""
+    if isinstance(op, str):
+        return op.strip().lower() if op.strip().lower() in _OPS else None
+    from mpi4py import MPI
+    for name in _OPS:
+        if op == getattr(MPI, name.upper()):
+            return name
+    return None
+
+
+def op_code(nccl, op):
+    """The NCCL reduction of ``op`` (MPI.SUM/PROD/MIN/MAX or their names)."""
+    name = _op_name(op)
+    if name is None:
+        what = "a user-defined op" if getattr(op, "is_predefined", True) is False else repr(op)
+        raise Unsupported(f"nccl: NCCL has no reduction for {what} (it has {', '.join(_OPS)})")
+    return getattr(nccl, "NCCL_" + name.upper())
+
+
+def shared_gpu_reason(gpu_ids):
+    """The skip reason when two ranks share a GPU (``gpu_ids[rank]``: host and bus id)."""
+    first = {}
+    for rank, gid in enumerate(gpu_ids):
+        if gid in first:
+            return (f"nccl: ranks {first[gid]} and {rank} share one GPU ({gid}); NCCL needs "
+                    f"one GPU per rank (give each rank its own with --device/MPICOLL_DEVICE, "
+                    f"or run as many ranks per node as GPUs)")
+        first[gid] = rank
+    return None
+
+
+def call_args(case, dtype, op, stream):
+    """(method name, arguments) of the NCCL call doing ``case``'s collective.
+
+    ``dtype``/``op`` are NCCL codes, ``stream`` a CUDA stream handle. Counts
+    follow NCCL: the whole vector for bcast/reduce/allreduce, one rank's
+    block for allgather (send count) and reduce_scatter (receive count).
+    """
+    prim = case.spec.name
+    if prim not in METHODS:
+        raise Unsupported(f"nccl: no NCCL collective for {prim}; skipped")
+
+    def ptr(a):
+        # reduce: NCCL reads the receive buffer's address on the root only.
+        return 0 if a is None else data_ptr(a)
+    send, recv = ptr(case.send), ptr(case.recv)
+    if prim == "bcast":
+        args = (recv, case.count, dtype, case.root, stream)
+    elif prim == "reduce":
+        args = (send, recv, case.count, dtype, op, case.root, stream)
+    elif prim == "allreduce":
+        args = (send, recv, case.count, dtype, op, stream)
+    elif prim == "allgather":
+        args = (send, recv, case.block, dtype, stream)
+    else:                                   # reduce_scatter
+        args = (send, recv, case.block, dtype, op, stream)
+    return METHODS[prim], args
+
+
+class Skipped:
+    """No NCCL column in this run; ``reason`` says why."""
+
+    usable = False
+
+    def __init__(self, reason):
+        self.reason = reason
+
+    def info(self):
+        return {"requested": True, "used": False, "reason": self.reason}
+
+    def close(self):
+        pass
+
+
+class Column:
+    """One NCCL communicator for the run; makes the ``nccl`` calls of each case."""
+
+    usable = True
+    reason = None
+
+    def __init__(self, nccl, ncomm, dtype, am, version=None):
+        self.nccl, self.ncomm, self.am, self.version = nccl, ncomm, am, version
+        self.dtype = dtype_code(nccl, dtype)
+
+    def info(self):
+        return {"requested": True, "used": True, "reason": None, "nccl_version": self.version}
+
+    def skip_reason(self, spec, op):
+        """Why ``spec``'s primitive has no nccl row (None: it has one). Same on every rank."""
+        if spec.name not in METHODS:
+            return f"nccl: no NCCL collective for {spec.name}; skipped"
+        if spec.reduces:
+            try:
+                op_code(self.nccl, op)
+            except Unsupported as exc:
+                return f"{exc}; {spec.name} skipped"
+        return None
+
+    def call(self, case):
+        """A zero-argument callable: one NCCL collective on ``case``'s buffers, completed."""
+        op = op_code(self.nccl, case.op) if case.spec.reduces else None
+        method, args = call_args(case, self.dtype, op, self.am.stream_ptr())
+        bound = getattr(self.ncomm, method)
+        sync = self.am.sync
+
+        def run():
+            bound(*args)
+            sync()          # NCCL only queued the work: wait for it, like for like
+        return run
+
+    def close(self):
+        """Free the communicator (every rank, at the end of the run)."""
+        destroy = getattr(self.ncomm, "destroy", None)
+        if destroy is not None:
+            destroy()
+
+
+def wanted(args):
+    """True when the run asks for the nccl column (``nccl`` listed, or all with cupy)."""
+    algs = getattr(args, "algorithms", ["all"])
+    return LABEL in algs or (algs == ["all"] and getattr(args, "xp", "numpy") == "cupy")
+
+
+def setup(comm, am, dtype, *, nccl=None, status=None):
+    """The run's :class:`Column`, or :class:`Skipped` with the reason. Collective.
+
+    ``nccl`` (the ``cupy.cuda.nccl`` module) and ``status`` (a ``() -> (ok,
+    reason)`` probe, default :func:`mpicoll.gpu.nccl_status`) are parameters
+    so that tests can stand in for them.
+    """
+    if am.name != "cupy":
+        return Skipped(f"nccl: --xp {am.name}: NCCL runs on CuPy device buffers only "
+                       "(use --xp cupy)")
+    if status is None:
+        from mpicoll.gpu import nccl_status as status
+    ok, why = status()
+    every = comm.allgather((bool(ok), why, am.gpu_id))
+    bad = [(r, w) for r, (o, w, _) in enumerate(every) if not o]
+    if bad:
+        return Skipped(f"nccl: not usable on rank {bad[0][0]}: {bad[0][1]}")
+    if nccl is None:
+        from cupy.cuda import nccl
+    try:
+        dtype_code(nccl, dtype)
+    except Unsupported as exc:
+        return Skipped(str(exc))
+    reason = shared_gpu_reason([gid for _, _, gid in every])
+    if reason:
+        return Skipped(reason)
+    uid = err = None
+    if comm.Get_rank() == 0:
+        try:
+            uid = nccl.get_unique_id()
+        except Exception as exc:  # noqa: BLE001 - any failure is a reason to skip
+            err = f"nccl: get_unique_id() failed on rank 0: {exc}"
+    uid, err = comm.bcast((uid, err), root=0)
+    if err:
+        return Skipped(err)
+    ncomm = None
+    try:
+        ncomm = nccl.NcclCommunicator(comm.Get_size(), uid, comm.Get_rank())
+    except Exception as exc:  # noqa: BLE001 - NcclError and friends
+        err = f"{type(exc).__name__}: {exc}"
+    errs = comm.allgather(err)
+    failed = [(r, e) for r, e in enumerate(errs) if e]
+    if failed:
+        if ncomm is not None:
+            try:
+                ncomm.destroy()
+            except Exception:  # noqa: BLE001 - already skipping; keep the first reason
+                pass
+        return Skipped(f"nccl: NcclCommunicator failed on rank {failed[0][0]}: "
+                       f"{failed[0][1]}")
+    try:
+        version = nccl.get_version()
+    except Exception:  # noqa: BLE001 - the version is provenance only
+        version = None
+    return Column(nccl, ncomm, dtype, am, version)
