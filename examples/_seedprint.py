@@ -3,6 +3,8 @@
 The seed warns that plain ``print`` calls from several ranks interleave; the
 examples call :func:`print_ranks` instead (every rank must call it, as for a
 collective) so that their output can be read, and parsed, line by line.
+Tensors are printed through :func:`host`: a GPU (CuPy) array is copied to
+NumPy first, so ``--device gpu`` prints exactly what ``--device cpu`` does.
 """
 import numpy as np
 from mpi4py import MPI
@@ -19,6 +21,11 @@ def print_ranks(text):
         print(flush=True)
 
 
+def host(tensor):
+    """A NumPy array with the tensor's values: device arrays (CuPy) are copied with ``.get()``."""
+    return tensor if isinstance(tensor, np.ndarray) else tensor.get()
+
+
 def tensor_list(tensors):
     """A list of arrays laid out like the seed's printed tensor lists."""
-    return "[\n" + ",\n".join(f"    {np.asarray(t)}" for t in tensors) + "\n]"
+    return "[\n" + ",\n".join(f"    {host(t)}" for t in tensors) + "\n]"

@@ -1,32 +1,32 @@
 """The seed's all_gather example on mpicoll.distributed: every rank collects every rank's [rank+1]*5.
 
-Run: mpirun -n 3 python examples/all_gather.py
+Run: mpirun -n 3 python examples/all_gather.py [--device gpu]
 """
-import numpy as np
-
 import mpicoll.distributed as dist
 from mpicoll._failfast import run_main
-from _seedprint import print_ranks, tensor_list
+from _device import setup
+from _seedprint import host, print_ranks, tensor_list
 
 
 def init_process():
     dist.init_process_group(backend="p2p")
 
 
-def example_all_gather():
-    tensor = np.array([dist.get_rank() + 1] * 5, dtype=np.float32)
+def example_all_gather(xp):
+    tensor = xp.array([dist.get_rank() + 1] * 5, dtype=xp.float32)
     gather_list = [
-        np.zeros(5, dtype=np.float32)
+        xp.zeros(5, dtype=xp.float32)
         for _ in range(dist.get_world_size())
     ]
-    print_ranks(f"Before all_gather on rank {dist.get_rank()}: {tensor}")
+    print_ranks(f"Before all_gather on rank {dist.get_rank()}: {host(tensor)}")
     dist.all_gather(gather_list, tensor)
     print_ranks(f"After all_gather on rank {dist.get_rank()}: {tensor_list(gather_list)}")
 
 
-def main():
+def main(argv=None):
+    xp, _ = setup(argv, __doc__)
     init_process()
-    example_all_gather()
+    example_all_gather(xp)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,15 @@
 """The seed's barrier example on mpicoll.distributed: rank r sleeps r seconds, then all wait for the slowest.
 
-Run: mpirun -n 3 python examples/barrier.py [SLEEP_SCALE]
-SLEEP_SCALE (default 1, the seed's) multiplies every rank's sleep.
+Run: mpirun -n 3 python examples/barrier.py [SLEEP_SCALE] [--device gpu]
+SLEEP_SCALE (default 1, the seed's) multiplies every rank's sleep. The
+barrier moves no tensor; --device gpu only selects each rank's GPU, as in
+the other examples.
 """
-import sys
 import time
 
 import mpicoll.distributed as dist
 from mpicoll._failfast import run_main
+from _device import setup
 from _seedprint import print_ranks
 
 
@@ -24,10 +26,15 @@ def example_barrier(scale=1.0):
     print_ranks(f"Rank {rank} after barrier time delta: {time.time()-t_start:.4f}")
 
 
+def _scale_arg(p):
+    p.add_argument("sleep_scale", metavar="SLEEP_SCALE", type=float, nargs="?", default=1.0,
+                   help="multiplies every rank's sleep (default 1, the seed's)")
+
+
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
+    _, args = setup(argv, __doc__, extra=_scale_arg)
     init_process()
-    example_barrier(float(argv[0]) if argv else 1.0)
+    example_barrier(args.sleep_scale)
 
 
 if __name__ == "__main__":

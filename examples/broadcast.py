@@ -1,31 +1,31 @@
 """The seed's broadcast example on mpicoll.distributed: rank 0's [1, 2, 3, 4, 5] reaches every rank.
 
-Run: mpirun -n 3 python examples/broadcast.py
+Run: mpirun -n 3 python examples/broadcast.py [--device gpu]
 """
-import numpy as np
-
 import mpicoll.distributed as dist
 from mpicoll._failfast import run_main
-from _seedprint import print_ranks
+from _device import setup
+from _seedprint import host, print_ranks
 
 
 def init_process():
     dist.init_process_group(backend="p2p")     # the seed's 'nccl' maps here too
 
 
-def example_broadcast():
+def example_broadcast(xp):
     if dist.get_rank() == 0:
-        tensor = np.array([1, 2, 3, 4, 5], dtype=np.float32)
+        tensor = xp.array([1, 2, 3, 4, 5], dtype=xp.float32)
     else:
-        tensor = np.zeros(5, dtype=np.float32)
-    print_ranks(f"Before broadcast on rank {dist.get_rank()}: {tensor}")
+        tensor = xp.zeros(5, dtype=xp.float32)
+    print_ranks(f"Before broadcast on rank {dist.get_rank()}: {host(tensor)}")
     dist.broadcast(tensor, src=0)
-    print_ranks(f"After broadcast on rank {dist.get_rank()}: {tensor}")
+    print_ranks(f"After broadcast on rank {dist.get_rank()}: {host(tensor)}")
 
 
-def main():
+def main(argv=None):
+    xp, _ = setup(argv, __doc__)
     init_process()
-    example_broadcast()
+    example_broadcast(xp)
 
 
 if __name__ == "__main__":

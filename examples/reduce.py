@@ -1,29 +1,29 @@
 """The seed's reduce example on mpicoll.distributed: the sum of [rank+1]*5 lands on rank 0 only.
 
-Run: mpirun -n 3 python examples/reduce.py
+Run: mpirun -n 3 python examples/reduce.py [--device gpu]
 """
-import numpy as np
-
 import mpicoll.distributed as dist
 from mpicoll._failfast import run_main
-from _seedprint import print_ranks
+from _device import setup
+from _seedprint import host, print_ranks
 
 
 def init_process():
     dist.init_process_group(backend="p2p")
 
 
-def example_reduce():
+def example_reduce(xp):
     rank = dist.get_rank()
-    tensor = np.array([rank + 1] * 5, dtype=np.float32)
-    print_ranks(f"Before reduce on rank {rank}: {tensor}")
+    tensor = xp.array([rank + 1] * 5, dtype=xp.float32)
+    print_ranks(f"Before reduce on rank {rank}: {host(tensor)}")
     dist.reduce(tensor, dst=0, op=dist.ReduceOp.SUM)
-    print_ranks(f"After reduce on rank {rank}: {tensor}")
+    print_ranks(f"After reduce on rank {rank}: {host(tensor)}")
 
 
-def main():
+def main(argv=None):
+    xp, _ = setup(argv, __doc__)
     init_process()
-    example_reduce()
+    example_reduce(xp)
 
 
 if __name__ == "__main__":

@@ -1,34 +1,34 @@
 """The seed's reduce_scatter example on mpicoll.distributed: rank j gets the sum of every rank's j-th tensor.
 
-Run: mpirun -n 3 python examples/reduce_scatter.py   (prints [6 12], [14 56], [36 288])
+Run: mpirun -n 3 python examples/reduce_scatter.py [--device gpu]   (prints [6 12], [14 56], [36 288])
 """
-import numpy as np
-
 import mpicoll.distributed as dist
 from mpicoll._failfast import run_main
-from _seedprint import print_ranks, tensor_list
+from _device import setup
+from _seedprint import host, print_ranks, tensor_list
 
 
 def init_process():
     dist.init_process_group(backend="p2p")
 
 
-def example_reduce_scatter():
+def example_reduce_scatter(xp):
     rank = dist.get_rank()
     world_size = dist.get_world_size()
     input_tensor = [
-        np.array([(rank + 1) * i for i in range(1, 3)], dtype=np.float32) ** (j + 1)
+        xp.array([(rank + 1) * i for i in range(1, 3)], dtype=xp.float32) ** (j + 1)
         for j in range(world_size)
     ]
-    output_tensor = np.zeros(2, dtype=np.float32)
+    output_tensor = xp.zeros(2, dtype=xp.float32)
     print_ranks(f"Before ReduceScatter on rank {rank}: {tensor_list(input_tensor)}")
     dist.reduce_scatter(output_tensor, input_tensor, op=dist.ReduceOp.SUM)
-    print_ranks(f"After ReduceScatter on rank {rank}: {output_tensor}")
+    print_ranks(f"After ReduceScatter on rank {rank}: {host(output_tensor)}")
 
 
-def main():
+def main(argv=None):
+    xp, _ = setup(argv, __doc__)
     init_process()
-    example_reduce_scatter()
+    example_reduce_scatter(xp)
 
 
 if __name__ == "__main__":

@@ -1,36 +1,36 @@
 """The seed's scatter example on mpicoll.distributed: rank 0's list [[i+1]*5 for i] hands rank i its entry.
 
-Run: mpirun -n 3 python examples/scatter.py
+Run: mpirun -n 3 python examples/scatter.py [--device gpu]
 """
-import numpy as np
-
 import mpicoll.distributed as dist
 from mpicoll._failfast import run_main
-from _seedprint import print_ranks, tensor_list
+from _device import setup
+from _seedprint import host, print_ranks, tensor_list
 
 
 def init_process():
     dist.init_process_group(backend="p2p")
 
 
-def example_scatter():
+def example_scatter(xp):
     if dist.get_rank() == 0:
         scatter_list = [
-            np.array([i + 1] * 5, dtype=np.float32)
+            xp.array([i + 1] * 5, dtype=xp.float32)
             for i in range(dist.get_world_size())
         ]
         print(f"Rank 0: Tensor to scatter: {tensor_list(scatter_list)}", flush=True)
     else:
         scatter_list = None
-    tensor = np.zeros(5, dtype=np.float32)
-    print_ranks(f"Before scatter on rank {dist.get_rank()}: {tensor}")
+    tensor = xp.zeros(5, dtype=xp.float32)
+    print_ranks(f"Before scatter on rank {dist.get_rank()}: {host(tensor)}")
     dist.scatter(tensor, scatter_list, src=0)
-    print_ranks(f"After scatter on rank {dist.get_rank()}: {tensor}")
+    print_ranks(f"After scatter on rank {dist.get_rank()}: {host(tensor)}")
 
 
-def main():
+def main(argv=None):
+    xp, _ = setup(argv, __doc__)
     init_process()
-    example_scatter()
+    example_scatter(xp)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,17 @@
-"""Output helpers of the demo: rank-ordered printing, styling, array formatting, agreed checks."""
+"""Output helpers of the demo: rank-ordered printing, styling, array formatting, agreed checks.
+
+Arrays may live on a device (``--device gpu``: CuPy); :func:`host` copies one
+to NumPy explicitly (CuPy refuses implicit conversion), so :func:`fmt` and
+:func:`same` take host and device arrays alike.
+"""
 import os
 import sys
 
 import numpy as np
 
-__all__ = ["Out", "CheckFailed", "agree", "fmt", "fmt_list", "fmt_value", "same"]
+from . import _device
+
+__all__ = ["Out", "CheckFailed", "agree", "fmt", "fmt_list", "fmt_value", "same", "host"]
 
 
 class CheckFailed(Exception):
@@ -61,9 +68,15 @@ def agree(comm, problems):
         raise CheckFailed("; ".join(flat))
 
 
+def host(a):
+    """``a`` as a NumPy array: a device array is copied to the host, a host one returned as is."""
+    ad = _device.adapter_of(a)
+    return np.asarray(a) if ad is None else ad.asnumpy(a)
+
+
 def fmt(a):
     """One array on one line, NumPy style: ``[1. 2. 3. 4. 5.]`` (long ones elided)."""
-    return np.array2string(np.asarray(a), max_line_width=10**6, threshold=64, edgeitems=3)
+    return np.array2string(host(a), max_line_width=10**6, threshold=64, edgeitems=3)
 
 
 def fmt_list(arrays):
@@ -80,7 +93,7 @@ def fmt_value(v):
 
 def same(got, want):
     """Equal results: bitwise for integers, to rounding for floats (sums in another order)."""
-    got, want = np.asarray(got), np.asarray(want)
+    got, want = host(got), host(want)
     if got.shape != want.shape:
         return False
     if got.dtype.kind in "fc":

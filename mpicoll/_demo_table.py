@@ -1,4 +1,9 @@
-"""The demo's traffic table: one call per primitive and algorithm, measured vs exact schedule vs textbook."""
+"""The demo's traffic table: one call per primitive and algorithm, measured vs exact schedule vs textbook.
+
+With ``--device gpu`` the measured calls run on device arrays (``dev`` =
+``cupy.asarray``); the MPI library's reference runs on host copies of the same
+data and results are compared on the host.
+"""
 import sys
 
 import numpy as np
@@ -6,7 +11,7 @@ from mpi4py import MPI
 
 from . import collectives as C
 from ._context import traffic
-from ._demo_out import CheckFailed, fmt_value, same
+from ._demo_out import CheckFailed, fmt, fmt_value, same
 from ._demo_traffic import SCHEDULES, block_primitive, check_textbook, chunks_text, per_rank
 from ._registry import algorithms
 from .coll._common import split
@@ -14,54 +19,62 @@ from .coll._common import split
 __all__ = ["show_traffic"]
 
 
-def _table_call(comm, prim, algo, k, dtype, root):
+def _on_host(a):
+    return a
+
+
+def _table_call(comm, prim, algo, k, dtype, root, dev=_on_host):
     """Run one call of ``prim`` with ``algo`` on K elements; return (traffic records, problems)."""
     rank, n = comm.Get_rank(), comm.Get_size()
-    x = ((np.arange(k) * 3 + rank) % 11).astype(dtype)
+    h = ((np.arange(k) * 3 + rank) % 11).astype(dtype)      # host data: the reference's input
+    x = dev(h.copy())                                       # the same data where mpicoll runs
     b = k // n
     with traffic() as t:
         if prim == "bcast":
-            got = x.copy() if rank == root else np.zeros(k, dtype)
-            want = got.copy()
+            want = h.copy() if rank == root else np.zeros(k, dtype)
+            got = dev(want.copy())
             C.bcast(got, root, algorithm=algo)
             comm.Bcast(want, root)
         elif prim == "reduce":
             got = C.reduce(x, op=MPI.SUM, root=root, algorithm=algo)
-            want = np.zeros_like(x) if rank == root else None
-            comm.Reduce(x, want, MPI.SUM, root)
+            want = np.zeros_like(h) if rank == root else None
+            comm.Reduce(h, want, MPI.SUM, root)
         elif prim == "allreduce":
             got = C.allreduce(x, algorithm=algo)
-            want = np.zeros_like(x)
-            comm.Allreduce(x, want, MPI.SUM)
+            want = np.zeros_like(h)
+            comm.Allreduce(h, want, MPI.SUM)
         elif prim == "gather":
             got = C.gather(x[:b], root=root, algorithm=algo)
             want = np.zeros((n, b), dtype) if rank == root else None
-            comm.Gather(x[:b], want, root)
+            comm.Gather(h[:b], want, root)
         elif prim == "allgather":
             got = C.allgather(x[:b], algorithm=algo)
             want = np.zeros((n, b), dtype)
-            comm.Allgather(x[:b], want)
+            comm.Allgather(h[:b], want)
         elif prim == "scatter":
-            got = C.scatter(x if rank == root else None, np.zeros(b, dtype), root, algorithm=algo)
+            got = C.scatter(x if rank == root else None, dev(np.zeros(b, dtype)), root, algorithm=algo)
             want = np.zeros(b, dtype)
-            comm.Scatter(x if rank == root else None, want, root)
+            comm.Scatter(h if rank == root else None, want, root)
         elif prim == "reduce_scatter":
             counts = split(k, n)
             got = C.reduce_scatter(x, recvcounts=counts, algorithm=algo)
             want = np.zeros(counts[rank], dtype)
-            comm.Reduce_scatter(x, want, counts, MPI.SUM)
+            comm.Reduce_scatter(h, want, counts, MPI.SUM)
         elif prim == "alltoall":
             got = C.alltoall(x, algorithm=algo)
-            want = np.zeros_like(x)
-            comm.Alltoall(x, want)
+            want = np.zeros_like(h)
+            comm.Alltoall(h, want)
         else:
             C.barrier(algorithm=algo)
             got = want = None
     ok = (got is None and want is None) or (got is not None and want is not None and same(got, want))
-    return t.calls, [] if ok else [f"{prim}/{algo} gave {got}, native MPI {want}"]
+    if ok:
+        return t.calls, []
+    shown = [None if a is None else fmt(a) for a in (got, want)]
+    return t.calls, [f"{prim}/{algo} gave {shown[0]}, native MPI {shown[1]}"]
 
 
-def show_traffic(out, comm, prims, chosen, k, dtype, root, ring_only):
+def show_traffic(out, comm, prims, chosen, k, dtype, root, ring_only, dev=_on_host):
     n, rank = comm.Get_size(), comm.Get_rank()
     b = -(-k // n)
     out.heading("traffic per call: elements each rank sends, measured vs exact vs textbook")
@@ -88,7 +101,7 @@ def show_traffic(out, comm, prims, chosen, k, dtype, root, ring_only):
             names = [a for a in algorithms(prim) if a != "native"]
         kk = n * b if block_primitive(prim) else 0 if prim == "barrier" else k
         for algo in names:
-            calls, problems = _table_call(comm, prim, algo, kk, dtype, root)
+            calls, problems = _table_call(comm, prim, algo, kk, dtype, root, dev)
             if len(calls) > 1:
                 problems.append(f"{len(calls)} calls recorded for one {prim} call")
             rec = calls[0] if calls else None

@@ -4,13 +4,18 @@ Every ``walk_*`` function runs on every rank and returns a :class:`Step`:
 this rank's "Before"/"After" lines (None where the seed prints nothing),
 lines rank 0 prints first, the recorded traffic and the problems found when
 comparing with the MPI library's own collective on the same data.
+
+``dev`` puts the data where the collective runs: the identity for host
+arrays, ``cupy.asarray`` with ``--device gpu``. The reference collective always
+runs on a host copy of the same data (a CUDA-unaware MPI must never see a
+device pointer), and results are compared on the host.
 """
 import numpy as np
 from mpi4py import MPI
 
 from . import distributed as dist
 from ._context import traffic
-from ._demo_out import fmt, fmt_list, same
+from ._demo_out import fmt, fmt_list, host, same
 
 __all__ = ["Step", "WALKS", "SEED_NAMES", "TITLES"]
 
@@ -45,7 +50,16 @@ class Step:
 
 def _check(step, got, want, what):
     if not same(got, want):
-        step.problems.append(f"{what}: got {fmt(np.asarray(got))}, native MPI gives {fmt(np.asarray(want))}")
+        step.problems.append(f"{what}: got {fmt(got)}, native MPI gives {fmt(want)}")
+
+
+def _on_host(a):
+    """``dev`` of a host run: the data stays the NumPy array it is."""
+    return a
+
+
+def _stack(arrays):
+    return np.stack([host(a) for a in arrays])
 
 
 def _run(step, fn, *args, **kwargs):
@@ -54,11 +68,11 @@ def _run(step, fn, *args, **kwargs):
     step.traffic = t.calls
 
 
-def walk_bcast(comm, k, dtype, root):
+def walk_bcast(comm, k, dtype, root, dev=_on_host):
     s, rank, name = Step(), comm.Get_rank(), SEED_NAMES["bcast"]
-    tensor = np.arange(1, k + 1, dtype=dtype) if rank == root else np.zeros(k, dtype=dtype)
+    tensor = dev(np.arange(1, k + 1, dtype=dtype) if rank == root else np.zeros(k, dtype=dtype))
     s.before = f"Before {name} on rank {rank}: {fmt(tensor)}"
-    ref = tensor.copy()
+    ref = host(tensor).copy()
     comm.Bcast(ref, root)
     _run(s, dist.broadcast, tensor, src=root)
     s.after = f"After {name} on rank {rank}: {fmt(tensor)}"
@@ -70,12 +84,12 @@ def _ones(rank, k, dtype):
     return np.array([rank + 1] * k, dtype=dtype)
 
 
-def walk_reduce(comm, k, dtype, root):
+def walk_reduce(comm, k, dtype, root, dev=_on_host):
     s, rank, name = Step(), comm.Get_rank(), SEED_NAMES["reduce"]
-    tensor = _ones(rank, k, dtype)
-    mine = tensor.copy()
+    mine = _ones(rank, k, dtype)
+    tensor = dev(mine.copy())
     s.before = f"Before {name} on rank {rank}: {fmt(tensor)}"
-    ref = np.zeros_like(tensor)
+    ref = np.zeros_like(mine)
     comm.Reduce(mine, ref, MPI.SUM, root)
     _run(s, dist.reduce, tensor, dst=root, op=dist.ReduceOp.SUM)
     s.after = f"After {name} on rank {rank}: {fmt(tensor)}"
@@ -84,55 +98,58 @@ def walk_reduce(comm, k, dtype, root):
     return s
 
 
-def walk_allreduce(comm, k, dtype, root):
+def walk_allreduce(comm, k, dtype, root, dev=_on_host):
     s, rank, name = Step(), comm.Get_rank(), SEED_NAMES["allreduce"]
-    tensor = _ones(rank, k, dtype)
+    mine = _ones(rank, k, dtype)
+    tensor = dev(mine.copy())
     s.before = f"Before {name} on rank {rank}: {fmt(tensor)}"
-    ref = np.zeros_like(tensor)
-    comm.Allreduce(tensor, ref, MPI.SUM)
+    ref = np.zeros_like(mine)
+    comm.Allreduce(mine, ref, MPI.SUM)
     _run(s, dist.all_reduce, tensor, op=dist.ReduceOp.SUM)
     s.after = f"After {name} on rank {rank}: {fmt(tensor)}"
     _check(s, tensor, ref, "all_reduce")
     return s
 
 
-def walk_gather(comm, k, dtype, root):
+def walk_gather(comm, k, dtype, root, dev=_on_host):
     s, rank, n, name = Step(), comm.Get_rank(), comm.Get_size(), SEED_NAMES["gather"]
-    tensor = _ones(rank, k, dtype)
-    gather_list = [np.zeros(k, dtype=dtype) for _ in range(n)] if rank == root else None
+    mine = _ones(rank, k, dtype)
+    tensor = dev(mine.copy())
+    gather_list = [dev(np.zeros(k, dtype=dtype)) for _ in range(n)] if rank == root else None
     s.before = f"Before {name} on rank {rank}: {fmt(tensor)}"
     ref = np.zeros((n, k), dtype=dtype) if rank == root else None
-    comm.Gather(tensor, ref, root)
+    comm.Gather(mine, ref, root)
     _run(s, dist.gather, tensor, gather_list, dst=root)
     if rank == root:                  # the seed prints the list on the dst rank only
         s.after = f"After {name} on rank {rank}: {fmt_list(gather_list)}"
-        _check(s, np.stack(gather_list), ref, "gather")
+        _check(s, _stack(gather_list), ref, "gather")
     return s
 
 
-def walk_allgather(comm, k, dtype, root):
+def walk_allgather(comm, k, dtype, root, dev=_on_host):
     s, rank, n, name = Step(), comm.Get_rank(), comm.Get_size(), SEED_NAMES["allgather"]
-    tensor = _ones(rank, k, dtype)
-    gather_list = [np.zeros(k, dtype=dtype) for _ in range(n)]
+    mine = _ones(rank, k, dtype)
+    tensor = dev(mine.copy())
+    gather_list = [dev(np.zeros(k, dtype=dtype)) for _ in range(n)]
     s.before = f"Before {name} on rank {rank}: {fmt(tensor)}"
     ref = np.zeros((n, k), dtype=dtype)
-    comm.Allgather(tensor, ref)
+    comm.Allgather(mine, ref)
     _run(s, dist.all_gather, gather_list, tensor)
     s.after = f"After {name} on rank {rank}: {fmt_list(gather_list)}"
-    _check(s, np.stack(gather_list), ref, "all_gather")
+    _check(s, _stack(gather_list), ref, "all_gather")
     return s
 
 
-def walk_scatter(comm, k, dtype, root):
+def walk_scatter(comm, k, dtype, root, dev=_on_host):
     s, rank, n, name = Step(), comm.Get_rank(), comm.Get_size(), SEED_NAMES["scatter"]
     scatter_list = None
     if rank == root:
-        scatter_list = [np.array([i + 1] * k, dtype=dtype) for i in range(n)]
+        scatter_list = [dev(np.array([i + 1] * k, dtype=dtype)) for i in range(n)]
         s.lead = [f"Rank {rank}: Tensor to scatter: {fmt_list(scatter_list)}"]
-    tensor = np.zeros(k, dtype=dtype)
+    tensor = dev(np.zeros(k, dtype=dtype))
     s.before = f"Before {name} on rank {rank}: {fmt(tensor)}"
     ref = np.zeros(k, dtype=dtype)
-    comm.Scatter(np.stack(scatter_list) if rank == root else None, ref, root)
+    comm.Scatter(_stack(scatter_list) if rank == root else None, ref, root)
     _run(s, dist.scatter, tensor, scatter_list, src=root)
     s.after = f"After {name} on rank {rank}: {fmt(tensor)}"
     _check(s, tensor, ref, "scatter")
@@ -144,13 +161,14 @@ def seed_powers(rank, n, dtype):
     return [np.array([(rank + 1) * i for i in range(1, 3)], dtype=dtype) ** (j + 1) for j in range(n)]
 
 
-def walk_reduce_scatter(comm, k, dtype, root):
+def walk_reduce_scatter(comm, k, dtype, root, dev=_on_host):
     s, rank, n, name = Step(), comm.Get_rank(), comm.Get_size(), SEED_NAMES["reduce_scatter"]
-    input_tensor = seed_powers(rank, n, dtype)
-    output_tensor = np.zeros(2, dtype=dtype)
+    mine = seed_powers(rank, n, dtype)
+    input_tensor = [dev(t.copy()) for t in mine]
+    output_tensor = dev(np.zeros(2, dtype=dtype))
     s.before = f"Before {name} on rank {rank}: {fmt_list(input_tensor)}"
     ref = np.zeros(2, dtype=dtype)
-    comm.Reduce_scatter_block(np.stack(input_tensor), ref, MPI.SUM)
+    comm.Reduce_scatter_block(np.stack(mine), ref, MPI.SUM)
     _run(s, dist.reduce_scatter, output_tensor, input_tensor, op=dist.ReduceOp.SUM)
     s.after = f"After {name} on rank {rank}: {fmt(output_tensor)}"
     _check(s, output_tensor, ref, "reduce_scatter")

@@ -8,9 +8,17 @@ traffic table (elements and messages per rank: measured by
 :func:`mpicoll.traffic`, exact from each algorithm's schedule, and the
 textbook formula). Any disagreement ends the run with exit status 1; usage
 errors exit with 2. Run ``python -m mpicoll.demo --help`` for the flags.
+
+``--device gpu`` runs the same walkthrough on CuPy arrays: every rank first
+checks CuPy locally (no GPU on any rank: every rank ends at once with exit
+status 3 and one line naming why), then :func:`mpicoll.gpu.select_device`
+puts it on GPU ``local rank % GPUs`` (``MPICOLL_DEVICE`` overrides), and the
+header shows each rank's GPU, the CuPy/CUDA versions and the device path
+(CUDA-aware MPI or staged through pinned host memory).
 """
 import argparse
 import importlib
+import os
 import sys
 import time
 
@@ -18,9 +26,10 @@ import numpy as np
 from mpi4py import MPI
 
 from . import distributed as dist
+from . import gpu
 from ._buffers import check_dtype
 from ._context import traffic
-from ._demo_out import CheckFailed, Out, agree, fmt, same
+from ._demo_out import CheckFailed, Out, agree, fmt, host, same
 from ._demo_ring import RingModel, grid_text, plot_ring
 from ._demo_table import show_traffic
 from ._demo_walk import TITLES, WALKS
@@ -44,6 +53,10 @@ class UsageError(Exception):
     """A bad flag value (exit status 2)."""
 
 
+class NoDevice(Exception):
+    """``--device gpu`` without a usable GPU (exit status 3)."""
+
+
 class _Parser(argparse.ArgumentParser):
     def _print_message(self, message, file=None):
         if MPI.COMM_WORLD.Get_rank() == 0:
@@ -60,7 +73,7 @@ def build_parser():
                     "traffic each algorithm sends (measured vs exact vs textbook). Run it as "
                     "'mpirun -n 4 python -m mpicoll.demo'; any N >= 1 works, plain 'python -m "
                     "mpicoll.demo' is N = 1. Exit status: 0 all checks passed, 1 a result or "
-                    "traffic count disagreed, 2 bad flags.")
+                    "traffic count disagreed, 2 bad flags, 3 --device gpu without a usable GPU.")
     p.add_argument("--only", metavar="PRIMITIVE[,...]",
                    help="show only these sections: " + ", ".join(SECTIONS) + ", and alltoall "
                         "(traffic table only); the seed's names broadcast, all_reduce, "
@@ -73,6 +86,15 @@ def build_parser():
     p.add_argument("--impl", choices=("p2p", "native"), default="p2p",
                    help="p2p: mpicoll's hand-written algorithms (default); native: the MPI "
                         "library's own collectives (their traffic is invisible to mpicoll)")
+    p.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
+                   help="where the data lives: cpu (NumPy arrays, default) or gpu (CuPy arrays; "
+                        "needs pip install 'mpicoll[gpu]'). With gpu each rank uses GPU "
+                        "'local rank %% number of GPUs' (several ranks may share one; "
+                        "MPICOLL_DEVICE=ID forces a device) and the header shows each rank's GPU, "
+                        "the CuPy/CUDA versions and the device path: cuda-aware (device buffers "
+                        "handed to MPI) or staged (copied through pinned host memory); "
+                        "MPICOLL_CUDA_AWARE=0|1 overrides the detection. No usable GPU on some "
+                        "rank: exit status 3 at once, naming why")
     p.add_argument("--count", metavar="K", type=int, default=5,
                    help="elements per rank's vector (default 5, the seed's); the traffic table's "
                         "N-block primitives use blocks of ceil(K/N); reduce_scatter keeps the "
@@ -152,20 +174,30 @@ def resolve(args, size):
 def _traffic_line(out, calls, comm):
     """One line: the elements and messages each rank sent in the call just shown."""
     rec = calls[0] if calls else None
-    every = comm.gather(None if rec is None else (rec.algorithm, rec.sent_elements, rec.sent_msgs), 0)
+    every = comm.gather(None if rec is None else (rec.algorithm, rec.sent_elements, rec.sent_msgs,
+                                                  getattr(rec, "path", "host")), 0)
     if comm.Get_rank() != 0:
         return None
     algo = next((e[0] for e in every if e), "none")
+    # Device arrays: which path their messages took (cuda-aware or staged), as recorded per call.
+    paths = sorted({e[3] for e in every if e and e[3] != "host"})
+    path = f"{'/'.join(paths)} path" if paths else ""
+    via = f", {path}" if path else ""
     if algo == "native":
-        return "native", "traffic: inside the MPI library (mpicoll's counters see 0 messages)"
+        return "native", (f"traffic{f' ({path})' if path else ''}: inside the MPI library "
+                          f"(mpicoll's counters see 0 messages)")
     el = " ".join(str(e[1] if e else 0) for e in every)
     ms = " ".join(str(e[2] if e else 0) for e in every)
-    return algo, f"traffic ({algo}): elements sent per rank {el}; messages {ms}"
+    return algo, f"traffic ({algo}{via}): elements sent per rank {el}; messages {ms}"
 
 
-def show_walk(out, comm, prim, k, dtype, root):
+def _on_host(a):
+    return a
+
+
+def show_walk(out, comm, prim, k, dtype, root, dev=_on_host):
     """One seed primitive: before/after per rank, its traffic, checked against native MPI."""
-    step = WALKS[prim](comm, k, dtype, root)
+    step = WALKS[prim](comm, k, dtype, root, dev)
     agree(comm, step.problems)
     line = _traffic_line(out, step.traffic, comm)
     algo = comm.bcast(line[0] if line else None, 0)
@@ -179,16 +211,17 @@ def show_walk(out, comm, prim, k, dtype, root):
     out.say(f"check: equals the native MPI collective on every rank {out.mark()}")
 
 
-def show_ring(out, comm, k, dtype, plot):
+def show_ring(out, comm, k, dtype, plot, dev=_on_host):
     """The ring allreduce: before/after, the step grid (and picture), checked against a real run."""
     rank, n = comm.Get_rank(), comm.Get_size()
     out.heading("ring allreduce step by step: reduce-scatter ring, then allgather ring "
                 "(mpicoll.allreduce, algorithm ring)")
-    tensor = np.array([rank + 1] * k, dtype=dtype)
+    mine = np.array([rank + 1] * k, dtype=dtype)
+    tensor = dev(mine.copy())
     out.ranked(f"Before ring all_reduce on rank {rank}: {fmt(tensor)}")
-    ref = np.zeros_like(tensor)
-    comm.Allreduce(tensor, ref, MPI.SUM)
-    everyone = comm.gather(tensor.copy(), 0)
+    ref = np.zeros_like(mine)
+    comm.Allreduce(mine, ref, MPI.SUM)
+    everyone = comm.gather(mine.copy(), 0)
     with traffic() as t:
         result = C.allreduce(tensor, algorithm="ring")
     problems = [] if same(result, ref) else [f"ring allreduce gave {fmt(result)}, native {fmt(ref)}"]
@@ -199,7 +232,7 @@ def show_ring(out, comm, k, dtype, plot):
     if rank == 0:
         out.say(grid_text(model, arrows=out.fancy))
     # The model replays the real schedule: same final vectors, same elements per rank.
-    results = comm.gather(result, 0)
+    results = comm.gather(host(result), 0)
     sent = comm.gather(t.calls[0].sent_elements, 0)
     if rank == 0:
         model_sent = [sum(model.sizes[sc] for phase, s, moves, _ in model.states[1:]
@@ -259,16 +292,128 @@ def show_barrier(out, comm, scale):
         raise CheckFailed(verdict)
 
 
+# -- --device gpu ---------------------------------------------------------------
+
+def _gpu_precheck():
+    """(usable, reason) on this rank alone, without communicating: CuPy, a device, MPICOLL_DEVICE."""
+    ok, why = gpu.cupy_status()
+    forced = os.environ.get("MPICOLL_DEVICE", "").strip()
+    if ok and forced:
+        import cupy
+        count = cupy.cuda.runtime.getDeviceCount()
+        if not (forced.isdigit() and int(forced) < count):
+            return False, (f"MPICOLL_DEVICE={forced!r}: expected a device number in "
+                           f"[0, {count - 1}] ({count} CUDA device(s) here)")
+    return ok, why
+
+
+def _cuda_version(v):
+    return f"{v // 1000}.{v % 1000 // 10}" if isinstance(v, int) and v > 0 else "unknown"
+
+
+def _gpu_facts(cupy, dev):
+    """CuPy/CUDA versions and the device's name (each 'unknown' where CuPy cannot say)."""
+    facts = {"cupy": getattr(cupy, "__version__", "unknown"), "runtime": "unknown",
+             "driver": "unknown", "name": "unknown"}
+    rt = getattr(getattr(cupy, "cuda", None), "runtime", None)
+    for key, call in (("runtime", lambda: _cuda_version(rt.runtimeGetVersion())),
+                      ("driver", lambda: _cuda_version(rt.driverGetVersion())),
+                      ("name", lambda: _text(rt.getDeviceProperties(dev)["name"]))):
+        try:
+            facts[key] = call()
+        except Exception:  # noqa: BLE001 - a header fact, never a reason to fail
+            pass
+    return facts
+
+
+def _text(v):
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def use_device(comm, device):
+    """``--device``: None for cpu; for gpu a dict (dev: host array -> CuPy array, and what each rank uses).
+
+    Collective. Every rank checks CuPy on its own first and the verdicts are
+    exchanged, so without a usable GPU anywhere every rank raises
+    :class:`NoDevice` at the same point (rank 0 prints it) before any
+    device work starts.
+    """
+    if device != "gpu":
+        return None
+    ok, why = _gpu_precheck()
+    every = comm.allgather((ok, why))
+    bad = [(r, w) for r, (o, w) in enumerate(every) if not o]
+    if bad:
+        reasons = sorted({w for _, w in bad})
+        if len(bad) == len(every):
+            where = "this rank" if len(every) == 1 else f"any of the {len(every)} ranks"
+        else:
+            where = "rank" + ("s " if len(bad) > 1 else " ") + ", ".join(str(r) for r, _ in bad)
+        raise NoDevice(f"--device gpu: no usable GPU on {where}: {'; '.join(reasons)}", True)
+    try:
+        sel = gpu.select_device(comm)          # collective: every rank gets here
+    except RuntimeError as exc:
+        raise NoDevice(f"--device gpu: rank {comm.Get_rank()}: {exc}", False) from None
+    import cupy
+    path = gpu.device_path()
+    mine = dict(sel, host=MPI.Get_processor_name(), path=path["path"], source=path["source"],
+                **_gpu_facts(cupy, sel["device"]))
+    return {"dev": cupy.asarray, "ranks": comm.gather(mine, 0)}
+
+
+def _ranks_text(ranks):
+    """0,1,2,5 -> '0-2,5'."""
+    parts, start = [], None
+    for i, r in enumerate(ranks):
+        if start is None:
+            start = r
+        if i + 1 == len(ranks) or ranks[i + 1] != r + 1:
+            parts.append(str(start) if start == r else f"{start}-{r}")
+            start = None
+    return ",".join(parts)
+
+
+def _device_header(out, ranks):
+    """Rank 0: CuPy/CUDA versions, which GPU each rank uses (grouped), the device path."""
+    first = ranks[0]
+    versions = sorted({(r["cupy"], r["runtime"], r["driver"]) for r in ranks})
+    out.say("device: --device gpu (CuPy arrays); " + "; ".join(
+        f"CuPy {c}, CUDA runtime {rt}, driver {d}" for c, rt, d in versions))
+    groups = {}
+    for rank, r in enumerate(ranks):
+        groups.setdefault((r["host"], r["device"], r["name"]), []).append(rank)
+    hows = sorted({r["how"] for r in ranks})
+    lines = [f"GPU {dev} ({name}) on {h}: rank{'s' if len(rs) > 1 else ''} {_ranks_text(rs)}"
+             for (h, dev, name), rs in sorted(groups.items(), key=lambda kv: kv[1][0])]
+    shared = [len(rs) for rs in groups.values() if len(rs) > 1]
+    how = ("forced by " + ", ".join(hows) if any(h in ("MPICOLL_DEVICE", "device argument") for h in hows)
+           else f"local rank % GPUs per node, local rank from {', '.join(hows)}")
+    out.say(f"GPUs ({how}; {first['device_count']} visible per node"
+            + (f"; {max(shared)} ranks share a GPU" if shared else "") + "):")
+    for line in lines:
+        out.say(f"  {line}")
+    paths = sorted({(r["path"], r["source"]) for r in ranks})
+    for path, source in paths:
+        what = ("device buffers handed to MPI directly" if path == "cuda-aware"
+                else "every message copied through reusable pinned host buffers")
+        who = "" if len(paths) == 1 else " on ranks " + _ranks_text(
+            [i for i, r in enumerate(ranks) if (r["path"], r["source"]) == (path, source)])
+        out.say(f"device path: {path}{who}: {what} (decided by {source}); "
+                f"the native reference runs on host copies of the same data")
+
+
 # -- main ---------------------------------------------------------------------
 
-def _header(out, comm, args, dtype):
-    """The run's parameters, and what N = 1 means."""
+def _header(out, comm, args, dtype, device=None):
+    """The run's parameters, the devices used, and what N = 1 means."""
     n = comm.Get_size()
     impl = ("mpicoll's hand-written algorithms (--impl p2p)" if args.impl == "p2p"
             else "the MPI library's own collectives (--impl native)")
     out.say(f"mpicoll demo: N = {n} rank{'s' if n > 1 else ''}, {impl}, K = {args.count} "
             f"{dtype} elements, root {args.root}")
     out.say(f"MPI: {' '.join(MPI.Get_library_version().split()[:3])}")
+    if device is not None and comm.Get_rank() == 0:
+        _device_header(out, device["ranks"])
     if n == 1:
         out.say("N = 1: a single rank. Every collective is a local copy: nothing is sent, each "
                 "result equals the one contribution, the traffic is zero, the ring has no steps "
@@ -277,7 +422,7 @@ def _header(out, comm, args, dtype):
 
 
 def main(argv=None):
-    """Run the demo; return the exit status (0 ok, 1 a check failed, 2 bad flags)."""
+    """Run the demo; return the exit status (0 ok, 1 a check failed, 2 bad flags, 3 no GPU)."""
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
     try:
@@ -303,25 +448,33 @@ def main(argv=None):
         if rank == 0:
             print(f"python -m mpicoll.demo: error: {exc}", file=sys.stderr, flush=True)
         return 2
+    try:
+        device = use_device(comm, args.device)
+    except NoDevice as exc:
+        message, everyone_knows = exc.args
+        if rank == 0 or not everyone_knows:
+            print(f"python -m mpicoll.demo: error: {message}", file=sys.stderr, flush=True)
+        return 3
+    dev = device["dev"] if device else _on_host
     out = Out(comm, args.color)
     dist.init_process_group(backend=args.impl, algorithms={p: a for p, a in chosen.items()
                                                            if args.impl == "p2p"})
     try:
-        _header(out, comm, args, dtype)
+        _header(out, comm, args, dtype, device)
         for prim in SECTIONS:
             if prim not in shown:
                 continue
             if prim in WALKS:
-                show_walk(out, comm, prim, args.count, dtype, args.root)
+                show_walk(out, comm, prim, args.count, dtype, args.root, dev)
             elif prim == "ring":
-                show_ring(out, comm, args.count, dtype, args.plot)
+                show_ring(out, comm, args.count, dtype, args.plot, dev)
             else:
                 show_barrier(out, comm, args.sleep_scale)
         ring_only = {"allreduce": "ring"} if "ring" in shown and "allreduce" not in shown else {}
         table = prims + (["allreduce"] if ring_only else [])
         table = [p for p in TABLE if p in table]
         if table:
-            show_traffic(out, comm, table, chosen, args.count, dtype, args.root, ring_only)
+            show_traffic(out, comm, table, chosen, args.count, dtype, args.root, ring_only, dev)
     except CheckFailed as exc:
         if rank == 0:
             sys.stdout.flush()

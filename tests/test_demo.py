@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import mpicoll
-from launch import ROOT, run_mpi
+import mpicoll.gpu
+from launch import HERE_MPI, ROOT, run_mpi
 
 TIMEOUT = 120
 FAST = ["--sleep-scale", "0.05"]
@@ -326,9 +327,11 @@ def test_demo_help():
     proc = demo(2, "--help")
     out = ok(proc)
     assert out.count("usage:") == 1
-    for flag in ("--only", "--algorithm", "--impl", "--count", "--dtype", "--root",
+    for flag in ("--only", "--algorithm", "--impl", "--device", "--count", "--dtype", "--root",
                  "--sleep-scale", "--plot", "--color"):
         assert flag in out
+    assert "{cpu,gpu}" in out and "MPICOLL_DEVICE" in out and "staged" in out
+    assert "3 --device gpu without a usable GPU" in " ".join(out.split())
 
 
 def test_demo_color_always():
@@ -403,3 +406,95 @@ t.SCHEDULES['allgather/ring'].value = lambda n, k: Fraction(k)
     proc = _wrapped(3, prelude, ["--only", "allgather"])
     assert proc.returncode == 1, (proc.stdout, proc.stderr)
     assert "allgather/ring: exact [4, 4, 4] disagrees with the textbook (N-1)K/N = 6" in proc.stderr
+
+
+# -- --device gpu ------------------------------------------------------------------
+
+def _gpu_here():
+    return mpicoll.gpu.cupy_status()[0]
+
+
+def test_demo_device_gpu_without_gpu_fails_fast():
+    if _gpu_here():
+        pytest.skip("this machine has a usable GPU")
+    proc = run_mpi(2, [sys.executable, "-m", "mpicoll.demo", "--device", "gpu"], timeout=60)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 3, (proc.returncode, out)
+    assert "TIMED OUT" not in out and "Traceback" not in out, out
+    lines = [line for line in proc.stderr.splitlines() if "error:" in line]
+    assert len(lines) == 1, proc.stderr                    # one line, by rank 0, for every rank
+    assert lines[0].startswith("python -m mpicoll.demo: error: --device gpu: no usable GPU on any "
+                               "of the 2 ranks: "), lines
+    assert "cupy" in lines[0].lower()                       # names why: CuPy missing / no device
+    assert "== " not in proc.stdout                         # nothing ran
+
+
+#: Runs the demo with ``cupy`` replaced by a CPU stand-in (tests/mpi/fakedevice.py): device
+#: arrays that refuse implicit conversion to NumPy, as CuPy's do, one fake "GPU" per node.
+FAKE_GPU = f"""
+import sys, types
+sys.path.insert(0, {HERE_MPI!r})
+import fakedevice
+fakedevice.install()
+cp = types.ModuleType('cupy')
+cp.__version__ = '0.0.0+fake'
+cp.asarray = fakedevice.to_device
+cp.asnumpy = fakedevice.to_host
+import numpy
+cp.array = lambda obj, dtype=None: fakedevice.FakeDeviceArray(numpy.array(obj, dtype=dtype))
+cp.zeros = lambda shape, dtype=float: fakedevice.FakeDeviceArray(numpy.zeros(shape, dtype))
+cp.float32 = numpy.float32
+class _Device:
+    def __init__(self, i):
+        self.id = i
+    def use(self):
+        pass
+cp.cuda = types.SimpleNamespace(Device=_Device, runtime=types.SimpleNamespace(
+    getDeviceCount=lambda: 1, runtimeGetVersion=lambda: 12080, driverGetVersion=lambda: 13000,
+    getDeviceProperties=lambda i: {{'name': b'Fake GPU'}}))
+sys.modules['cupy'] = cp
+"""
+
+
+def fake_gpu_demo(n, *args, env=None):
+    code = (FAKE_GPU + "import runpy\nsys.argv = ['mpicoll.demo'] + " + repr(list(args))
+            + "\nrunpy.run_module('mpicoll.demo', run_name='__main__')\n")
+    return run_mpi(n, [sys.executable, "-c", code], timeout=TIMEOUT, env=env)
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_demo_device_gpu_on_a_stand_in_device(n):
+    out = ok(fake_gpu_demo(n, "--device", "gpu", *FAST))
+    # The same walkthrough and table as on the CPU, computed on device arrays.
+    check_walk(out, n)
+    check_table(out, n)
+    check_barrier(out, n, 0.05)
+    assert out.rstrip().endswith("all checks passed ok")
+    assert "device: --device gpu (CuPy arrays); CuPy 0.0.0+fake, CUDA runtime 12.8, driver 13.0" in out
+    assert re.search(rf"^  GPU 0 \(Fake GPU\) on \S+: rank{'s 0-2' if n == 3 else ' 0'}$", out, re.M), out
+    assert ("3 ranks share a GPU" in out) == (n == 3)
+    # The PyPI MPICH wheel is not CUDA-aware: staged, and the walk's traffic lines say so.
+    assert re.search(r"^device path: staged: .* \(decided by MPIX_Query_cuda_support\)", out, re.M), out
+    assert len(re.findall(r"^traffic \(\w+, staged path\):", out, re.M)) == 7, out
+
+
+def test_demo_device_gpu_native_impl_on_a_stand_in_device():
+    out = ok(fake_gpu_demo(2, "--device", "gpu", "--impl", "native", "--only", "allreduce,scatter"))
+    found = parse_printed(out)
+    assert by_rank(found, "After", "all_reduce")[1].tolist() == [3.0] * 5
+    assert "device path: staged" in out
+
+
+def test_demo_device_gpu_cpu_output_unchanged():
+    # --device cpu is the default: same output, no device lines.
+    a, b = ok(demo(2, "--only", "allreduce")), ok(demo(2, "--only", "allreduce", "--device", "cpu"))
+    assert a == b and "device" not in a
+
+
+def test_demo_device_gpu_bad_device_override_fails_fast():
+    proc = fake_gpu_demo(2, "--device", "gpu", env={"MPICOLL_DEVICE": "7"})
+    assert proc.returncode == 3, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.count("error:") == 1, proc.stderr
+    assert ("--device gpu: no usable GPU on any of the 2 ranks: MPICOLL_DEVICE='7': expected a "
+            "device number in [0, 0]") in proc.stderr

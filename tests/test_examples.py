@@ -12,8 +12,9 @@ import sys
 import numpy as np
 import pytest
 
+import mpicoll.gpu
 from launch import ROOT, run_mpi
-from test_demo import by_rank, expected_walk, parse_lead, parse_printed, same_values, split
+from test_demo import FAKE_GPU, by_rank, expected_walk, parse_lead, parse_printed, same_values, split
 
 TIMEOUT = 120
 SIZES = [1, 2, 3, 4, 5]
@@ -45,7 +46,11 @@ def run_example(name, n, *args):
 @pytest.mark.parametrize("n", SIZES)
 @pytest.mark.parametrize("name", sorted(SEED_LABELS))
 def test_example(name, n):
-    out = run_example(name, n)
+    check_example(name, n, run_example(name, n))
+
+
+def check_example(name, n, out):
+    """The seed's printed results at N = n, parsed."""
     label = SEED_LABELS[name]
     want = expected_walk(n)
     found = parse_printed(out)
@@ -87,3 +92,48 @@ def test_barrier_example(n):
     deltas = re.findall(r"^Rank (\d+) after barrier time delta: (\d+\.\d{4})$", out, re.M)
     assert [int(r) for r, _ in deltas] == list(range(n))
     assert out.index("sleeps") < out.index("after barrier")
+
+
+# -- --device gpu ------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["all_reduce", "barrier"])
+def test_example_device_gpu_without_gpu_fails_clearly(name):
+    if mpicoll.gpu.cupy_status()[0]:
+        pytest.skip("this machine has a usable GPU")
+    proc = run_mpi(2, [sys.executable, os.path.join("examples", f"{name}.py"), "--device", "gpu"],
+                   timeout=60)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 3, (proc.returncode, out)
+    assert "TIMED OUT" not in out and "Traceback" not in out, out
+    lines = [line for line in proc.stderr.splitlines() if "error:" in line]
+    assert lines == [f"{name}.py: error: --device gpu: no usable GPU on any of the 2 ranks: "
+                     f"{mpicoll.gpu.cupy_status()[1]}"], proc.stderr
+    assert "Before" not in proc.stdout and "sleeps" not in proc.stdout
+
+
+def test_example_help_mentions_device():
+    proc = run_mpi(2, [sys.executable, os.path.join("examples", "broadcast.py"), "--help"], timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("usage:") == 1 and "--device {cpu,gpu}" in proc.stdout
+
+
+def run_fake_gpu_example(name, n, *args):
+    """The example with ``cupy`` replaced by the CPU stand-in of tests/test_demo.py."""
+    path = os.path.join(ROOT, "examples", f"{name}.py")
+    code = (FAKE_GPU + f"import runpy\nsys.path.insert(0, {os.path.dirname(path)!r})\n"
+            f"sys.argv = [{path!r}] + {list(args)!r}\nrunpy.run_path({path!r}, run_name='__main__')\n")
+    proc = run_mpi(n, [sys.executable, "-c", code], timeout=TIMEOUT)
+    assert proc.returncode == 0, (
+        f"{name} at N={n}: exit {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return proc.stdout
+
+
+@pytest.mark.parametrize("name", sorted(SEED_LABELS))
+def test_example_device_gpu_on_a_stand_in_device(name):
+    # Tensors created on the (fake) device, printed as on the CPU: the same parsed results.
+    check_example(name, 3, run_fake_gpu_example(name, 3, "--device", "gpu"))
+
+
+def test_barrier_example_device_gpu_on_a_stand_in_device():
+    out = run_fake_gpu_example("barrier", 2, str(SCALE), "--device", "gpu")
+    assert re.findall(r"^Rank (\d+) after barrier time delta", out, re.M) == ["0", "1"]

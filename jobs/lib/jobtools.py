@@ -1,7 +1,7 @@
-"""Helpers for the Slurm job scripts in jobs/ (called by jobs/env.sh; stdlib + mpi4py only).
+"""Helpers for the Slurm job scripts in jobs/ (called by jobs/env.sh; stdlib + mpi4py, mpicoll where present).
 
     jobtools.py provenance OUT.json          versions of Python, packages, MPI (no MPI init)
-    jobtools.py mpi-check NTASKS OUT.json    under the launcher: one world of NTASKS ranks?
+    jobtools.py mpi-check NTASKS OUT.json    under the launcher: one world of NTASKS ranks? device path
     jobtools.py gpu-check OUT.json           CuPy sees GPUs? NCCL? (before any launch)
     jobtools.py junit-summary DIR NTASKS     the per-rank JUnit files of test.sh -> tests.json
     jobtools.py check-jsonl FILE [MIN]       every line parses, at least MIN records
@@ -77,7 +77,7 @@ def provenance(out):
     for m in ("cupy", "matplotlib"):
         if m in sys.modules or _importable(m):
             info["packages"][m] = _version(m)
-    print(f"packages    : " + "  ".join(f"{k}={v}" for k, v in info["packages"].items()))
+    print("packages    : " + "  ".join(f"{k}={v}" for k, v in info["packages"].items()))
     print(f"MPI         : {info['mpi_vendor']} (MPI {info['mpi_standard']}), libmpi={info['libmpi']}"
           f"{'  MPI4PY_LIBMPI=' + info['MPI4PY_LIBMPI'] if info['MPI4PY_LIBMPI'] else ''}")
     print(f"MPI library : {info['mpi_library_version'].splitlines()[0]}")
@@ -114,17 +114,34 @@ def mpi_check(ntasks, out):
         kinds = comm.Get_info().Get("mpi_memory_alloc_kinds")
     except Exception:  # noqa: BLE001
         pass
+    path = _device_path()
     if rank == 0:
         per_host = {}
         for h in hosts:
             per_host[h] = per_host.get(h, 0) + 1
         info = {"size": size, "ranks_per_node": per_host, "nodes_by_rank": hosts,
                 "library": MPI.Get_library_version().strip().splitlines()[0],
-                "cuda_aware": cuda, "memory_alloc_kinds": kinds}
+                "cuda_aware": cuda, "memory_alloc_kinds": kinds, "device_path": path}
         _write_json(out, info)
         print(f"mpi-check: one world of {size} ranks on {len(per_host)} node(s) {per_host}; "
               f"CUDA-aware MPI: {cuda}; alloc kinds: {kinds}", flush=True)
+        if path.get("path"):
+            print(f"mpi-check: device (CuPy) buffers take the {path['path']} path "
+                  f"(decided by {path['source']})", flush=True)
     return 0
+
+
+def _device_path():
+    """mpicoll's decision for device buffers: {"path": "cuda-aware"|"staged", "source": ...}.
+
+    Needs no GPU (it asks the MPI library); {"error": ...} where mpicoll cannot say.
+    """
+    try:
+        from mpicoll.gpu import device_path
+        got = device_path()
+        return {"path": got["path"], "source": got["source"]}
+    except Exception as exc:  # noqa: BLE001 - provenance, never a failure
+        return {"path": None, "error": f"{type(exc).__name__}: {exc}"}
 
 
 def gpu_check(out):
@@ -141,6 +158,13 @@ def gpu_check(out):
         print(f"gpu-check: CuPy finds no usable CUDA device ({type(exc).__name__}: {exc})", flush=True)
         return 3
     info["cupy"] = cupy.__version__
+    for key, call in (("cuda_runtime", cupy.cuda.runtime.runtimeGetVersion),
+                      ("cuda_driver", cupy.cuda.runtime.driverGetVersion)):
+        try:
+            v = call()
+            info[key] = f"{v // 1000}.{v % 1000 // 10}"
+        except Exception as exc:  # noqa: BLE001
+            info[key] = f"unknown ({type(exc).__name__})"
     info["devices"] = n
     info["names"] = [cupy.cuda.runtime.getDeviceProperties(i)["name"].decode() for i in range(n)]
     try:
@@ -149,7 +173,8 @@ def gpu_check(out):
     except Exception as exc:  # noqa: BLE001
         info["nccl"] = None
         info["nccl_error"] = f"{type(exc).__name__}: {exc}"
-    print(f"gpu-check: {n} device(s) {info['names']}; CuPy {info['cupy']}; NCCL {info['nccl']}", flush=True)
+    print(f"gpu-check: {n} device(s) {info['names']}; CuPy {info['cupy']} (CUDA runtime "
+          f"{info['cuda_runtime']}, driver {info['cuda_driver']}); NCCL {info['nccl']}", flush=True)
     _write_json(out, info)
     return 0 if n > 0 else 3
 
