@@ -162,8 +162,9 @@ class PinnedArena:
     Slots are taken for the life of one message (blocking calls) or until
     the request completes (non-blocking); when no slot is live the block is
     reused from its start. A request that does not fit allocates a larger
-    block (at least twice the old one); slots already handed out keep the
-    old block alive until they are released.
+    block (at least twice the old one, room for two such slots); slots
+    already handed out keep the old block alive until they are released.
+    The block only grows: :func:`release_staging` gives it back.
     """
 
     def __init__(self, adapter):
@@ -181,17 +182,22 @@ class PinnedArena:
     def take(self, dtype, count):
         """A host array of ``count`` elements of ``dtype`` in pinned memory."""
         nbytes = count * np.dtype(dtype).itemsize
-        if self.live == 0:
+        self.live += 1
+        self.takes += 1
+        if nbytes == 0:
+            # NumPy gives an empty slice the block's start address, which MPI
+            # would take for an aliased buffer: empty slots are their own.
+            return np.empty(0, dtype)
+        if self.live == 1:
             self.top = 0
-        if self.top + nbytes > self.capacity:
-            size = max(2 * self.capacity, nbytes + _ALIGN, 1 << 16)
+        if self.block is None or self.top + nbytes > self.capacity:
+            # Room for two slots of this size: a staged Sendrecv takes a pair.
+            size = max(2 * self.capacity, 2 * (nbytes + _ALIGN), 1 << 16)
             self.block = self.adapter.pinned(size)
             self.allocations += 1
             self.top = 0
         view = self.block[self.top:self.top + nbytes].view(dtype)
         self.top += -(-nbytes // _ALIGN) * _ALIGN
-        self.live += 1
-        self.takes += 1
         return view
 
     def give(self, n=1):
@@ -274,7 +280,8 @@ class AwareTransport:
 
         def run(*args):
             self.adapter.sync()
-            if name in _REDUCING and not args[-1].is_predefined:
+            if name in _REDUCING and any(isinstance(a, MPI.Op) and not a.is_predefined
+                                         for a in args):
                 if self.staged is None:
                     self.staged = StagedTransport(self.comm, self.adapter, self.device)
                 return getattr(self.staged, name)(*args)

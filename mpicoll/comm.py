@@ -22,7 +22,7 @@ from mpi4py import MPI
 from mpi4py.util import dtlib
 
 from . import collectives as _c
-from ._buffers import is_cupy
+from ._buffers import is_device
 from ._call import Call
 from ._errors import ArgumentError, ArgumentTypeError, describe
 from ._registry import PRIMITIVES, lookup
@@ -51,7 +51,7 @@ def _to_dtype(argname, datatype):
 
 
 def _base_array(argname, buf):
-    if isinstance(buf, np.ndarray) or is_cupy(buf):
+    if isinstance(buf, np.ndarray) or is_device(buf):
         return buf
     try:
         mem = memoryview(buf)
@@ -89,7 +89,7 @@ def _is_rank(root, rank):
 
 
 def parse_bufspec(argname, spec, *, blocks=1):
-    """mpi4py buffer specification -> flat NumPy array (or MPI.IN_PLACE).
+    """mpi4py buffer specification -> flat NumPy or CuPy array (or MPI.IN_PLACE).
 
     ``blocks``: for BufSpecB arguments (Gather's recvbuf, Scatter's sendbuf)
     a given count is per rank, so ``count * blocks`` elements are used.
@@ -119,12 +119,12 @@ def parse_bufspec(argname, spec, *, blocks=1):
     else:
         buf = spec
     base = _base_array(argname, buf)
-    if is_cupy(base):
-        return base    # collectives' own checks give the clear CuPy error
+    # Device (CuPy) arrays take the same path: reshape, view and slices are
+    # views in device memory.
     if base.flags.c_contiguous:
         flat = base.reshape(-1)
     elif base.flags.f_contiguous:
-        flat = base.ravel(order="K")   # a view in memory order: what MPI sends
+        flat = base.T.reshape(-1)      # a view in memory order: what MPI sends
     else:
         return base    # as_array reports it
     if datatype is not None:
@@ -269,7 +269,7 @@ class P2PComm(MPI.Intracomm):
             mine = -1
             with call.checking():
                 r = parse_bufspec("recvbuf", recvbuf)
-                if not isinstance(r, np.ndarray):
+                if not (isinstance(r, np.ndarray) or is_device(r)):
                     raise ArgumentError(
                         "recvcounts: None needs a sized recvbuf on every rank to take counts "
                         "from; pass recvcounts explicitly", MPI.ERR_COUNT)

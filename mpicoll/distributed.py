@@ -1,4 +1,4 @@
-"""The torch.distributed calls the seed uses, on NumPy arrays, over mpicoll.
+"""The torch.distributed calls the seed uses, on NumPy or CuPy arrays, over mpicoll.
 
 Port a seed example by changing its import and its tensors::
 
@@ -11,6 +11,10 @@ Backends: ``"p2p"`` (mpicoll's hand-written algorithms; the seed's
 ``"nccl"`` and ``"gloo"`` map here) and ``"native"`` (the MPI library's own
 collectives; ``"mpi"`` maps here). ``algorithms={"all_reduce": "ring", ...}``
 (torch or MPI primitive names) picks algorithms for the p2p backend.
+
+Tensors may be CuPy arrays (select the rank's GPU first, e.g. with
+:func:`mpicoll.gpu.select_device`); the lists of gather/scatter calls must
+then be CuPy arrays on the same device.
 """
 import enum
 
@@ -18,7 +22,9 @@ import numpy as np
 from mpi4py import MPI
 
 from . import collectives as _c
+from ._buffers import is_device, same_memory
 from ._call import Call
+from ._device import empty
 from ._errors import ArgumentError, ArgumentTypeError, describe
 from ._registry import PRIMITIVES, lookup
 
@@ -172,13 +178,15 @@ def _check_list(argname, lst, n, like):
         raise ArgumentError(f"{argname}: expected {n} arrays (one per rank); got {len(lst)}",
                             MPI.ERR_COUNT)
     for i, t in enumerate(lst):
-        if not isinstance(t, np.ndarray):
-            raise ArgumentTypeError(f"{argname}[{i}]: expected a NumPy array; got {describe(t)}")
+        if not (isinstance(t, np.ndarray) or is_device(t)):
+            raise ArgumentTypeError(
+                f"{argname}[{i}]: expected a NumPy or CuPy array; got {describe(t)}")
+        same_memory("tensor", like, f"{argname}[{i}]", t)
         if t.shape != like.shape or t.dtype != like.dtype:
             raise ArgumentError(
                 f"{argname}[{i}]: expected shape {like.shape} and dtype {like.dtype} (like tensor); "
                 f"got shape {t.shape} and dtype {t.dtype}", MPI.ERR_COUNT)
-        if not t.flags.writeable:
+        if isinstance(t, np.ndarray) and not t.flags.writeable:
             raise ArgumentError(f"{argname}[{i}]: expected a writable array; got a read-only one",
                                 MPI.ERR_BUFFER)
 
@@ -192,7 +200,7 @@ def gather(tensor, gather_list=None, dst=0):
     def bufs():
         if is_dst:
             _check_list("gather_list", gather_list, n, tensor)
-            stage["out"] = np.empty((n,) + tensor.shape, dtype=tensor.dtype)
+            stage["out"] = empty(tensor, (n,) + tensor.shape)
         return tensor, stage.get("out")
     _c._gather(Call("gather", comm), bufs, dst, _algo("gather"))
     if is_dst:
@@ -208,7 +216,7 @@ def all_gather(tensor_list, tensor):
 
     def bufs():
         _check_list("tensor_list", tensor_list, n, tensor)
-        stage["out"] = np.empty((n,) + tensor.shape, dtype=tensor.dtype)
+        stage["out"] = empty(tensor, (n,) + tensor.shape)
         return tensor, stage["out"]
     _c._allgather(Call("allgather", comm), bufs, _algo("allgather"))
     for t, row in zip(tensor_list, stage["out"]):

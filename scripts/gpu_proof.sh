@@ -7,7 +7,7 @@
 # access to PyPI; it installs everything else into a virtual environment (.venv-gpu):
 #   1. checks for an NVIDIA GPU first: none (no nvidia-smi, or it lists no GPU) means exit 3 with
 #      one line saying why, before anything is installed or written;
-#   2. python3 -m venv .venv-gpu; pip install -e ".[mpich,test]" plus CuPy (see CUPY_SPEC below)
+#   2. python3 -m venv .venv-gpu; pip install -e ".[mpich,gpu,test]" plus CUPY_SPEC (below)
 #      and, best effort, NCCL for CuPy;
 #   3. records nvidia-smi, CuPy / CUDA / NCCL versions, mpicoll.gpu.cuda_aware_report() and the
 #      device path (the PyPI mpich wheel is not CUDA-aware: the path is "staged");
@@ -15,9 +15,9 @@
 #        MPICOLL_TEST_XP=cupy mpiexec -n N python -m mpi4py -m pytest --with-mpi -q tests/mpi/test_device.py
 #      plus the demo and an example with --device gpu;
 #   5. benchmarks allreduce, allgather and bcast with --xp cupy at N = 2 and 4: every hand-written
-#      algorithm, native (the MPI library's own, staged by mpicoll) and nccl where mpicoll
-#      registers it (NCCL wants one GPU per rank: with ranks sharing this GPU the bench skips
-#      those rows and says why);
+#      algorithm, native (the MPI library's own, staged by mpicoll) and the bench's nccl column
+#      (NCCL wants one GPU per rank: with ranks sharing this GPU the bench skips those rows and
+#      says why);
 #   6. writes everything to benchmarks/gpu/<date>-<host>/ with RUN.md: what ran (commands, exit
 #      codes, seconds), the versions, the device path and the bench report tables.
 # A failing step does not stop the run; the script exits 1 at the end if any step failed.
@@ -64,8 +64,7 @@ VENV=${MPICOLL_GPU_VENV:-$ROOT/.venv-gpu}
 PY=$VENV/bin/python
 MPIEXEC=$VENV/bin/mpiexec
 STEP_TIMEOUT=${MPICOLL_STEP_TIMEOUT:-300}
-# pyproject.toml's gpu extra names the generic "cupy", which pip builds from source (needs the
-# CUDA toolkit, takes long): install the prebuilt CUDA 12 wheel instead, with [ctk] for the CUDA
+# The gpu extra is the prebuilt CUDA 12 wheel (cupy-cuda12x); CUPY_SPEC adds [ctk], the CUDA
 # runtime libraries from PyPI (NVRTC etc.; CuPy >= 14), so no system CUDA toolkit is needed.
 # cupy-cuda12x runs on any driver for CUDA >= 12 (nvidia-smi's "CUDA Version").
 CUPY_SPEC=${CUPY_SPEC:-cupy-cuda12x[ctk]}
@@ -126,7 +125,7 @@ printf '%s\n' "$GPUS"
 if ((INSTALL)); then
     step venv "${PYTHON:-python3}" -m venv "$VENV"
     step pip-upgrade "$PY" -m pip install -q -U pip setuptools wheel
-    step install "$PY" -m pip install -e ".[mpich,test]" "$CUPY_SPEC"
+    step install "$PY" -m pip install -e ".[mpich,gpu,test]" "$CUPY_SPEC"
     # NCCL for cupy.cuda.nccl: optional (mpicoll.gpu.nccl_status() below says whether CuPy finds it).
     step install-nccl "$PY" -m pip install "$NCCL_SPEC"
 elif [[ ! -x $PY ]]; then
@@ -159,7 +158,6 @@ except Exception as exc:  # noqa: BLE001 - recorded, the step fails below
     info["cupy_error"] = f"{type(exc).__name__}: {exc}"
 info["cuda_aware_report"] = gpu.cuda_aware_report()
 info["device_path"] = gpu.device_path()
-info["nccl_algorithms"] = {p: "nccl" in mpicoll.algorithms(p) for p in ("allreduce", "allgather", "bcast")}
 json.dump(info, open(sys.argv[1], "w"), indent=2, default=str)
 for k, v in info.items():
     print(f"{k:18}: {v}")
@@ -186,12 +184,10 @@ else
 fi
 JSONL=()
 for prim in allreduce allgather bcast; do
-    # Every hand-written algorithm, then native, then nccl where mpicoll has one.
+    # Every hand-written algorithm, then native, then the bench's nccl column (the bench skips it,
+    # saying why, where NCCL cannot run: no NCCL, or ranks sharing this one GPU).
     algos=$("$PY" -c 'import sys, mpicoll
-known = mpicoll.algorithms(sys.argv[1])
-print(",".join([a for a in known if a not in ("native", "nccl")] + ["native"]
-               + (["nccl"] if "nccl" in known else [])))' "$prim" 2>/dev/null || echo all)
-    if [[ $algos != *nccl* ]]; then say "bench $prim: mpicoll registers no nccl algorithm: no NCCL rows"; fi
+print(",".join([a for a in mpicoll.algorithms(sys.argv[1]) if a != "native"] + ["native", "nccl"]))' "$prim")
     for n in "${SIZES_B[@]}"; do
         f=$OUT/bench-$prim-n$n
         mpistep "bench-$prim-n$n" "$n" "$PY" -m mpicoll.bench "$prim" --xp cupy --algorithm "$algos" \
@@ -230,7 +226,6 @@ rows = [("Python", v.get("python")), ("NumPy", v.get("numpy")), ("mpi4py", v.get
         ("MPI library", v.get("mpi_library")), ("CuPy", v.get("cupy", v.get("cupy_error"))),
         ("CUDA runtime / driver", f"{v.get('cuda_runtime')} / {v.get('cuda_driver')}"),
         ("NCCL (cupy.cuda.nccl)", v.get("nccl_status")),
-        ("nccl algorithm in mpicoll", v.get("nccl_algorithms")),
         ("CUDA-aware MPI", f"{rep.get('cuda_aware')} (decided by {rep.get('source')}; "
                            f"MPIX_Query_cuda_support={rep.get('mpix_query')}, "
                            f"mpi_memory_alloc_kinds={rep.get('alloc_kinds')})"),

@@ -43,3 +43,56 @@ def test_cupy_status_names_the_reason():
         assert not ok and "not installed" in reason
     else:
         assert isinstance(ok, bool) and reason
+
+
+def _no_cupy(monkeypatch):
+    """Make ``import cupy`` fail here, whether or not CuPy is installed."""
+    import builtins
+    real = builtins.__import__
+
+    def fake_import(name, *args, **kwargs):
+        if name == "cupy" or name.startswith("cupy."):
+            raise ImportError("No module named 'cupy' (hidden by the test)")
+        return real(name, *args, **kwargs)
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+
+
+def test_select_device_without_cupy_names_the_reason(monkeypatch):
+    _no_cupy(monkeypatch)
+    with pytest.raises(RuntimeError, match="no GPU for this rank: cupy is not installed"):
+        gpu.select_device()
+    ok, why = gpu.nccl_status()
+    assert not ok and "cupy is not installed" in why
+
+
+@pytest.mark.parametrize("var", ["SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"])
+def test_local_rank_from_the_launcher(monkeypatch, var):
+    for v in ("SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK",
+              "MV2_COMM_WORLD_LOCAL_RANK"):
+        monkeypatch.delenv(v, raising=False)
+    assert gpu.local_rank() == (0, "MPI shared-memory split")   # one process: rank 0 of its node
+    monkeypatch.setenv(var, "3")
+    assert gpu.local_rank() == (3, var)
+
+
+def test_device_path_follows_the_override(monkeypatch):
+    import numpy as np
+    monkeypatch.delenv("MPICOLL_CUDA_AWARE", raising=False)
+    assert gpu.device_path(np.ones(2))["path"] == "host"
+    try:
+        gpu.set_cuda_aware(True)
+        assert gpu.device_path() == {"path": "cuda-aware", "cuda_aware": True,
+                                     "source": "mpicoll.gpu.set_cuda_aware"}
+        gpu.set_cuda_aware(False)
+        assert gpu.device_path()["path"] == "staged"
+        with pytest.raises(TypeError, match="value: expected True, False or None; got str"):
+            gpu.set_cuda_aware("yes")
+    finally:
+        gpu.set_cuda_aware(None)
+    monkeypatch.setenv("MPICOLL_CUDA_AWARE", "1")
+    assert gpu.device_path() == {"path": "cuda-aware", "cuda_aware": True,
+                                 "source": "MPICOLL_CUDA_AWARE"}
+    # The wheels on this machine are not CUDA-aware: detection says so.
+    monkeypatch.delenv("MPICOLL_CUDA_AWARE")
+    rep = gpu.cuda_aware_report()
+    assert gpu.device_path()["path"] == ("cuda-aware" if rep["cuda_aware"] else "staged")

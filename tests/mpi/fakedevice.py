@@ -48,6 +48,7 @@ class FakeDeviceArray(NDArrayOperatorsMixin):
     strides = property(lambda self: self._a.strides)
     flags = property(lambda self: self._a.flags)
     device = property(lambda self: _Device())
+    T = property(lambda self: FakeDeviceArray(self._a.T))
 
     def __len__(self):
         return len(self._a)

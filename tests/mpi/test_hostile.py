@@ -54,17 +54,17 @@ def readonly(a):
 
 # -- functional API: types, dtypes, layouts -----------------------------------
 
-@case("f_sendbuf_list", ArgumentTypeError, "sendbuf: expected a NumPy array; got list", MPI.ERR_TYPE)
+@case("f_sendbuf_list", ArgumentTypeError, "sendbuf: expected a NumPy or CuPy array; got list", MPI.ERR_TYPE)
 def _():
     return lambda: mpicoll.allreduce([1.0, 2.0]), []
 
 
-@case("f_sendbuf_none", ArgumentTypeError, "sendbuf: expected a NumPy array; got NoneType")
+@case("f_sendbuf_none", ArgumentTypeError, "sendbuf: expected a NumPy or CuPy array; got NoneType")
 def _():
     return lambda: mpicoll.allreduce(None), []
 
 
-@case("f_sendbuf_scalar", ArgumentTypeError, "expected a NumPy array; got float")
+@case("f_sendbuf_scalar", ArgumentTypeError, "expected a NumPy or CuPy array; got float")
 def _():
     return lambda: mpicoll.bcast(3.0), []
 
@@ -296,7 +296,7 @@ def _():
     return lambda: mpicoll.gather(x, r, root=LAST), [x] + ([r] if r is not None else [])
 
 
-@case("f_scatter_recvbuf_none", ArgumentError, "recvbuf: expected a NumPy array to receive",
+@case("f_scatter_recvbuf_none", ArgumentError, "recvbuf: expected an array to receive",
       MPI.ERR_BUFFER)
 def _():
     x = arange(N)

@@ -41,7 +41,6 @@ def roots():
 
 def cases_for(primitive, fn):
     """Yield (dtype, opname, count) for a primitive/algorithm."""
-    big = counts()[-1]
     if primitive in ("reduce", "allreduce", "reduce_scatter"):
         for k, (dt, opname) in enumerate(REDUCE_CASES):
             if fn.commutative_only and not OPS[opname].is_commutative:
@@ -67,63 +66,72 @@ def assert_same(got, want, what):
         f"{what}: got {got[:8]}... want {want[:8]}...")
 
 
-def run_case(primitive, algo, dt, opname, c, root, in_place):
-    """Run one call with ``algo`` and with native; return (got, native, ref)."""
+def _same(x):
+    return x
+
+
+def run_case(primitive, algo, dt, opname, c, root, in_place, dev=_same, host=_same):
+    """Run one call with ``algo`` and with native; return (got, native, ref).
+
+    ``dev`` turns a NumPy array into the array kind under test (a fresh copy
+    in device memory; identity for NumPy) and ``host`` brings one back.
+    """
     op = OPS[opname] if opname else None
     mine = data(RANK, c, dt, opname or "SUM")
     every = [data(r, c, dt, opname or "SUM") for r in range(N)]
+    mine_in = dev(mine)         # the caller's input: must come back unchanged
     out = {}
     for name in (algo, "native"):
         kw = dict(algorithm=name)
         if primitive == "bcast":
-            buf = mine.copy() if RANK == root else np.zeros(c, dt)
-            out[name] = mpicoll.bcast(buf, root, **kw)
+            buf = dev(mine.copy() if RANK == root else np.zeros(c, dt))
+            out[name] = host(mpicoll.bcast(buf, root, **kw))
             ref = every[root]
         elif primitive == "reduce":
             if in_place and RANK == root:
-                buf = mine.copy()
+                buf = dev(mine.copy())
                 res = mpicoll.reduce(MPI.IN_PLACE, buf, op, root, **kw)
                 assert res is buf
             else:
-                res = mpicoll.reduce(mine, None, op, root, **kw)
-            out[name] = res if RANK == root else np.zeros(c, dt)
+                res = mpicoll.reduce(mine_in, None, op, root, **kw)
+            out[name] = host(res) if RANK == root else np.zeros(c, dt)
             ref = reduce_ref(every, opname, dt) if RANK == root else np.zeros(c, dt)
             if RANK != root:
                 assert res is None
         elif primitive == "allreduce":
             if in_place:
-                buf = mine.copy()
-                out[name] = mpicoll.allreduce(MPI.IN_PLACE, buf, op, **kw)
+                buf = dev(mine.copy())
+                out[name] = host(mpicoll.allreduce(MPI.IN_PLACE, buf, op, **kw))
             else:
-                out[name] = mpicoll.allreduce(mine, np.empty(c, dt), op, **kw)
+                out[name] = host(mpicoll.allreduce(mine_in, dev(np.empty(c, dt)), op, **kw))
             ref = reduce_ref(every, opname, dt)
         elif primitive == "gather":
             if in_place and RANK == root:
                 buf = np.zeros((N, c), dt)
                 buf[root] = mine
-                res = mpicoll.gather(MPI.IN_PLACE, buf, root, **kw)
+                res = mpicoll.gather(MPI.IN_PLACE, dev(buf), root, **kw)
             else:
-                res = mpicoll.gather(mine, None, root, **kw)
-            out[name] = res if RANK == root else np.zeros((N, c), dt)
+                res = mpicoll.gather(mine_in, None, root, **kw)
+            out[name] = host(res) if RANK == root else np.zeros((N, c), dt)
             ref = np.array(every).reshape(N, c) if RANK == root else np.zeros((N, c), dt)
         elif primitive == "allgather":
             if in_place:
                 buf = np.zeros((N, c), dt)
                 buf[RANK] = mine
-                out[name] = mpicoll.allgather(MPI.IN_PLACE, buf, **kw)
+                out[name] = host(mpicoll.allgather(MPI.IN_PLACE, dev(buf), **kw))
             else:
-                out[name] = mpicoll.allgather(mine, np.empty((N, c), dt), **kw)
+                out[name] = host(mpicoll.allgather(mine_in, dev(np.empty((N, c), dt)), **kw))
             ref = np.array(every).reshape(N, c)
         elif primitive == "scatter":
             full = np.concatenate([data(r, c, dt, "SUM", salt=9) for r in range(N)]) if N else None
-            send = full.copy() if RANK == root else None
+            send = dev(full.copy()) if RANK == root else None
             if in_place and RANK == root:
                 res = mpicoll.scatter(send, MPI.IN_PLACE, root, **kw)
                 assert res is None
-                out[name] = send[root * c:(root + 1) * c].copy()
-                assert np.array_equal(send, full)
+                out[name] = host(send)[root * c:(root + 1) * c].copy()
+                assert np.array_equal(host(send), full)
             else:
-                out[name] = mpicoll.scatter(send, np.empty(c, dt), root, **kw)
+                out[name] = host(mpicoll.scatter(send, dev(np.empty(c, dt)), root, **kw))
             ref = full[RANK * c:(RANK + 1) * c]
         elif primitive == "reduce_scatter":
             # Uneven counts: rank i receives c + i % 2 elements (sum is not a multiple of N).
@@ -134,26 +142,26 @@ def run_case(primitive, algo, dt, opname, c, root, in_place):
             off = int(np.sum(rc[:RANK]))
             ref = red[off:off + rc[RANK]]
             if in_place:
-                buf = mine_full.copy()
+                buf = dev(mine_full.copy())
                 res = mpicoll.reduce_scatter(MPI.IN_PLACE, buf, rc, op, **kw)
-                out[name] = res[:rc[RANK]].copy()
+                out[name] = host(res)[:rc[RANK]].copy()
             elif root == 0:
-                out[name] = mpicoll.reduce_scatter(mine_full, None, rc, op, **kw)
+                out[name] = host(mpicoll.reduce_scatter(dev(mine_full), None, rc, op, **kw))
             else:
-                out[name] = mpicoll.reduce_scatter_block(mine_full, None, op, **kw)
+                out[name] = host(mpicoll.reduce_scatter_block(dev(mine_full), None, op, **kw))
         elif primitive == "alltoall":
             send = np.concatenate([data(RANK * N + j, c, dt) for j in range(N)])
             ref = np.concatenate([data(i * N + RANK, c, dt) for i in range(N)])
+            send_in = dev(send)
             if in_place:
-                buf = send.copy()
-                out[name] = mpicoll.alltoall(MPI.IN_PLACE, buf, **kw)
+                out[name] = host(mpicoll.alltoall(MPI.IN_PLACE, dev(send.copy()), **kw))
             else:
-                out[name] = mpicoll.alltoall(send, None, **kw)
-            assert np.array_equal(send, np.concatenate([data(RANK * N + j, c, dt) for j in range(N)]))
+                out[name] = host(mpicoll.alltoall(send_in, None, **kw))
+            assert np.array_equal(host(send_in), send)
         else:
             raise AssertionError(primitive)
     # The caller's input is never modified.
-    assert np.array_equal(mine, data(RANK, c, dt, opname or "SUM"))
+    assert np.array_equal(host(mine_in), data(RANK, c, dt, opname or "SUM"))
     return out[algo], out["native"], np.asarray(ref).astype(dt)
 
 

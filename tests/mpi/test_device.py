@@ -1,0 +1,276 @@
+"""The device path: every primitive x algorithm on device arrays, and how bytes reach MPI.
+
+Array kinds (``MPICOLL_TEST_XP``):
+
+- ``fake-staged`` / ``fake-aware`` (default, CPU): tests/mpi/fakedevice.py's
+  stand-in for CuPy, with mpicoll forced onto the staged path (pinned host
+  copies; the stand-in counts any device pointer MPI sees) or the CUDA-aware
+  path (MPI follows ``__cuda_array_interface__``, here host memory);
+- ``cupy``: real CuPy arrays on this rank's GPU (``select_device``), on the
+  path the MPI library supports. Without a GPU these cases are skipped with
+  the reason; ``MPICOLL_TEST_XP=cupy`` makes a missing GPU a failure.
+
+Results are compared with NumPy computed on the rank and, bitwise, with the
+native collective on the same device arrays (itself staged where MPI is not
+CUDA-aware).
+"""
+import os
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import fakedevice as fd
+import mpicoll
+from mpicoll import _device, gpu
+from refdata import OPS, data, reduce_ref
+from test_matrix import assert_same, run_case
+
+comm = MPI.COMM_WORLD
+N, RANK = comm.Get_size(), comm.Get_rank()
+
+_REQUESTED = os.environ.get("MPICOLL_TEST_XP", "").strip()
+KINDS = _REQUESTED.split(",") if _REQUESTED else ["fake-staged", "fake-aware", "cupy"]
+
+_cupy_ready = None
+
+
+def _cupy_kind():
+    """(dev, host) for CuPy on this rank's GPU, or pytest.skip with the reason."""
+    global _cupy_ready
+    ok, why = gpu.cupy_status()
+    if not ok:
+        if _REQUESTED == "cupy":
+            pytest.fail(f"MPICOLL_TEST_XP=cupy but {why}")
+        pytest.skip(f"CuPy matrix needs a GPU: {why}")
+    import cupy
+    if _cupy_ready is None:
+        _cupy_ready = gpu.select_device(comm)     # collective: every rank gets here
+    return cupy.asarray, cupy.asnumpy
+
+
+@pytest.fixture(params=KINDS)
+def kind(request):
+    """(name, dev, host): the array kind under test, its mpicoll path forced or detected."""
+    name = request.param
+    if name == "cupy":
+        dev, host = _cupy_kind()
+        _device.set_cuda_aware(None)
+    else:
+        fd.install()
+        _device.set_cuda_aware(name == "fake-aware")
+        dev, host = fd.to_device, fd.to_host
+    yield name, dev, host
+    _device.set_cuda_aware(None)
+
+
+def fake(aware):
+    """Switch to the CPU stand-in on one path; return its adapter, counters zeroed."""
+    ad = fd.install()
+    _device.set_cuda_aware(aware)
+    ad.reset()
+    fd.FakeDeviceArray.exports = 0
+    return ad
+
+
+@pytest.fixture
+def restore_path():
+    yield
+    _device.set_cuda_aware(None)
+
+
+# -- the matrix on device arrays ---------------------------------------------
+
+REDUCE_CASES = [("float64", "SUM"), ("int32", "BXOR"), ("float32", "MIN"),
+                ("bool", "LOR"), ("complex128", "AFFINE")]   # AFFINE: a non-commutative user op
+MOVE_DTYPES = ["float64", "int16"]
+
+
+def device_cases(primitive, fn):
+    counts = sorted({0, 1, max(N - 1, 0), 2 * N + 1})
+    if primitive in ("reduce", "allreduce", "reduce_scatter"):
+        for k, (dt, opname) in enumerate(REDUCE_CASES):
+            if fn.commutative_only and not OPS[opname].is_commutative:
+                continue
+            for c in (counts + [1003] if k == 0 else [1, 2 * N + 1]):
+                yield dt, opname, c
+    else:
+        for k, dt in enumerate(MOVE_DTYPES):
+            for c in (counts + [1003] if k == 0 else [2 * N + 1]):
+                yield dt, None, c
+
+
+def device_algorithms():
+    return [(p, a) for p in mpicoll.PRIMITIVES for a in mpicoll.algorithms(p)
+            if p != "barrier" and a != "native"]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("primitive,algo", device_algorithms())
+def test_device_matrix(kind, primitive, algo):
+    name, dev, host = kind
+    fn = mpicoll.algorithm_info(primitive, algo)
+    rooted = primitive in ("bcast", "reduce", "gather", "scatter")
+    roots = (list(range(N)) if N <= 5 else [0, N - 1]) if rooted else \
+        [0, 1] if primitive == "reduce_scatter" else [0]
+    calls = 0
+    for dt, opname, c in device_cases(primitive, fn):
+        for root in roots:
+            if root >= N:
+                continue
+            for in_place in (False, True):
+                if primitive == "bcast" and in_place:
+                    continue
+                what = (f"{name} {primitive}/{algo} N={N} dtype={dt} op={opname} count={c} "
+                        f"root={root} in_place={in_place} rank={RANK}")
+                got, native, ref = run_case(primitive, algo, dt, opname, c, root, in_place,
+                                            dev=dev, host=host)
+                assert_same(got, ref, what + " vs NumPy")
+                assert_same(got, native, what + " vs native")
+                calls += 1
+    assert calls > 0
+
+
+# -- how the bytes reach MPI -------------------------------------------------
+
+def _every_primitive(dev, c=5):
+    """One call of each primitive on device arrays (default algorithms)."""
+    x = dev(data(RANK, c * N, "float64"))
+    mpicoll.bcast(dev(data(0, c, "float64")), 0)
+    mpicoll.reduce(x, None, MPI.SUM, 0)
+    mpicoll.allreduce(x)
+    mpicoll.gather(x, None, N - 1)
+    mpicoll.allgather(x)
+    mpicoll.scatter(x if RANK == 0 else None, dev(np.empty(c * N // N)), 0)
+    mpicoll.reduce_scatter_block(x)
+    mpicoll.alltoall(x)
+
+
+@pytest.mark.mpi
+def test_staged_path_never_hands_mpi_a_device_pointer(restore_path):
+    ad = fake(aware=False)
+    with mpicoll.traffic() as t:
+        for algo in mpicoll.algorithms("allreduce"):
+            mpicoll.allreduce(fd.to_device(np.ones(2 * N + 1)), algorithm=algo)
+        _every_primitive(fd.to_device)
+    assert fd.FakeDeviceArray.exports == 0
+    assert {c.path for c in t.calls} == {"staged"}
+    if N > 1:
+        assert ad.d2h > 0 and ad.h2d > 0
+    assert gpu.device_path(fd.to_device(np.ones(1)))["path"] == "staged"
+    assert gpu.device_path(np.ones(1))["path"] == "host"
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("algo", ["ring", "recursive_doubling", "rabenseifner"])
+def test_staged_copies_exactly_the_messages(algo, restore_path):
+    """Builtin-op reductions stay on the device: the only host copies are the messages."""
+    ad = fake(aware=False)
+    with mpicoll.traffic() as t:
+        y = mpicoll.allreduce(fd.to_device(data(RANK, 1003, "float64")), algorithm=algo)
+    (call,) = t.calls
+    assert call.path == "staged"
+    assert ad.d2h == call.sent_msgs          # one device->host copy per message sent
+    assert ad.h2d == call.recv_msgs          # one host->device copy per message received
+    want = reduce_ref([data(r, 1003, "float64") for r in range(N)], "SUM", "float64")
+    assert np.array_equal(fd.to_host(y), want)
+
+
+@pytest.mark.mpi
+def test_aware_path_passes_device_arrays_after_a_sync(restore_path):
+    ad = fake(aware=True)
+    with mpicoll.traffic() as t:
+        y = mpicoll.allreduce(fd.to_device(np.full(7, RANK + 1.0)), algorithm="ring")
+    (call,) = t.calls
+    assert call.path == "cuda-aware"
+    assert ad.d2h == ad.h2d == 0              # no staging copies at all
+    if N > 1:
+        # MPI followed the device pointers, and the stream was synchronised
+        # before every point-to-point call.
+        assert fd.FakeDeviceArray.exports >= call.sent_msgs + call.recv_msgs
+        assert ad.syncs >= call.sent_msgs
+    assert np.array_equal(fd.to_host(y), np.full(7, N * (N + 1) / 2))
+
+
+@pytest.mark.mpi
+def test_aware_native_with_a_user_op_is_staged(restore_path):
+    """A user op's Python function reads host memory: never give it device pointers."""
+    fake(aware=True)
+    x = data(RANK, 11, "complex128", "AFFINE")
+    got = mpicoll.allreduce(fd.to_device(x), op=OPS["AFFINE"], algorithm="native")
+    want = reduce_ref([data(r, 11, "complex128", "AFFINE") for r in range(N)], "AFFINE",
+                      "complex128")
+    assert np.array_equal(fd.to_host(got), want)
+
+
+@pytest.mark.mpi
+def test_pinned_staging_buffers_are_reused_across_calls(restore_path):
+    ad = fake(aware=False)
+    _device.release_staging()
+    x = fd.to_device(np.ones(4096))
+    for _ in range(3):
+        mpicoll.allreduce(x, algorithm="ring")
+    first = ad.pinned_blocks
+    for _ in range(20):
+        mpicoll.allreduce(x, algorithm="ring")
+        mpicoll.bcast(x, 0, algorithm="pipeline")
+    assert ad.pinned_blocks == first          # no allocation after warm-up
+    stats = _device.staging_stats()[("fake", 0)]
+    assert stats["live"] == 0 and stats["allocations"] == first
+    if N > 1:
+        assert first >= 1 and stats["slots"] > 20
+        big = fd.to_device(np.ones(200_000))   # 1.6 MB > the block: it grows ...
+        mpicoll.allreduce(big, algorithm="ring")
+        grown = ad.pinned_blocks
+        assert grown > first
+        mpicoll.allreduce(big, algorithm="ring")
+        assert ad.pinned_blocks == grown       # ... and is reused from then on
+
+
+@pytest.mark.mpi
+def test_mixed_host_and_device_buffers_fail_on_every_rank(restore_path):
+    fake(aware=False)
+    x = fd.to_device(np.ones(6))
+    # Only the last rank passes a host recvbuf; every rank must raise, before any message.
+    recv = np.empty(6) if RANK == N - 1 else fd.to_device(np.empty(6))
+    with pytest.raises(mpicoll.ArgumentError, match="recvbuf: expected a fake array on device 0 "
+                       "like sendbuf .*got a NumPy \\(host\\) array") as info:
+        mpicoll.allreduce(x, recv)
+    if RANK != N - 1:
+        assert f"rank(s) {N - 1}" in str(info.value)
+    with pytest.raises(mpicoll.ArgumentError, match="sendbuf: expected a NumPy \\(host\\) array"):
+        root_send = fd.to_device(np.ones(N)) if RANK == 0 else None
+        mpicoll.scatter(root_send, np.empty(1), 0)
+    assert fd.to_host(mpicoll.allreduce(x))[0] == N      # still usable afterwards
+
+
+@pytest.mark.mpi
+def test_p2pcomm_and_distributed_take_device_arrays(restore_path):
+    import mpicoll.distributed as dist
+    fake(aware=False)
+    pc = mpicoll.P2PComm(comm, allreduce="ring", allgather="bruck")
+    x = fd.to_device(np.arange(6.0) + RANK)
+    y = fd.to_device(np.zeros(6))
+    pc.Allreduce(x, y)
+    assert np.array_equal(fd.to_host(y), N * np.arange(6.0) + N * (N - 1) / 2)
+    y2 = fd.to_device(np.zeros(6))
+    pc.Allreduce([x, 4, MPI.DOUBLE], [y2, 4, MPI.DOUBLE])   # mpi4py's [buf, count, type]
+    assert np.array_equal(fd.to_host(y2)[:4], fd.to_host(y)[:4])
+    assert np.array_equal(fd.to_host(y2)[4:], [0, 0])
+    g = fd.to_device(np.zeros((N, 6)))
+    pc.Allgather(x, g)
+    assert np.array_equal(fd.to_host(g), np.arange(6.0) + np.arange(N)[:, None])
+
+    dist.init_process_group(backend="p2p")
+    try:
+        t = fd.to_device(np.full(3, RANK + 1.0, dtype=np.float32))
+        dist.all_reduce(t, op=dist.ReduceOp.SUM)
+        assert np.array_equal(fd.to_host(t), np.full(3, N * (N + 1) / 2, np.float32))
+        parts = [fd.to_device(np.zeros(3, np.float32)) for _ in range(N)]
+        dist.all_gather(parts, fd.to_device(np.full(3, RANK, np.float32)))
+        assert [float(fd.to_host(p)[0]) for p in parts] == list(range(N))
+        with pytest.raises(mpicoll.ArgumentError, match=r"tensor_list\[0\]: expected a fake "
+                           "array on device 0 like tensor"):
+            dist.all_gather([np.zeros(3, np.float32)] * N, fd.to_device(np.zeros(3, np.float32)))
+    finally:
+        dist.destroy_process_group()
