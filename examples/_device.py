@@ -36,18 +36,6 @@ class _Parser(argparse.ArgumentParser):
             super()._print_message(message, file)
 
 
-def _precheck():
-    """(usable, reason) on this rank alone, without communicating."""
-    ok, why = gpu.cupy_status()
-    forced = os.environ.get("MPICOLL_DEVICE", "").strip()
-    if ok and forced:
-        import cupy
-        count = cupy.cuda.runtime.getDeviceCount()
-        if not (forced.isdigit() and int(forced) < count):
-            return False, f"MPICOLL_DEVICE={forced!r}: expected a device number in [0, {count - 1}]"
-    return ok, why
-
-
 def _fail(message):
     print(f"{os.path.basename(sys.argv[0])}: error: {message}", file=sys.stderr, flush=True)
     raise SystemExit(NO_GPU_EXIT)
@@ -67,7 +55,7 @@ def setup(argv=None, description=None, extra=None):
         return np, args
     comm = MPI.COMM_WORLD
     # Every rank checks on its own, then all learn every verdict: the same decision everywhere.
-    every = comm.allgather(_precheck())
+    every = comm.allgather(gpu.device_precheck())
     bad = [(r, why) for r, (ok, why) in enumerate(every) if not ok]
     if bad:
         if comm.Get_rank() == 0:

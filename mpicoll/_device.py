@@ -336,17 +336,18 @@ class StagedTransport:
         self.arena.give(s_staged + r_staged)
 
     def Isend(self, buf, dest, tag):
-        host, staged = self._outgoing(buf)
-        req = self.comm.Isend(host, dest, tag)
-        if staged:
-            self.pending.append((req, host, None))
-        return req
+        return self._post(self.comm.Isend, buf, dest, tag, lands=False)
 
     def Irecv(self, buf, source, tag):
-        host, staged = self._incoming(buf)
-        req = self.comm.Irecv(host, source, tag)
+        return self._post(self.comm.Irecv, buf, source, tag, lands=True)
+
+    def _post(self, start, buf, peer, tag, lands):
+        # The slot lives until finish(): an Isend's until MPI has read it, an
+        # Irecv's until its data is copied to the device.
+        host, staged = (self._incoming if lands else self._outgoing)(buf)
+        req = start(host, peer, tag)
         if staged:
-            self.pending.append((req, host, buf))
+            self.pending.append((req, host, buf if lands else None))
         return req
 
     def finish(self, requests):

@@ -18,7 +18,6 @@ header shows each rank's GPU, the CuPy/CUDA versions and the device path
 """
 import argparse
 import importlib
-import os
 import sys
 import time
 
@@ -294,19 +293,6 @@ def show_barrier(out, comm, scale):
 
 # -- --device gpu ---------------------------------------------------------------
 
-def _gpu_precheck():
-    """(usable, reason) on this rank alone, without communicating: CuPy, a device, MPICOLL_DEVICE."""
-    ok, why = gpu.cupy_status()
-    forced = os.environ.get("MPICOLL_DEVICE", "").strip()
-    if ok and forced:
-        import cupy
-        count = cupy.cuda.runtime.getDeviceCount()
-        if not (forced.isdigit() and int(forced) < count):
-            return False, (f"MPICOLL_DEVICE={forced!r}: expected a device number in "
-                           f"[0, {count - 1}] ({count} CUDA device(s) here)")
-    return ok, why
-
-
 def _cuda_version(v):
     return f"{v // 1000}.{v % 1000 // 10}" if isinstance(v, int) and v > 0 else "unknown"
 
@@ -340,7 +326,7 @@ def use_device(comm, device):
     """
     if device != "gpu":
         return None
-    ok, why = _gpu_precheck()
+    ok, why = gpu.device_precheck()
     every = comm.allgather((ok, why))
     bad = [(r, w) for r, (o, w) in enumerate(every) if not o]
     if bad:

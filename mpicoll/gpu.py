@@ -26,7 +26,8 @@ import os
 from ._device import release_staging, set_cuda_aware, staging_stats
 
 __all__ = ["cuda_aware", "cuda_aware_report", "cupy_status", "device_path", "set_cuda_aware",
-           "staging_stats", "release_staging", "local_rank", "select_device", "nccl_status"]
+           "staging_stats", "release_staging", "local_rank", "device_precheck", "select_device",
+           "nccl_status"]
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -141,6 +142,21 @@ def local_rank(comm=None):
         return node.Get_rank(), "MPI shared-memory split"
     finally:
         node.Free()
+
+
+def device_precheck():
+    """(usable, reason) for this rank alone, without communicating: CuPy, a device, and
+    a valid ``MPICOLL_DEVICE`` -- what entry points check on every rank before they
+    agree to run on the GPU."""
+    ok, why = cupy_status()
+    forced = os.environ.get("MPICOLL_DEVICE", "").strip()
+    if ok and forced:
+        import cupy
+        count = cupy.cuda.runtime.getDeviceCount()
+        if not (forced.isdigit() and int(forced) < count):
+            return False, (f"MPICOLL_DEVICE={forced!r}: expected a device number in "
+                           f"[0, {count - 1}] ({count} CUDA device(s) here)")
+    return ok, why
 
 
 def select_device(comm=None, device=None):

@@ -96,3 +96,32 @@ def test_device_path_follows_the_override(monkeypatch):
     monkeypatch.delenv("MPICOLL_CUDA_AWARE")
     rep = gpu.cuda_aware_report()
     assert gpu.device_path()["path"] == ("cuda-aware" if rep["cuda_aware"] else "staged")
+
+
+class _Runtime:
+    """cupy.cuda.runtime stand-in: no device reachable, or none present."""
+
+    def __init__(self, count):
+        self.count = count
+
+    def getDeviceCount(self):
+        if self.count is None:
+            raise RuntimeError("cudaErrorNoDevice: no CUDA-capable device is detected")
+        return self.count
+
+
+@pytest.mark.parametrize("count,reason", [
+    (None, "cupy cannot reach a CUDA device: cudaErrorNoDevice"),
+    (0, "cupy sees no CUDA device"),
+])
+def test_cupy_without_a_device_names_the_reason(monkeypatch, count, reason):
+    import sys
+    import types
+    fake = types.ModuleType("cupy")
+    fake.cuda = types.SimpleNamespace(runtime=_Runtime(count))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    ok, why = gpu.cupy_status()
+    assert not ok and why.startswith(reason)
+    assert gpu.device_precheck() == (False, why)
+    with pytest.raises(RuntimeError, match="no GPU for this rank: " + reason):
+        gpu.select_device()
