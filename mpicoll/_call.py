@@ -18,7 +18,10 @@ per rank on the private communicator (see :mod:`mpicoll._fingerprint`).
 Modes (``MPICOLL_CHECK``, or per communicator with :func:`set_check`):
 
 - ``agree`` (default; ``MPICOLL_CHECK`` unset or ``agree``): argument errors
-  on any rank raise on every rank.
+  on any rank raise on every rank; ranks that call different collectives or
+  pick different algorithms for one call (say, a per-rank
+  ``MPICOLL_ALLREDUCE_ALGORITHM``) raise :class:`CollectiveMismatchError`
+  on every rank, naming every field that differs.
 - ``checked`` (``MPICOLL_CHECK=1``, ``checked``, ``on``): additionally, the
   ranks compare primitive, algorithm, op, dtype, count, root, recvcounts and
   the call's sequence number on the communicator; any difference raises
@@ -221,6 +224,10 @@ class Call:
         if fpr.all_agree(every, checked):
             return fpr.payloads(every) if phase == fpr.EXCHANGE else None
         diffs = fpr.differences(every, checked)
+        if diffs and not checked:
+            # Agree mode saw a different primitive or algorithm: name every field
+            # that differs (a count mismatch often makes 'auto' pick differently).
+            diffs = fpr.differences(every, True) or diffs
         # The call fails on every rank: resynchronise the call numbers so that
         # one mismatch does not make every later call mismatch too.
         state.seq = int(every[:, fpr.C_SEQ].max()) + 1

@@ -58,7 +58,9 @@ class CupyAdapter:
         self.cupy.cuda.get_current_stream().synchronize()
 
     def to_host(self, dev, host):
-        dev.get(out=host.reshape(dev.shape))        # synchronous w.r.t. the host
+        # Ordered after the kernels queued on the current stream; returns
+        # when the copy is done (blocking by default).
+        self.cupy.asnumpy(dev, out=host.reshape(dev.shape))
 
     def to_device(self, host, dev):
         dev.set(host.reshape(dev.shape))

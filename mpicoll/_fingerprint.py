@@ -206,19 +206,23 @@ _FIELDS = [
      lambda r: "none" if r[0] == _NONE else f"list with checksum {int(r[0]):08x}"),
 ]
 _STRUCTURAL = ("phase", "primitive", "call number")
+# Compared in agree mode too: free (the words are exchanged anyway), and ranks
+# that run different collectives or algorithms would otherwise hang or corrupt.
+_AGREE_FIELDS = ("phase", "primitive", "algorithm")
 
 
 def differences(every, checked):
     """Fields on which the gathered fingerprints disagree.
 
-    ``every``: (N, L) int64. Structural fields (phase; in checked mode also
-    primitive and call number) are always compared; the call description only
-    when every rank recorded it. Returns ``[(field, errclass, {display: [ranks]})]``.
+    ``every``: (N, L) int64. Agree mode compares phase, primitive and
+    algorithm; checked mode every field. Structural fields (phase, primitive,
+    call number) are always compared; the call description only when every
+    rank recorded it. Returns ``[(field, errclass, {display: [ranks]})]``.
     """
     out = []
     recorded = bool(np.all(every[:, C_FLAGS] & FLAG_RECORDED))
     for name, cols, eclass, show in _FIELDS:
-        if name != "phase" and not checked:
+        if not checked and name not in _AGREE_FIELDS:
             continue
         if name not in _STRUCTURAL and not recorded:
             continue
@@ -238,7 +242,8 @@ def all_agree(every, checked):
     """Fast path: True when no rank failed validation and nothing needs reporting."""
     if np.any(every[:, C_FLAGS] & FLAG_ERROR):
         return False
-    cols = every[:, :C_FLAGS] if checked else every[:, C_MAGIC:C_MAGIC + 1]
+    # Agree mode: phase, primitive and algorithm (words 0 .. C_ALGO + _ALGO_WORDS).
+    cols = every[:, :C_FLAGS] if checked else every[:, C_MAGIC:C_ALGO + _ALGO_WORDS]
     if not np.all(cols == cols[0]):
         return False
     return bool(np.all(every[:, C_MAGIC] == every[0, C_MAGIC]))

@@ -72,7 +72,7 @@ def test_fingerprint_roundtrip_and_compare():
     assert a.dtype == np.int64 and a.size == fpr.L
     every = np.stack([a, a, b])
     assert fpr.primitives(every) == ["reduce_scatter"] * 3
-    assert fpr.all_agree(every, checked=False)            # agree mode compares no description
+    assert fpr.all_agree(every, checked=False)            # agree mode: primitive and algorithm only
     assert not fpr.all_agree(every, checked=True)
     diffs = fpr.differences(every, checked=True)
     assert [d[0] for d in diffs] == ["recvcounts"]
@@ -108,6 +108,49 @@ def test_fingerprint_call_number_and_names():
     assert isinstance(exc, mpicoll.ArgumentError) and isinstance(exc, ValueError)
     back = pickle.loads(pickle.dumps(exc))
     assert str(back) == "m" and back.Get_error_class() == MPI.ERR_COUNT and back.differences
+
+
+def test_agree_mode_compares_primitive_and_algorithm():
+    desc = ("ring", MPI.SUM, np.dtype("f8"), 10, None, None)
+    a = fpr.build(fpr.SETTLE, 3, "allreduce", fpr.FLAG_RECORDED, desc)
+    b = fpr.build(fpr.SETTLE, 3, "allreduce", fpr.FLAG_RECORDED, ("recursive_doubling",) + desc[1:])
+    every = np.stack([a, a, b])
+    assert not fpr.all_agree(every, checked=False)
+    (name, _, groups), = fpr.differences(every, checked=False)
+    assert name == "algorithm" and groups == {"ring": [0, 1], "recursive_doubling": [2]}
+    c = fpr.build(fpr.SETTLE, 3, "bcast", fpr.FLAG_RECORDED, ("binomial", None, np.dtype("f8"), 10, 0, None))
+    assert [d[0] for d in fpr.differences(np.stack([a, c]), checked=False)] == ["primitive"]
+    # Same algorithm, different count: agree mode leaves it to MPI semantics.
+    d = fpr.build(fpr.SETTLE, 3, "allreduce", fpr.FLAG_RECORDED, desc[:3] + (11, None, None))
+    assert fpr.all_agree(np.stack([a, d]), checked=False)
+
+
+@pytest.mark.mpi
+def test_agree_mode_catches_per_rank_algorithms():
+    """Default mode: ranks that pick different algorithms raise everywhere, never hang."""
+    if N == 1:
+        pytest.skip("needs two ranks to disagree")
+    comm = world.Dup()
+    try:
+        set_check(comm, "agree")
+        x = np.ones(2 * N + 1)
+        algo = "ring" if RANK == 0 else "recursive_doubling"
+        with pytest.raises(CollectiveMismatchError, match="algorithm") as info:
+            mpicoll.allreduce(x, algorithm=algo, comm=comm)
+        assert "rank 0" in str(info.value) and "ring" in str(info.value)
+        # Different collectives at once: named too.
+        with pytest.raises(CollectiveMismatchError, match="primitive"):
+            if RANK == N - 1:
+                mpicoll.bcast(x, 0, comm=comm)
+            else:
+                mpicoll.allreduce(x, comm=comm)
+        # A count mismatch that makes 'auto' choose differently names the count as well.
+        with pytest.raises(CollectiveMismatchError, match="count"):
+            mpicoll.bcast(np.ones(1 if RANK == 0 else 1 << 20), 0, comm=comm,
+                          algorithm="binomial" if RANK == 0 else "pipeline")
+        still_works(comm)
+    finally:
+        comm.Free()
 
 
 def test_phase_mismatch_is_structural():
