@@ -20,6 +20,8 @@ communicator (same method names and signatures as ``MPI.Comm``):
   device pointer (a non-aware MPI would dereference it on the host and
   crash the process).
 """
+import contextlib
+import sys
 import threading
 
 import numpy as np
@@ -41,8 +43,13 @@ class CupyAdapter:
 
     @staticmethod
     def matches(obj):
-        t = type(obj)
-        return t.__module__.split(".")[0] == "cupy" and t.__name__ == "ndarray"
+        # A CuPy array (or subclass) can only exist once cupy is imported.
+        cp = sys.modules.get("cupy")
+        return cp is not None and isinstance(obj, getattr(cp, "ndarray", ()))
+
+    def on_device(self, device):
+        """Context: make ``device`` current (kernels, streams and copies go there)."""
+        return self.cupy.cuda.Device(device)
 
     @staticmethod
     def ptr(a):
@@ -106,11 +113,18 @@ def adapter_of(obj):
     for ad in _adapters:
         if ad.matches(obj):
             return ad
-    if CupyAdapter.matches(obj):
+    if "cupy" in sys.modules and CupyAdapter.matches(obj):
         if _cupy_adapter is None:
             _cupy_adapter = CupyAdapter()
         return _cupy_adapter
     return None
+
+
+def on_device(adapter, device):
+    """Context making the arrays' device current for one call (a no-op for host data)."""
+    if adapter is None or not hasattr(adapter, "on_device"):
+        return contextlib.nullcontext()
+    return adapter.on_device(device)
 
 
 def data_ptr(a):
@@ -184,14 +198,14 @@ class PinnedArena:
     def take(self, dtype, count):
         """A host array of ``count`` elements of ``dtype`` in pinned memory."""
         nbytes = count * np.dtype(dtype).itemsize
+        if self.live == 0:
+            self.top = 0               # nothing in flight: reuse the block from its start
         self.live += 1
         self.takes += 1
         if nbytes == 0:
             # NumPy gives an empty slice the block's start address, which MPI
             # would take for an aliased buffer: empty slots are their own.
             return np.empty(0, dtype)
-        if self.live == 1:
-            self.top = 0
         if self.block is None or self.top + nbytes > self.capacity:
             # Room for two slots of this size: a staged Sendrecv takes a pair.
             size = max(2 * self.capacity, 2 * (nbytes + _ALIGN), 1 << 16)
@@ -303,7 +317,7 @@ class StagedTransport:
         # Every request of a call completes within it: a new call starts with
         # no live slot (even if an earlier call was cut short by an error).
         self.arena.live = 0
-        self.pending = []          # (request, host slot, device array or None)
+        self.pending = {}          # id(request) -> (request, device array or None, host slot)
 
     def _outgoing(self, buf):
         if self.adapter.matches(buf):
@@ -349,23 +363,20 @@ class StagedTransport:
         host, staged = (self._incoming if lands else self._outgoing)(buf)
         req = start(host, peer, tag)
         if staged:
-            self.pending.append((req, host, buf if lands else None))
+            self.pending[id(req)] = (req, buf if lands else None, host)
         return req
 
     def finish(self, requests):
         """After ``requests`` completed: land staged receives, free their slots."""
         if not self.pending:
             return
-        done = {id(r) for r in requests}
-        keep = []
-        for req, host, dev in self.pending:
-            if id(req) in done:
-                if dev is not None:
-                    self.adapter.to_device(host, dev)
+        for r in requests:
+            # The pending entry holds the request, so its id stays unique meanwhile.
+            entry = self.pending.pop(id(r), None)
+            if entry is not None:
+                if entry[1] is not None:
+                    self.adapter.to_device(entry[2], entry[1])
                 self.arena.give()
-            else:
-                keep.append((req, host, dev))
-        self.pending = keep
 
     def __getattr__(self, name):
         # Native collectives on staged copies: inputs copied down, outputs back up.

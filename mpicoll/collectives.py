@@ -28,7 +28,7 @@ from mpi4py import MPI
 from . import coll as _coll  # noqa: F401  (importing it fills the registry)
 from ._buffers import (IN_PLACE, as_array, check_counts, check_no_alias, check_root,
                        check_size, same_dtype, same_memory)
-from ._device import adapter_of, empty
+from ._device import adapter_of, empty, on_device
 from ._call import Call
 from ._errors import ArgumentError
 from ._ops import check_op
@@ -75,7 +75,8 @@ def _run(call, count, itemsize, fn, *args):
             break
     ctx = call.ctx(count, itemsize, adapter, device)  # recorded for traffic() even when empty
     if count:                          # zero elements everywhere: nothing to move
-        fn(ctx, *args)
+        with on_device(adapter, device):   # kernels, streams and copies on the data's GPU
+            fn(ctx, *args)
 
 
 # -- bcast -----------------------------------------------------------------

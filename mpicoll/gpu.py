@@ -35,10 +35,16 @@ _FALSE = {"0", "false", "no", "off"}
 
 def _query_function():
     from mpi4py import MPI
-    try:
-        lib = ctypes.CDLL(MPI.__file__)
-        fn = lib.MPIX_Query_cuda_support
-    except (OSError, AttributeError):
+    fn = None
+    # mpi4py's extension links libmpi; a libmpi opened with dlopen is found
+    # through the process's global symbols instead.
+    for lib in (MPI.__file__, None):
+        try:
+            fn = ctypes.CDLL(lib).MPIX_Query_cuda_support
+            break
+        except (OSError, AttributeError):
+            continue
+    if fn is None:
         return None
     fn.restype = ctypes.c_int
     fn.argtypes = []

@@ -227,6 +227,23 @@ def test_pinned_staging_buffers_are_reused_across_calls(restore_path):
         assert ad.pinned_blocks == grown       # ... and is reused from then on
 
 
+def test_arena_reuses_its_block_when_a_step_starts_with_an_empty_slot():
+    """A staged Sendrecv with nothing to send still starts from the block's start."""
+    ad = fd.FakeAdapter()
+    arena = _device.PinnedArena(ad)
+    for _ in range(1000):
+        empty_send = arena.take(np.float64, 0)
+        recv = arena.take(np.float64, 100)
+        assert empty_send.size == 0 and recv.size == 100
+        arena.give(2)
+    assert ad.pinned_blocks == 1 and arena.live == 0
+    # Live slots are never overwritten: a second slot starts past the first.
+    a = arena.take(np.uint8, 10)
+    b = arena.take(np.uint8, 10)
+    assert _device.data_ptr(b) >= _device.data_ptr(a) + 10
+    arena.give(2)
+
+
 @pytest.mark.mpi
 def test_mixed_host_and_device_buffers_fail_on_every_rank(restore_path):
     fake(aware=False)
