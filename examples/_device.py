@@ -55,15 +55,10 @@ def setup(argv=None, description=None, extra=None):
         return np, args
     comm = MPI.COMM_WORLD
     # Every rank checks on its own, then all learn every verdict: the same decision everywhere.
-    every = comm.allgather(gpu.device_precheck())
-    bad = [(r, why) for r, (ok, why) in enumerate(every) if not ok]
-    if bad:
+    why = gpu.no_gpu_reason(comm)
+    if why:
         if comm.Get_rank() == 0:
-            reasons = "; ".join(sorted({why for _, why in bad}))
-            where = (f"any of the {len(every)} ranks" if len(bad) == len(every) > 1 else
-                     "this rank" if len(every) == 1 else
-                     "rank" + ("s " if len(bad) > 1 else " ") + ", ".join(str(r) for r, _ in bad))
-            _fail(f"--device gpu: no usable GPU on {where}: {reasons}")
+            _fail(f"--device gpu: {why}")
         raise SystemExit(NO_GPU_EXIT)
     try:
         gpu.select_device(comm)

@@ -326,16 +326,9 @@ def use_device(comm, device):
     """
     if device != "gpu":
         return None
-    ok, why = gpu.device_precheck()
-    every = comm.allgather((ok, why))
-    bad = [(r, w) for r, (o, w) in enumerate(every) if not o]
-    if bad:
-        reasons = sorted({w for _, w in bad})
-        if len(bad) == len(every):
-            where = "this rank" if len(every) == 1 else f"any of the {len(every)} ranks"
-        else:
-            where = "rank" + ("s " if len(bad) > 1 else " ") + ", ".join(str(r) for r, _ in bad)
-        raise NoDevice(f"--device gpu: no usable GPU on {where}: {'; '.join(reasons)}", True)
+    why = gpu.no_gpu_reason(comm)
+    if why:
+        raise NoDevice(f"--device gpu: {why}", True)
     try:
         sel = gpu.select_device(comm)          # collective: every rank gets here
     except RuntimeError as exc:

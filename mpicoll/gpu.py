@@ -26,8 +26,8 @@ import os
 from ._device import release_staging, set_cuda_aware, staging_stats
 
 __all__ = ["cuda_aware", "cuda_aware_report", "cupy_status", "device_path", "set_cuda_aware",
-           "staging_stats", "release_staging", "local_rank", "device_precheck", "select_device",
-           "nccl_status"]
+           "staging_stats", "release_staging", "local_rank", "device_precheck", "no_gpu_reason",
+           "select_device", "nccl_status"]
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -163,6 +163,26 @@ def device_precheck():
             return False, (f"MPICOLL_DEVICE={forced!r}: expected a device number in "
                            f"[0, {count - 1}] ({count} CUDA device(s) here)")
     return ok, why
+
+
+def no_gpu_reason(comm=None):
+    """Collective: None when every rank has a usable GPU, else why not, the same text on
+    every rank ("no usable GPU on rank 1: ..." / "on any of the 4 ranks: ...").
+
+    Every rank runs :func:`device_precheck` on its own and the verdicts are
+    exchanged, so an entry point can stop on every rank at the same point
+    instead of leaving the ranks with a GPU waiting for the others.
+    """
+    from mpi4py import MPI
+    every = (comm or MPI.COMM_WORLD).allgather(device_precheck())
+    bad = [(r, why) for r, (ok, why) in enumerate(every) if not ok]
+    if not bad:
+        return None
+    if len(bad) == len(every):
+        where = "this rank" if len(every) == 1 else f"any of the {len(every)} ranks"
+    else:
+        where = "rank" + ("s " if len(bad) > 1 else " ") + ", ".join(str(r) for r, _ in bad)
+    return f"no usable GPU on {where}: {'; '.join(sorted({why for _, why in bad}))}"
 
 
 def select_device(comm=None, device=None):
