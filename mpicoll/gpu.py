@@ -138,14 +138,24 @@ def local_rank(comm=None):
     Launcher variables first (no communication); otherwise an
     ``MPI_COMM_TYPE_SHARED`` split of ``comm`` (collective: call it on every rank).
     """
+    found = _launcher_local_rank()
+    return found if found is not None else (_node_rank_size(comm)[0], "MPI shared-memory split")
+
+
+def _launcher_local_rank():
     for var in _LOCAL_ENV:
         val = os.environ.get(var, "").strip()
         if val.isdigit():
             return int(val), var
+    return None
+
+
+def _node_rank_size(comm):
+    """(rank, size) in an ``MPI_COMM_TYPE_SHARED`` split of ``comm`` (collective)."""
     from mpi4py import MPI
     node = (comm or MPI.COMM_WORLD).Split_type(MPI.COMM_TYPE_SHARED)
     try:
-        return node.Get_rank(), "MPI shared-memory split"
+        return node.Get_rank(), node.Get_size()
     finally:
         node.Free()
 
@@ -193,12 +203,15 @@ def select_device(comm=None, device=None):
     are more ranks than GPUs on a node. Raises RuntimeError naming the
     reason when CuPy or a device is missing.
     """
+    # The one collective step comes first, so that a rank about to raise
+    # below does not leave the others waiting in it.
+    node_rank, ranks_on_node = _node_rank_size(comm)
     ok, why = cupy_status()
     if not ok:
         raise RuntimeError(f"no GPU for this rank: {why}")
     import cupy
     count = cupy.cuda.runtime.getDeviceCount()
-    lrank, how = local_rank(comm)
+    lrank, how = _launcher_local_rank() or (node_rank, "MPI shared-memory split")
     forced = device if device is not None else os.environ.get("MPICOLL_DEVICE", "").strip() or None
     if forced is not None:
         try:
@@ -211,18 +224,8 @@ def select_device(comm=None, device=None):
     else:
         dev = lrank % count
     cupy.cuda.Device(dev).use()
-    ranks_on_node = _node_size(comm)      # collective: every rank calls it
     return {"device": dev, "local_rank": lrank, "how": how, "device_count": count,
             "ranks_on_node": ranks_on_node, "shared": ranks_on_node > count}
-
-
-def _node_size(comm):
-    from mpi4py import MPI
-    node = (comm or MPI.COMM_WORLD).Split_type(MPI.COMM_TYPE_SHARED)
-    try:
-        return node.Get_size()
-    finally:
-        node.Free()
 
 
 def nccl_status():
