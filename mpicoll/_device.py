@@ -29,7 +29,7 @@ from mpi4py import MPI
 
 __all__ = ["adapter_of", "register_adapter", "data_ptr", "empty", "transport",
            "PinnedArena", "AwareTransport", "StagedTransport", "set_cuda_aware",
-           "cuda_aware_cached", "staging_stats", "release_staging"]
+           "cuda_aware_decision", "staging_stats", "release_staging"]
 
 
 class CupyAdapter:
@@ -143,28 +143,31 @@ def empty(like, shape, dtype=None):
 # -- CUDA awareness (decided once per process unless overridden) -----------
 
 _aware_override = None
-_aware_cached = None
+_aware_decision = None     # (aware, what decided), from the probes, cached
 
 
 def set_cuda_aware(value):
-    """Force the device path: True (pass device pointers), False (stage), None (detect)."""
-    global _aware_override, _aware_cached
+    """Force the device path: True (pass device pointers), False (stage), None (detect
+    again, reading ``MPICOLL_CUDA_AWARE`` and the probes anew)."""
+    global _aware_override, _aware_decision
     if value not in (None, True, False):
         from ._errors import ArgumentTypeError, describe
         raise ArgumentTypeError(f"value: expected True, False or None; got {describe(value)}")
     _aware_override = value
-    _aware_cached = None
+    _aware_decision = None
 
 
-def cuda_aware_cached():
-    """The decision used for device buffers (``set_cuda_aware``, else the probes, cached)."""
-    global _aware_cached
+def cuda_aware_decision():
+    """(aware, source): what device buffers get -- ``set_cuda_aware``, else the probes
+    (``MPICOLL_CUDA_AWARE`` first), run once and cached (they cost an MPI info query)."""
+    global _aware_decision
     if _aware_override is not None:
-        return _aware_override
-    if _aware_cached is None:
-        from .gpu import cuda_aware
-        _aware_cached = cuda_aware()
-    return _aware_cached
+        return _aware_override, "mpicoll.gpu.set_cuda_aware"
+    if _aware_decision is None:
+        from .gpu import cuda_aware_report
+        rep = cuda_aware_report()
+        _aware_decision = (rep["cuda_aware"], rep["source"])
+    return _aware_decision
 
 
 # -- pinned staging ---------------------------------------------------------
@@ -412,6 +415,6 @@ def transport(comm, adapter, device):
     """What the point-to-point layer talks to for arrays of ``adapter`` (None = host)."""
     if adapter is None:
         return comm
-    if cuda_aware_cached():
+    if cuda_aware_decision()[0]:
         return AwareTransport(comm, adapter, device)
     return StagedTransport(comm, adapter, device)

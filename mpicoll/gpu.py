@@ -115,16 +115,14 @@ def device_path(buf=None):
     ``path`` is ``"cuda-aware"`` (device pointers handed to MPI after a
     stream synchronisation) or ``"staged"`` (copied through pinned host
     memory); with ``buf`` a NumPy array it is ``"host"``. ``source`` names
-    what decided (``set_cuda_aware``, ``MPICOLL_CUDA_AWARE`` or a probe).
+    what decided (``set_cuda_aware``, ``MPICOLL_CUDA_AWARE`` or a probe). It
+    is the decision the collectives use: made once per process and cached
+    (``set_cuda_aware(None)`` makes it again).
     """
     from . import _device
     if buf is not None and _device.adapter_of(buf) is None:
         return {"path": "host", "cuda_aware": None, "source": "NumPy array (host memory)"}
-    if _device._aware_override is not None:
-        aware, source = _device._aware_override, "mpicoll.gpu.set_cuda_aware"
-    else:
-        rep = cuda_aware_report()
-        aware, source = rep["cuda_aware"], rep["source"]
+    aware, source = _device.cuda_aware_decision()
     return {"path": "cuda-aware" if aware else "staged", "cuda_aware": aware, "source": source}
 
 

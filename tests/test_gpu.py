@@ -92,8 +92,11 @@ def test_device_path_follows_the_override(monkeypatch):
     monkeypatch.setenv("MPICOLL_CUDA_AWARE", "1")
     assert gpu.device_path() == {"path": "cuda-aware", "cuda_aware": True,
                                  "source": "MPICOLL_CUDA_AWARE"}
-    # The wheels on this machine are not CUDA-aware: detection says so.
+    # The decision is cached (the collectives use the same one); detecting again
+    # after the variable is gone: the wheels on this machine are not CUDA-aware.
     monkeypatch.delenv("MPICOLL_CUDA_AWARE")
+    assert gpu.device_path()["source"] == "MPICOLL_CUDA_AWARE"
+    gpu.set_cuda_aware(None)
     rep = gpu.cuda_aware_report()
     assert gpu.device_path()["path"] == ("cuda-aware" if rep["cuda_aware"] else "staged")
 
