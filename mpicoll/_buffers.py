@@ -15,14 +15,10 @@ from mpi4py import MPI
 from ._device import adapter_of, data_ptr
 from ._errors import ArgumentError, ArgumentTypeError, describe
 
-__all__ = ["is_cupy", "is_device", "as_array", "check_dtype", "same_dtype", "same_memory",
+__all__ = ["is_device", "as_array", "check_dtype", "same_dtype", "same_memory",
            "check_size", "check_root", "check_counts", "check_no_alias", "IN_PLACE"]
 
 IN_PLACE = MPI.IN_PLACE
-
-
-def is_cupy(obj):
-    return type(obj).__module__.split(".")[0] == "cupy"
 
 
 def is_device(obj):

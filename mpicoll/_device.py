@@ -100,11 +100,6 @@ def register_adapter(adapter):
         _adapters.append(adapter)
 
 
-def unregister_adapter(adapter):
-    if adapter in _adapters:
-        _adapters.remove(adapter)
-
-
 def adapter_of(obj):
     """The adapter of a device array, or None for host memory (and anything else)."""
     global _cupy_adapter
