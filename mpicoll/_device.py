@@ -117,7 +117,7 @@ def adapter_of(obj):
 
 def on_device(adapter, device):
     """Context making the arrays' device current for one call (a no-op for host data)."""
-    if adapter is None or not hasattr(adapter, "on_device"):
+    if adapter is None:
         return contextlib.nullcontext()
     return adapter.on_device(device)
 

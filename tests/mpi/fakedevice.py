@@ -156,6 +156,10 @@ class FakeAdapter:
     def device_id(a):
         return 0
 
+    @staticmethod
+    def on_device(device):
+        return _Device()
+
     def sync(self):
         self.syncs += 1
 
