@@ -50,6 +50,7 @@ from ._defaults import default_algorithm
 from ._errors import ArgumentError, ArgumentTypeError, describe
 from ._fingerprint import CollectiveMismatchError
 from ._registry import algorithms, env_choice, lookup
+from .sched.run import PlanCache
 
 __all__ = ["Call", "check_mode", "set_check", "get_check", "CollectiveMismatchError"]
 
@@ -127,9 +128,11 @@ def _as_comm(comm):
 class _CommState:
     """Per-communicator state, cached on the private communicator."""
 
-    __slots__ = ("seq", "mode", "raw")
+    __slots__ = ("seq", "mode", "raw", "plans", "nb_seq")
 
     def __init__(self, size):
+        self.plans = PlanCache()     # recorded schedules and their scratch (mpicoll.sched)
+        self.nb_seq = 0              # nonblocking/persistent requests started (their tags)
         self.seq = 0                 # collective calls made on this communicator (this rank)
         self.mode = None             # set_check() override, else MPICOLL_CHECK
         self.raw = bytearray(size * fpr.L * 8)   # every rank's fingerprint, gathered

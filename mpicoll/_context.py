@@ -22,9 +22,11 @@ import contextlib
 import threading
 import time
 
+import numpy as np
 from mpi4py import MPI
 
-from ._device import transport
+from ._device import data_ptr, empty, transport
+from ._ops import combine
 
 __all__ = ["private_comm", "Ctx", "traffic", "Traffic", "CallTraffic"]
 
@@ -157,11 +159,14 @@ class Ctx:
     device arrays the transport that synchronises or stages for it.
     """
 
-    __slots__ = ("comm", "mpi", "path", "rank", "size", "_rec")
+    __slots__ = ("comm", "mpi", "path", "rank", "size", "_rec", "tag", "op", "like")
 
     def __init__(self, comm, primitive, algorithm, count=0, itemsize=0, adapter=None,
-                 device=None):
+                 device=None, tag=_TAG):
         self.comm = comm
+        self.tag = tag          # blocking calls share one tag; each nonblocking one has its own
+        self.op = None          # the call's reduction op (ctx.reduce)
+        self.like = None        # an array of the call's dtype and memory (ctx.scratch)
         self.mpi = transport(comm, adapter, device)
         self.path = getattr(self.mpi, "path", "host")
         self.rank = comm.Get_rank()
@@ -190,24 +195,24 @@ class Ctx:
     # point-to-point -----------------------------------------------------
     def send(self, buf, dest):
         self._sent(buf)
-        self.mpi.Send(buf, dest, _TAG)
+        self.mpi.Send(buf, dest, self.tag)
 
     def recv(self, buf, source):
         self._recvd(buf)
-        self.mpi.Recv(buf, source, _TAG)
+        self.mpi.Recv(buf, source, self.tag)
 
     def sendrecv(self, sendbuf, dest, recvbuf, source):
         self._sent(sendbuf)
         self._recvd(recvbuf)
-        self.mpi.Sendrecv(sendbuf, dest, _TAG, recvbuf, source, _TAG)
+        self.mpi.Sendrecv(sendbuf, dest, self.tag, recvbuf, source, self.tag)
 
     def isend(self, buf, dest):
         self._sent(buf)
-        return self.mpi.Isend(buf, dest, _TAG)
+        return self.mpi.Isend(buf, dest, self.tag)
 
     def irecv(self, buf, source):
         self._recvd(buf)
-        return self.mpi.Irecv(buf, source, _TAG)
+        return self.mpi.Irecv(buf, source, self.tag)
 
     def waitall(self, requests):
         """Complete ``requests`` (from isend/irecv); received data is then in place."""
@@ -218,6 +223,23 @@ class Ctx:
 
     def wait(self, request):
         self.waitall([request])
+
+    # local steps (the same calls a plan records, see mpicoll.sched.plan) --
+    def scratch(self, n):
+        """A scratch vector of ``n`` elements in the call's dtype and memory."""
+        if self.like is None:           # barrier: zero-byte tokens
+            return np.empty(n, np.uint8)
+        return empty(self.like, n)
+
+    def copy(self, dst, src):
+        """``dst[...] = src``; nothing when ``src`` is None (in place) or the same memory."""
+        if src is None or src is dst or (src.size == dst.size and data_ptr(src) == data_ptr(dst)):
+            return
+        dst[...] = src
+
+    def reduce(self, lower, higher, out):
+        """``lower (op) higher`` with the call's op; returns the array holding the result."""
+        return combine(self.op, lower, higher, out)
 
 
 def _emit(kind, t0, **info):

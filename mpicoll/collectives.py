@@ -30,6 +30,8 @@ from ._buffers import (IN_PLACE, as_array, check_counts, check_no_alias, check_r
                        check_size, same_dtype, same_memory)
 from ._device import adapter_of, empty, on_device
 from ._call import Call
+from ._context import Ctx
+from .sched.run import execute
 from ._errors import ArgumentError
 from ._ops import check_op
 
@@ -68,15 +70,29 @@ def _recv_array(argname, recvbuf, send, expected, how, alloc_shape):
 def _run(call, count, itemsize, fn, *args):
     # Device buffers (all of one call share one memory) choose the transport.
     adapter = device = None
+    like = op = None
     for a in args:
-        adapter = adapter_of(a)
-        if adapter is not None:
-            device = adapter.device_id(a)
-            break
+        if isinstance(a, MPI.Op):
+            op = a
+        elif like is None and a is not None and not isinstance(a, (int, list, tuple)):
+            like = a
+            adapter = adapter_of(a)
+            if adapter is not None:
+                device = adapter.device_id(a)
     ctx = call.ctx(count, itemsize, adapter, device)  # recorded for traffic() even when empty
-    if count:                          # zero elements everywhere: nothing to move
-        with on_device(adapter, device):   # kernels, streams and copies on the data's GPU
+    if not count:                      # zero elements everywhere: nothing to move
+        return
+    ctx.op, ctx.like = op, like
+    with on_device(adapter, device):   # kernels, streams and copies on the data's GPU
+        if fn.algorithm == "native":
             fn(ctx, *args)
+            return
+        entry = call.state.plans.get(fn, call.rank, call.size, args, itemsize, op)
+        if entry is None:
+            fn(ctx, *args)
+        else:
+            fast = ctx.mpi is ctx.comm and ctx._rec is None and type(ctx) is Ctx
+            execute(ctx, entry, args, op, fast)
 
 
 # -- bcast -----------------------------------------------------------------
@@ -404,7 +420,14 @@ def _barrier(call, algorithm):
     call.settle()
     ctx = call.ctx()
     if call.size > 1:
-        fn(ctx)
+        if fn.algorithm == "native":
+            fn(ctx)
+            return
+        entry = call.state.plans.get(fn, call.rank, call.size, (), 0, None)
+        if entry is None:
+            fn(ctx)
+        else:
+            execute(ctx, entry, (), None, type(ctx) is Ctx and ctx._rec is None)
 
 
 def barrier(*, comm=None, algorithm=None):

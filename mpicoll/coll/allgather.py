@@ -11,7 +11,7 @@ Costs: α per message, β per byte, n bytes per rank's block.
 from .._registry import register
 from mpi4py import MPI
 
-from ._common import aliases, copy_in, pof2_below, fold_rank, unfold_rank, first_rank, empty
+from ._common import aliases, pof2_below, fold_rank, unfold_rank, first_rank
 from .bcast import binomial_bcast
 from .gather import binomial_gather
 
@@ -29,7 +29,7 @@ def allgather_ring(ctx, sendbuf, recvbuf):
     Cost: (N-1)(α + nβ); N-1 steps. Bandwidth-optimal; latency grows with N.
     """
     size, rank, c = ctx.size, ctx.rank, sendbuf.size
-    copy_in(recvbuf[rank * c:(rank + 1) * c], sendbuf)
+    ctx.copy(recvbuf[rank * c:(rank + 1) * c], sendbuf)
     right, left = (rank + 1) % size, (rank - 1) % size
     for s in range(size - 1):
         sb, rb = (rank - s) % size, (rank - s - 1) % size
@@ -47,7 +47,7 @@ def allgather_recursive_doubling(ctx, sendbuf, recvbuf):
     Best for short messages.
     """
     size, rank, c = ctx.size, ctx.rank, sendbuf.size
-    copy_in(recvbuf[rank * c:(rank + 1) * c], sendbuf)
+    ctx.copy(recvbuf[rank * c:(rank + 1) * c], sendbuf)
     pof2 = pof2_below(size)
     rem = size - pof2
     v = fold_rank(rank, rem)
@@ -81,16 +81,16 @@ def allgather_bruck(ctx, sendbuf, recvbuf):
     a power of two.
     """
     size, rank, c = ctx.size, ctx.rank, sendbuf.size
-    tmp = empty(sendbuf, size * c)
-    tmp[:c] = sendbuf          # tmp block i = block of rank (rank + i)
+    tmp = ctx.scratch(size * c)
+    ctx.copy(tmp[:c], sendbuf)   # tmp block i = block of rank (rank + i)
     k = 1
     while k < size:
         nb = min(k, size - k)
         ctx.sendrecv(tmp[:nb * c], (rank - k) % size, tmp[k * c:(k + nb) * c], (rank + k) % size)
         k <<= 1
     split_at = (size - rank) * c
-    recvbuf[rank * c:] = tmp[:split_at]
-    recvbuf[:rank * c] = tmp[split_at:]
+    ctx.copy(recvbuf[rank * c:], tmp[:split_at])
+    ctx.copy(recvbuf[:rank * c], tmp[split_at:])
 
 
 @register("allgather", "gather_bcast")

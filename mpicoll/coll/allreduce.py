@@ -10,9 +10,9 @@ Algorithms take ``(ctx, sendbuf, recvbuf, op)``; ``sendbuf`` is None when
 the call is in place (``recvbuf`` then holds the input).
 Costs: α per message, β per byte, γ per byte reduced, n bytes per rank.
 """
-from .._ops import combine, op_ufunc
+from .._ops import op_ufunc
 from .._registry import register
-from ._common import split, offsets, pof2_below, fold_rank, unfold_rank, copy_in, empty_like, empty
+from ._common import split, offsets, pof2_below, fold_rank, unfold_rank
 from .bcast import binomial_bcast
 from .reduce import binomial_reduce, halving_reduce_scatter
 
@@ -31,7 +31,10 @@ def allreduce_reduce_bcast(ctx, sendbuf, recvbuf, op):
     Cost: 2⌈log2 N⌉(α + nβ) + ⌈log2 N⌉nγ; 2⌈log2 N⌉ steps.
     Any op (rank order kept); simple but moves every byte 2 log N times.
     """
-    data = recvbuf.copy() if sendbuf is None else sendbuf
+    data = sendbuf
+    if sendbuf is None:
+        data = ctx.scratch(recvbuf.size)
+        ctx.copy(data, recvbuf)
     binomial_reduce(ctx, data, recvbuf if ctx.rank == 0 else None, op, 0)
     binomial_bcast(ctx, recvbuf, 0)
 
@@ -44,9 +47,7 @@ def _fold_in(ctx, recvbuf, spare, op, rem):
             ctx.send(recvbuf, rank + 1)
         else:
             ctx.recv(spare, rank - 1)
-            res = combine(op, spare, recvbuf, recvbuf)   # rank - 1 comes first
-            if res is not recvbuf:
-                recvbuf[...] = res
+            ctx.copy(recvbuf, ctx.reduce(spare, recvbuf, recvbuf))   # rank - 1 comes first
 
 
 def _fold_start(ctx, sendbuf, recvbuf, op):
@@ -55,10 +56,10 @@ def _fold_start(ctx, sendbuf, recvbuf, op):
     Returns (p, rem, spare, v): p = 2^⌊log2 N⌋, rem = N - p, a scratch vector,
     and this rank's virtual rank (< 0 when it was folded out).
     """
-    copy_in(recvbuf, sendbuf)
+    ctx.copy(recvbuf, sendbuf)
     pof2 = pof2_below(ctx.size)
     rem = ctx.size - pof2
-    spare = empty_like(recvbuf)
+    spare = ctx.scratch(recvbuf.size)
     _fold_in(ctx, recvbuf, spare, op, rem)
     return pof2, rem, spare, fold_rank(ctx.rank, rem)
 
@@ -90,14 +91,13 @@ def allreduce_recursive_doubling(ctx, sendbuf, recvbuf, op):
             partner = unfold_rank(pv, rem)
             ctx.sendrecv(acc, partner, spare, partner)
             if pv < v:
-                res = combine(op, spare, acc, acc)
+                res = ctx.reduce(spare, acc, acc)
             else:
-                res = combine(op, acc, spare, acc)
+                res = ctx.reduce(acc, spare, acc)
             if res is spare:
                 acc, spare = spare, acc
             mask <<= 1
-        if acc is not recvbuf:
-            recvbuf[...] = acc
+        ctx.copy(recvbuf, acc)
     _fold_out(ctx, recvbuf, rem)
 
 
@@ -113,12 +113,12 @@ def allreduce_ring(ctx, sendbuf, recvbuf, op):
     size, rank = ctx.size, ctx.rank
     if size == 1 or op_ufunc(op) is None:
         # User ops write into their second operand, which must not be sendbuf.
-        copy_in(recvbuf, sendbuf)
+        ctx.copy(recvbuf, sendbuf)
         sendbuf = None
     src = recvbuf if sendbuf is None else sendbuf
     off = offsets(split(recvbuf.size, size))
     right, left = (rank + 1) % size, (rank - 1) % size
-    tmp = empty(recvbuf, off[1] if size > 1 else 0)  # chunk 0 is the largest
+    tmp = ctx.scratch(off[1] if size > 1 else 0)  # chunk 0 is the largest
 
     def chunk(buf, i):
         i %= size
@@ -132,7 +132,7 @@ def allreduce_ring(ctx, sendbuf, recvbuf, op):
         mine = chunk(recvbuf, rank - s - 1)
         rbuf = tmp[:mine.size]
         ctx.sendrecv(send, right, rbuf, left)
-        combine(op, rbuf, chunk(src, rank - s - 1), mine)
+        ctx.reduce(rbuf, chunk(src, rank - s - 1), mine)
     # Allgather: rank now owns chunk rank+1; pass the finished chunks around.
     for s in range(size - 1):
         ctx.sendrecv(chunk(recvbuf, rank + 1 - s), right, chunk(recvbuf, rank - s), left)

@@ -8,7 +8,6 @@ Per rank, N = 2 (blocks of one element)::
 Costs: α per message, β per byte, n bytes per block (N blocks per rank).
 """
 from .._registry import register
-from ._common import copy_in, empty
 
 
 @register("alltoall", "native")
@@ -25,7 +24,7 @@ def alltoall_pairwise(ctx, sendbuf, recvbuf):
     """
     size, rank = ctx.size, ctx.rank
     c = sendbuf.size // size
-    copy_in(recvbuf[rank * c:(rank + 1) * c], sendbuf[rank * c:(rank + 1) * c])
+    ctx.copy(recvbuf[rank * c:(rank + 1) * c], sendbuf[rank * c:(rank + 1) * c])
     for i in range(1, size):
         dst, src = (rank + i) % size, (rank - i) % size
         ctx.sendrecv(sendbuf[dst * c:(dst + 1) * c], dst, recvbuf[src * c:(src + 1) * c], src)
@@ -43,17 +42,16 @@ def alltoall_bruck(ctx, sendbuf, recvbuf):
     size, rank = ctx.size, ctx.rank
     c = sendbuf.size // size
     if size == 1:
-        copy_in(recvbuf, sendbuf)
+        ctx.copy(recvbuf, sendbuf)
         return
     # Rotate: tmp block i is the block destined for rank + i.
-    tmp = empty(sendbuf, (size, c))
-    flat = tmp.reshape(-1)
+    flat = ctx.scratch(size * c)
     k = (size - rank) * c
-    flat[:k] = sendbuf[rank * c:]
-    flat[k:] = sendbuf[:rank * c]
+    ctx.copy(flat[:k], sendbuf[rank * c:])
+    ctx.copy(flat[k:], sendbuf[:rank * c])
     most = (size + 1) // 2 * c
-    pack = empty(sendbuf, most)
-    unpack = empty(sendbuf, most)
+    pack = ctx.scratch(most)
+    unpack = ctx.scratch(most)
     k = 1
     while k < size:
         # Blocks with bit k set form runs [j, j+k) for j = k, 3k, 5k, ...:
@@ -62,17 +60,16 @@ def alltoall_bruck(ctx, sendbuf, recvbuf):
         runs = [(j, min(j + k, size)) for j in range(k, size, 2 * k)]
         n = 0
         for a, b in runs:
-            pack[n:n + (b - a) * c] = flat[a * c:b * c]
+            ctx.copy(pack[n:n + (b - a) * c], flat[a * c:b * c])
             n += (b - a) * c
         ctx.sendrecv(pack[:n], (rank + k) % size, unpack[:n], (rank - k) % size)
         n = 0
         for a, b in runs:
-            flat[a * c:b * c] = unpack[n:n + (b - a) * c]
+            ctx.copy(flat[a * c:b * c], unpack[n:n + (b - a) * c])
             n += (b - a) * c
         k <<= 1
-    # Block i now came from rank - i: block j of recvbuf is tmp block
-    # (rank - j) mod N, i.e. tmp reversed around the rank.
-    out = recvbuf.reshape(size, c)
-    out[:rank + 1] = tmp[rank::-1]
-    if rank + 1 < size:
-        out[rank + 1:] = tmp[:rank:-1]
+    # Block i now came from rank - i: block j of recvbuf is flat block
+    # (rank - j) mod N, i.e. flat reversed around the rank.
+    for j in range(size):
+        i = (rank - j) % size
+        ctx.copy(recvbuf[j * c:(j + 1) * c], flat[i * c:(i + 1) * c])

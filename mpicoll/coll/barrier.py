@@ -5,11 +5,7 @@ all three leave at t≈2.
 
 Costs in messages of zero bytes: α each.
 """
-import numpy as np
-
 from .._registry import register
-
-_EMPTY = np.empty(0, dtype=np.uint8)
 
 
 @register("barrier", "native")
@@ -25,12 +21,13 @@ def barrier_linear(ctx):
     Cost: 2(N-1)α at rank 0; 2 steps. Rank 0 is the bottleneck.
     """
     size, rank = ctx.size, ctx.rank
+    token = ctx.scratch(0)
     if rank == 0:
-        ctx.waitall([ctx.irecv(np.empty(0, np.uint8), r) for r in range(1, size)])
-        ctx.waitall([ctx.isend(_EMPTY, r) for r in range(1, size)])
+        ctx.waitall([ctx.irecv(token, r) for r in range(1, size)])
+        ctx.waitall([ctx.isend(token, r) for r in range(1, size)])
     else:
-        ctx.send(_EMPTY, 0)
-        ctx.recv(np.empty(0, np.uint8), 0)
+        ctx.send(token, 0)
+        ctx.recv(token, 0)
 
 
 @register("barrier", "binomial")
@@ -40,11 +37,11 @@ def barrier_binomial(ctx):
     Cost: 2⌈log2 N⌉α; 2⌈log2 N⌉ steps.
     """
     size, rank = ctx.size, ctx.rank
-    token = np.empty(0, np.uint8)
+    token = ctx.scratch(0)
     mask = 1
     while mask < size:
         if rank & mask:
-            ctx.send(_EMPTY, rank - mask)
+            ctx.send(token, rank - mask)
             ctx.recv(token, rank - mask)
             break
         if rank + mask < size:
@@ -53,7 +50,7 @@ def barrier_binomial(ctx):
     mask >>= 1
     while mask > 0:
         if rank + mask < size and not rank & mask:
-            ctx.send(_EMPTY, rank + mask)
+            ctx.send(token, rank + mask)
         mask >>= 1
 
 
@@ -64,8 +61,8 @@ def barrier_dissemination(ctx):
     Cost: ⌈log2 N⌉α, for any N; ⌈log2 N⌉ rounds, no rank is a bottleneck.
     """
     size, rank = ctx.size, ctx.rank
-    token = np.empty(0, np.uint8)
+    token = ctx.scratch(0)
     k = 1
     while k < size:
-        ctx.sendrecv(_EMPTY, (rank + k) % size, token, (rank - k) % size)
+        ctx.sendrecv(token, (rank + k) % size, token, (rank - k) % size)
         k <<= 1

@@ -11,7 +11,7 @@ Costs: α per message, β per byte, n bytes per rank's block.
 from .._registry import register
 from mpi4py import MPI
 
-from ._common import aliases, copy_in, empty
+from ._common import aliases
 
 
 @register("gather", "native")
@@ -33,7 +33,7 @@ def gather_linear(ctx, sendbuf, recvbuf, root):
         ctx.send(sendbuf, root)
         return
     reqs = [ctx.irecv(recvbuf[i * c:(i + 1) * c], i) for i in range(size) if i != root]
-    copy_in(recvbuf[root * c:(root + 1) * c], sendbuf)
+    ctx.copy(recvbuf[root * c:(root + 1) * c], sendbuf)
     ctx.waitall(reqs)
 
 
@@ -49,8 +49,8 @@ def binomial_gather(ctx, sendbuf, recvbuf, root):
     if rel == 0 and root == 0:
         tmp = recvbuf           # relative order is absolute order
     else:
-        tmp = empty(sendbuf, subtree * c)
-    copy_in(tmp[:c], sendbuf)
+        tmp = ctx.scratch(subtree * c)
+    ctx.copy(tmp[:c], sendbuf)
     mask = 1
     while mask < size:
         if rel & mask:
@@ -62,8 +62,8 @@ def binomial_gather(ctx, sendbuf, recvbuf, root):
         mask <<= 1
     if tmp is not recvbuf:      # root != 0: rotate relative order into place
         k = (size - root) * c
-        recvbuf[root * c:] = tmp[:k]
-        recvbuf[:root * c] = tmp[k:]
+        ctx.copy(recvbuf[root * c:], tmp[:k])
+        ctx.copy(recvbuf[:root * c], tmp[k:])
 
 
 @register("gather", "binomial")

@@ -10,9 +10,8 @@ Costs: α per message, β per byte, γ per byte reduced, n bytes per rank.
 Algorithms never write ``sendbuf`` and read it before writing ``recvbuf``
 (the in-place layer passes a copy when they alias).
 """
-from .._ops import combine
 from .._registry import register
-from ._common import split, offsets, pof2_below, fold_rank, unfold_rank, empty_like
+from ._common import split, offsets, pof2_below, fold_rank, unfold_rank
 
 
 @register("reduce", "native")
@@ -32,10 +31,10 @@ def reduce_linear(ctx, sendbuf, recvbuf, op, root):
     if rank != root:
         ctx.send(sendbuf, root)
         return
-    acc, tmp = recvbuf, empty_like(sendbuf)
+    acc, tmp = recvbuf, ctx.scratch(sendbuf.size)
     # acc = r_{N-1}; then acc = r_i (op) acc for i = N-2 .. 0: rank order, no copies.
     if root == size - 1:
-        acc[...] = sendbuf
+        ctx.copy(acc, sendbuf)
     else:
         ctx.recv(acc, size - 1)
     for i in range(size - 2, -1, -1):
@@ -44,8 +43,7 @@ def reduce_linear(ctx, sendbuf, recvbuf, op, root):
         else:
             ctx.recv(tmp, i)
             lower = tmp
-        res = combine(op, lower, acc, acc)
-        assert res is acc
+        ctx.reduce(lower, acc, acc)      # acc is both out and higher: any op writes it
 
 
 def binomial_reduce(ctx, sendbuf, recvbuf, op, root):
@@ -68,11 +66,11 @@ def binomial_reduce(ctx, sendbuf, recvbuf, op, root):
         if child < size:
             if spare is None:
                 # Work buffers: the root reduces straight into recvbuf.
-                work = recvbuf if rank == root else empty_like(sendbuf)
-                work[...] = sendbuf
-                acc, spare = work, empty_like(sendbuf)
+                work = recvbuf if rank == root else ctx.scratch(sendbuf.size)
+                ctx.copy(work, sendbuf)
+                acc, spare = work, ctx.scratch(sendbuf.size)
             ctx.recv(spare, (child + tree_root) % size)
-            res = combine(op, acc, spare, acc)   # acc holds lower ranks
+            res = ctx.reduce(acc, spare, acc)   # acc holds lower ranks
             if res is spare:
                 acc, spare = spare, acc
         mask <<= 1
@@ -82,8 +80,8 @@ def binomial_reduce(ctx, sendbuf, recvbuf, op, root):
         elif rank == root:
             ctx.recv(recvbuf, tree_root)
             return
-    if rank == root and acc is not recvbuf:
-        recvbuf[...] = acc
+    if rank == root:
+        ctx.copy(recvbuf, acc)
 
 
 @register("reduce", "binomial")
@@ -116,7 +114,7 @@ def halving_reduce_scatter(ctx, work, spare, op, off, v, pof2, rem):
         kbuf = work[off[keep[0]]:off[keep[1]]]
         rbuf = spare[:kbuf.size]
         ctx.sendrecv(work[off[give[0]]:off[give[1]]], unfold_rank(partner, rem), rbuf, unfold_rank(partner, rem))
-        combine(op, rbuf, kbuf, kbuf)      # commutative: the result stays in work
+        ctx.reduce(rbuf, kbuf, kbuf)      # commutative: the result stays in work
         lo, hi = keep
         mask >>= 1
 
@@ -140,12 +138,12 @@ def reduce_rabenseifner(ctx, sendbuf, recvbuf, op, root):
         if rank == root:
             ctx.recv(recvbuf, rank + 1)
         return
-    work = recvbuf if rank == root else empty_like(sendbuf)
-    work[...] = sendbuf
-    spare = empty_like(sendbuf)
+    work = recvbuf if rank == root else ctx.scratch(sendbuf.size)
+    ctx.copy(work, sendbuf)
+    spare = ctx.scratch(sendbuf.size)
     if rank < 2 * rem:             # absorb the folded neighbour (rank - 1 < rank)
         ctx.recv(spare, rank - 1)
-        combine(op, spare, work, work)
+        ctx.reduce(spare, work, work)
     off = offsets(split(sendbuf.size, pof2))
     halving_reduce_scatter(ctx, work, spare, op, off, v, pof2, rem)
 

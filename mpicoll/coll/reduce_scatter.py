@@ -10,9 +10,8 @@ Algorithms take ``(ctx, sendbuf, recvbuf, counts, op)``; ``sendbuf`` has
 sum(counts) elements and is never written, ``recvbuf`` has counts[rank].
 Costs: α per message, β per byte, γ per byte reduced, n bytes in total.
 """
-from .._ops import combine
 from .._registry import register
-from ._common import offsets, pof2_below, fold_rank, unfold_rank, first_rank, copy_in, empty_like, empty
+from ._common import offsets, pof2_below, fold_rank, unfold_rank, first_rank
 from .reduce import binomial_reduce
 
 
@@ -32,7 +31,7 @@ def reduce_scatter_ring(ctx, sendbuf, recvbuf, counts, op):
     size, rank = ctx.size, ctx.rank
     off = offsets(counts)
     if size == 1:
-        recvbuf[...] = sendbuf
+        ctx.copy(recvbuf, sendbuf)
         return
 
     def block(i):
@@ -40,7 +39,7 @@ def reduce_scatter_ring(ctx, sendbuf, recvbuf, counts, op):
         return sendbuf[off[i]:off[i + 1]]
 
     big = max(counts)
-    bufs = [empty(sendbuf, big), empty(sendbuf, big)]
+    bufs = [ctx.scratch(big), ctx.scratch(big)]
     right, left = (rank + 1) % size, (rank - 1) % size
     outgoing = block(rank - 1)            # step 0 sends my own block rank-1
     for s in range(size - 1):
@@ -48,10 +47,10 @@ def reduce_scatter_ring(ctx, sendbuf, recvbuf, counts, op):
         rbuf = bufs[s % 2][:mine.size]    # double buffer: outgoing is the other one
         ctx.sendrecv(outgoing, right, rbuf, left)
         if s < size - 2:
-            outgoing = combine(op, mine, rbuf, rbuf)
+            outgoing = ctx.reduce(mine, rbuf, rbuf)
         else:                             # last step: my finished block
-            recvbuf[...] = mine
-            combine(op, rbuf, recvbuf, recvbuf)
+            ctx.copy(recvbuf, mine)
+            ctx.reduce(rbuf, recvbuf, recvbuf)
 
 
 @register("reduce_scatter", "recursive_halving", commutative_only=True)
@@ -73,11 +72,12 @@ def reduce_scatter_recursive_halving(ctx, sendbuf, recvbuf, counts, op):
         ctx.send(sendbuf, rank + 1)
         ctx.recv(recvbuf, rank + 1)
         return
-    work = sendbuf.copy()
-    spare = empty_like(work)
+    work = ctx.scratch(sendbuf.size)
+    ctx.copy(work, sendbuf)
+    spare = ctx.scratch(work.size)
     if rank < 2 * rem:
         ctx.recv(spare, rank - 1)
-        combine(op, spare, work, work)
+        ctx.reduce(spare, work, work)
 
     def span(vlo, vhi):                    # element range of virtual ranks [vlo, vhi)
         return off[first_rank(vlo, rem)], off[first_rank(vhi, rem)]
@@ -94,12 +94,12 @@ def reduce_scatter_recursive_halving(ctx, sendbuf, recvbuf, counts, op):
         partner = unfold_rank(pv, rem)
         ctx.sendrecv(work[ga:gb], partner, rbuf, partner)
         kbuf = work[ka:kb]
-        combine(op, rbuf, kbuf, kbuf)      # commutative: the result stays in work
+        ctx.reduce(rbuf, kbuf, kbuf)      # commutative: the result stays in work
         lo, hi = keep
         mask >>= 1
     if rank < 2 * rem:                     # I stand for rank-1 too: return its block
         ctx.send(work[off[rank - 1]:off[rank]], rank - 1)
-    recvbuf[...] = work[off[rank]:off[rank + 1]]
+    ctx.copy(recvbuf, work[off[rank]:off[rank + 1]])
 
 
 @register("reduce_scatter", "pairwise", commutative_only=True)
@@ -112,12 +112,12 @@ def reduce_scatter_pairwise(ctx, sendbuf, recvbuf, counts, op):
     """
     size, rank = ctx.size, ctx.rank
     off = offsets(counts)
-    recvbuf[...] = sendbuf[off[rank]:off[rank + 1]]
-    tmp = empty_like(recvbuf)
+    ctx.copy(recvbuf, sendbuf[off[rank]:off[rank + 1]])
+    tmp = ctx.scratch(recvbuf.size)
     for i in range(1, size):
         dst, src = (rank + i) % size, (rank - i) % size
         ctx.sendrecv(sendbuf[off[dst]:off[dst + 1]], dst, tmp, src)
-        combine(op, tmp, recvbuf, recvbuf)
+        ctx.reduce(tmp, recvbuf, recvbuf)
 
 
 @register("reduce_scatter", "reduce_scatterv")
@@ -130,10 +130,10 @@ def reduce_scatter_reduce_scatterv(ctx, sendbuf, recvbuf, counts, op):
     size, rank = ctx.size, ctx.rank
     off = offsets(counts)
     if rank == 0:
-        full = empty_like(sendbuf)
+        full = ctx.scratch(sendbuf.size)
         binomial_reduce(ctx, sendbuf, full, op, 0)
         reqs = [ctx.isend(full[off[i]:off[i + 1]], i) for i in range(1, size)]
-        copy_in(recvbuf, full[off[0]:off[1]])
+        ctx.copy(recvbuf, full[off[0]:off[1]])
         ctx.waitall(reqs)
     else:
         binomial_reduce(ctx, sendbuf, None, op, 0)

@@ -8,7 +8,6 @@ Per rank, N = 3, root = 0::
 Costs: α per message, β per byte, n bytes per block.
 """
 from .._registry import register
-from ._common import copy_in, empty
 
 
 @register("scatter", "native")
@@ -28,7 +27,7 @@ def scatter_linear(ctx, sendbuf, recvbuf, root):
         ctx.recv(recvbuf, root)
         return
     reqs = [ctx.isend(sendbuf[i * c:(i + 1) * c], i) for i in range(size) if i != root]
-    copy_in(recvbuf, sendbuf[root * c:(root + 1) * c])
+    ctx.copy(recvbuf, sendbuf[root * c:(root + 1) * c])
     ctx.waitall(reqs)
 
 
@@ -46,14 +45,14 @@ def scatter_binomial(ctx, sendbuf, recvbuf, root):
         if root == 0:
             tmp = sendbuf
         else:                   # relative order: blocks root, root+1, ..., root-1
-            tmp = empty(recvbuf, size * c)
+            tmp = ctx.scratch(size * c)
             k = (size - root) * c
-            tmp[:k] = sendbuf[root * c:]
-            tmp[k:] = sendbuf[:root * c]
+            ctx.copy(tmp[:k], sendbuf[root * c:])
+            ctx.copy(tmp[k:], sendbuf[:root * c])
     elif subtree == 1:
         tmp = recvbuf
     else:
-        tmp = empty(recvbuf, subtree * c)
+        tmp = ctx.scratch(subtree * c)
     mask = 1
     while mask < size:
         if rel & mask:
@@ -67,4 +66,4 @@ def scatter_binomial(ctx, sendbuf, recvbuf, root):
             ctx.send(tmp[mask * c:(mask + nb) * c], (rel + mask + root) % size)
         mask >>= 1
     if tmp is not recvbuf:
-        copy_in(recvbuf, tmp[:c])
+        ctx.copy(recvbuf, tmp[:c])

@@ -1,0 +1,231 @@
+"""The blocking executor: find (or record) the plan of a call, bind it to the buffers, run it.
+
+Plans are cached per private communicator (:class:`PlanCache`) by the
+algorithm and the call's signature — item size, each array's length (or
+None), root, counts, and whether the op is a user op and commutative: the
+only things an algorithm's control flow may depend on. Scratch vectors are
+cached with the plan, per dtype and memory, and reused by every blocking
+call with that signature (nonblocking and persistent requests get their
+own, since several may be in flight).
+
+Binding turns a plan into a list of ready-to-call steps on array views.
+Host buffers with no traffic recorder or tracer take the *fast* binding:
+the private communicator's own ``Send``/``Recv``/... and the op's ufunc,
+bound once with :func:`functools.partial`. Everything else (device
+transports, ``mpicoll.traffic()``, the bench tracer) binds to the call's
+:class:`~mpicoll._context.Ctx`, which counts, traces and stages.
+
+An algorithm that cannot be recorded (it touches data directly: a user's
+quick experiment registered without ``ctx.copy``/``ctx.reduce``) runs as a
+plain function on the real arrays, exactly as before plans existed.
+"""
+from collections import OrderedDict
+from functools import partial
+
+import numpy as np
+from mpi4py import MPI
+
+from .._device import adapter_of, data_ptr, empty
+from .._ops import OPS, combine
+from .plan import (COPY, IRECV, ISEND, RECV, REDUCE, SEND, SENDRECV, WAIT, Builder,
+                   NotSchedulable, Sym)
+
+__all__ = ["PlanCache", "signature", "execute", "bind", "scratch_for"]
+
+_MAX_PLANS = 64
+
+
+def _is_array(a):
+    return not (a is None or isinstance(a, (int, np.integer, MPI.Op, list, tuple)))
+
+
+def signature(args, op):
+    """What a plan may depend on, as a hashable key (arrays by length)."""
+    key = []
+    for a in args:
+        if a is None:
+            key.append(None)
+        elif isinstance(a, MPI.Op):
+            key.append(("op", OPS.get(a.handle) is None, a.is_commutative))
+        elif isinstance(a, (list, tuple)):
+            key.append(tuple(a))
+        elif isinstance(a, (int, np.integer)):
+            key.append(int(a))
+        else:
+            key.append(-1 - a.size)      # arrays: by length (negative: never a root)
+    if op is not None and not any(isinstance(a, MPI.Op) for a in args):
+        key.append(("op", OPS.get(op.handle) is None, op.is_commutative))
+    return tuple(key)
+
+
+def record(fn, rank, size, args, itemsize, op):
+    """Run ``fn`` on a :class:`Builder` with symbolic buffers; its :class:`Plan`."""
+    n = 0
+    sym_args = []
+    for a in args:
+        if _is_array(a):
+            sym_args.append(Sym(n, 0, a.size, itemsize))
+            n += 1
+        else:
+            sym_args.append(a)
+    user_op = op is not None and OPS.get(op.handle) is None
+    b = Builder(rank, size, n, itemsize, user_op)
+    fn(b, *sym_args)
+    return b.plan()
+
+
+class _Entry:
+    __slots__ = ("plan", "scratch")
+
+    def __init__(self, plan):
+        self.plan = plan
+        self.scratch = {}
+
+
+class PlanCache:
+    """Plans of one private communicator, least recently used dropped past 64."""
+
+    def __init__(self):
+        self.entries = OrderedDict()
+        self.direct = set()           # algorithms that cannot be recorded
+
+    def get(self, fn, rank, size, args, itemsize, op):
+        """The cache entry of this call (plan + scratch), or None to run ``fn`` directly."""
+        if fn in self.direct:
+            return None
+        key = (fn, itemsize, signature(args, op))
+        entry = self.entries.get(key)
+        if entry is not None:
+            self.entries.move_to_end(key)
+            return entry
+        try:
+            plan = record(fn, rank, size, args, itemsize, op)
+        except NotSchedulable:
+            self.direct.add(fn)
+            return None
+        entry = self.entries[key] = _Entry(plan)
+        if len(self.entries) > _MAX_PLANS:
+            self.entries.popitem(last=False)
+        return entry
+
+    def clear(self):
+        self.entries.clear()
+
+
+def scratch_for(plan, like, cache=None):
+    """Scratch vectors of ``plan`` in ``like``'s dtype and memory (reused through ``cache``)."""
+    if not plan.scratch_sizes:
+        return []
+    if like is None:                  # barrier: zero-byte tokens
+        return [np.empty(n, np.uint8) for n in plan.scratch_sizes]
+    if cache is not None:
+        ad = adapter_of(like)
+        key = (like.dtype, None if ad is None else (id(ad), ad.device_id(like)))
+        got = cache.get(key)
+        if got is None:
+            got = cache[key] = [empty(like, n) for n in plan.scratch_sizes]
+        return got
+    return [empty(like, n) for n in plan.scratch_sizes]
+
+
+def _views(plan, arrays):
+    memo = {}
+
+    def view(sym):
+        k = (sym.buf, sym.start, sym.stop)
+        v = memo.get(k)
+        if v is None:
+            v = memo[k] = arrays[sym.buf][sym.start:sym.stop]
+        return v
+    return view
+
+
+def _assign(dst, src):
+    dst[...] = src
+
+
+def _same_memory(a, b):
+    return a.size == b.size and data_ptr(a) == data_ptr(b)
+
+
+def bind(plan, arrays, op, ctx, fast):
+    """``plan``'s steps bound to ``arrays`` (call arrays, then scratch): (steps, requests).
+
+    ``fast``: host arrays, no counting or tracing — bind MPI and NumPy directly.
+    """
+    view = _views(plan, arrays)
+    reqs = [None] * plan.nreq
+    steps = []
+    add = steps.append
+    tag = ctx.tag
+    if fast:
+        comm = ctx.comm
+        send, recv, sendrecv = comm.Send, comm.Recv, comm.Sendrecv
+        isend, irecv = comm.Isend, comm.Irecv
+        entry = OPS.get(op.handle) if op is not None else None
+        ufunc = entry[1] if entry is not None else None
+    for o in plan.ops:
+        k = o[0]
+        if k == SEND:
+            add(partial(send, view(o[1]), o[2], tag) if fast else partial(ctx.send, view(o[1]), o[2]))
+        elif k == RECV:
+            add(partial(recv, view(o[1]), o[2], tag) if fast else partial(ctx.recv, view(o[1]), o[2]))
+        elif k == SENDRECV:
+            if fast:
+                add(partial(sendrecv, view(o[1]), o[2], tag, view(o[3]), o[4], tag))
+            else:
+                add(partial(ctx.sendrecv, view(o[1]), o[2], view(o[3]), o[4]))
+        elif k == ISEND or k == IRECV:
+            if fast:
+                start = partial(isend if k == ISEND else irecv, view(o[1]), o[2], tag)
+            else:
+                start = partial(ctx.isend if k == ISEND else ctx.irecv, view(o[1]), o[2])
+            add(partial(_post, reqs, o[3], start))
+        elif k == WAIT:
+            add(partial(_wait_slots, reqs, o[1], None if fast else ctx))
+        elif k == COPY:
+            d, s = view(o[1]), view(o[2])
+            if not _same_memory(d, s):
+                add(partial(np.copyto, d, s) if fast else partial(_assign, d, s))
+        elif k == REDUCE:
+            lo, hi, out = view(o[1]), view(o[2]), view(o[3])
+            if fast and ufunc is not None:
+                add(partial(ufunc, lo, hi, out=out))
+            elif fast:
+                add(partial(op.Reduce_local, lo, hi))
+            else:
+                add(partial(combine, op, lo, hi, out))
+    return steps, reqs
+
+
+def _post(reqs, slot, start):
+    reqs[slot] = start()
+
+
+def _wait_slots(reqs, slots, ctx):
+    rs = [reqs[i] for i in slots]
+    if ctx is None:
+        MPI.Request.Waitall(rs)
+    else:
+        ctx.waitall(rs)
+
+
+def execute(ctx, entry, args, op, fast):
+    """Run one blocking call of ``entry``'s plan on ``args`` (the algorithm's arguments)."""
+    plan = entry.plan
+    arrays = [a for a in args if _is_array(a)]
+    arrays += scratch_for(plan, ctx.like, entry.scratch)
+    steps, _ = bind(plan, arrays, op, ctx, fast)
+    if op is not None and plan_reduces(plan):
+        # MPI defines no floating-point exceptions: a trap raised on one rank
+        # mid-algorithm (np.seterr(all="raise")) would leave the others waiting.
+        with np.errstate(all="ignore"):
+            for step in steps:
+                step()
+    else:
+        for step in steps:
+            step()
+
+
+def plan_reduces(plan):
+    return any(o[0] == REDUCE for o in plan.ops)
