@@ -20,6 +20,11 @@ from ._defaults import DEFAULTS_TABLE, default_algorithm
 from .collectives import (bcast, reduce, allreduce, gather, allgather, scatter,
                           reduce_scatter_block, reduce_scatter, alltoall, barrier)
 from .comm import P2PComm
+from .requests import (Request, PersistentRequest, waitall, testall, ibcast, ireduce, iallreduce,
+                       igather, iallgather, iscatter, ireduce_scatter_block, ireduce_scatter,
+                       ialltoall, ibarrier, bcast_init, reduce_init, allreduce_init, gather_init,
+                       allgather_init, scatter_init, reduce_scatter_block_init,
+                       reduce_scatter_init, alltoall_init, barrier_init)
 from ._call import set_check, get_check, CollectiveMismatchError
 from .monitored import monitored_barrier, BarrierTimeoutError
 
@@ -30,7 +35,12 @@ __all__ = ["PRIMITIVES", "algorithms", "algorithm_info", "traffic", "Traffic", "
            "bcast", "reduce", "allreduce", "gather", "allgather", "scatter",
            "reduce_scatter_block", "reduce_scatter", "alltoall", "barrier", "P2PComm",
            "set_check", "get_check", "CollectiveMismatchError", "monitored_barrier",
-           "BarrierTimeoutError"]
+           "BarrierTimeoutError", "Request", "PersistentRequest", "waitall", "testall",
+           "ibcast", "ireduce", "iallreduce", "igather", "iallgather", "iscatter",
+           "ireduce_scatter_block", "ireduce_scatter", "ialltoall", "ibarrier",
+           "bcast_init", "reduce_init", "allreduce_init", "gather_init", "allgather_init",
+           "scatter_init", "reduce_scatter_block_init", "reduce_scatter_init",
+           "alltoall_init", "barrier_init"]
 
 
 def algorithm_info(primitive, name):

@@ -45,7 +45,7 @@ import numpy as np
 from mpi4py import MPI
 
 from . import _fingerprint as fpr
-from ._context import Ctx, existing_private_comm, private_comm
+from ._context import _TAG, Ctx, existing_private_comm, private_comm
 from ._defaults import default_algorithm
 from ._errors import ArgumentError, ArgumentTypeError, describe
 from ._fingerprint import CollectiveMismatchError
@@ -58,6 +58,11 @@ _MODES = {"": "agree", "agree": "agree",
           "0": "local", "local": "local", "off": "local", "false": "local", "no": "local",
           "1": "checked", "checked": "checked", "on": "checked", "true": "checked", "yes": "checked"}
 _MSG = 1024   # bytes of error text exchanged per rank when a call fails
+# Tags on the private communicator: blocking calls use _TAG (0x6D63); each
+# nonblocking call takes the next tag of one range, each persistent request
+# the next of another (they wrap: at most that many may be outstanding).
+_NB_TAGS = (1, 20000)
+_PERSISTENT_TAGS = (20000, 28000)
 
 
 def check_mode(comm=None):
@@ -128,11 +133,12 @@ def _as_comm(comm):
 class _CommState:
     """Per-communicator state, cached on the private communicator."""
 
-    __slots__ = ("seq", "mode", "raw", "plans", "nb_seq")
+    __slots__ = ("seq", "mode", "raw", "plans", "nb_seq", "p_seq")
 
     def __init__(self, size):
         self.plans = PlanCache()     # recorded schedules and their scratch (mpicoll.sched)
-        self.nb_seq = 0              # nonblocking/persistent requests started (their tags)
+        self.nb_seq = 0              # nonblocking calls made (their tags)
+        self.p_seq = 0               # persistent requests made (their tags)
         self.seq = 0                 # collective calls made on this communicator (this rank)
         self.mode = None             # set_check() override, else MPICOLL_CHECK
         self.raw = bytearray(size * fpr.L * 8)   # every rank's fingerprint, gathered
@@ -156,9 +162,14 @@ class Call:
     """The state of one collective call on one rank."""
 
     __slots__ = ("primitive", "comm", "pcomm", "rank", "size", "error", "algorithm",
-                 "desc", "state")
+                 "desc", "state", "kind", "pending", "tag", "request")
 
-    def __init__(self, primitive, comm):
+    def __init__(self, primitive, comm, kind=None):
+        #: None (blocking), "start" (nonblocking) or "init" (persistent)
+        self.kind = kind
+        self.pending = None          # (Iallgather request, every fingerprint, mine)
+        self.request = None          # the nonblocking/persistent request the call made
+        self.tag = _TAG
         self.primitive = primitive
         self.comm = _as_comm(comm)
         self.pcomm = private_comm(self.comm)
@@ -168,6 +179,16 @@ class Call:
         self.algorithm = None
         self.desc = None
         self.state = _state(self.pcomm)
+        if kind is not None:
+            # Each outstanding request has a tag of its own, so several run at
+            # once; identical on every rank (calls come in the same order).
+            st = self.state
+            if kind == "init":
+                self.tag = _PERSISTENT_TAGS[0] + st.p_seq % (_PERSISTENT_TAGS[1] - _PERSISTENT_TAGS[0])
+                st.p_seq += 1
+            else:
+                self.tag = _NB_TAGS[0] + st.nb_seq % (_NB_TAGS[1] - _NB_TAGS[0])
+                st.nb_seq += 1
 
     @contextlib.contextmanager
     def checking(self):
@@ -217,9 +238,25 @@ class Call:
             fpr.FLAG_CHECKED if mode == "checked" else 0)
         mine = fpr.build_bytes(phase, seq, self.primitive, flags,
                                self.desc if phase == fpr.SETTLE else None, payload)
+        if self.kind == "start" and phase == fpr.SETTLE:
+            # A nonblocking call must not wait for the others here: the
+            # fingerprints travel by Iallgather and are judged when the
+            # request first advances (the plan starts only after that).
+            raw = bytearray(len(state.raw))
+            req = self.pcomm.Iallgather([mine, MPI.BYTE], [raw, MPI.BYTE])
+            self.pending = (req, raw, mine)
+            if err is not None:
+                raise err
+            return None
         raw = state.raw
         # Infrastructure, not an algorithm: the library's own allgather of 16 int64.
         self.pcomm.Allgather([mine, MPI.BYTE], [raw, MPI.BYTE])
+        return self.judge(raw, mine, phase)
+
+    def judge(self, raw, mine, phase=fpr.SETTLE):
+        """Compare every rank's fingerprint (``raw``) with this rank's (``mine``); raise on any difference."""
+        err = self.error
+        state = self.state
         if err is None and phase == fpr.SETTLE and raw == mine * self.size:
             return None            # fast path: the same call everywhere, no error anywhere
         every = fpr.matrix(raw, self.size)
@@ -238,6 +275,13 @@ class Call:
             if not diffs:
                 return fpr.payloads(every) if phase == fpr.EXCHANGE else None
             raise CollectiveMismatchError(fpr.mismatch_message(every, diffs), diffs[0][1], diffs)
+        if self.kind == "start":
+            # The failing rank raised when it made the call and exchanges no
+            # messages: name it from the flags alone.
+            failed = [r for r in range(self.size) if every[r, fpr.C_FLAGS] & fpr.FLAG_ERROR]
+            raise ArgumentError(
+                f"mpicoll.{self.primitive}: invalid arguments on rank(s) {fpr.ranks_text(failed)} "
+                f"(nothing was sent; the error was raised there when the call was made)")
         self._raise_errors(err, diffs, every)
 
     def _raise_errors(self, err, diffs, fps):
@@ -301,4 +345,5 @@ class Call:
         return fn
 
     def ctx(self, count=0, itemsize=0, adapter=None, device=None):
-        return Ctx(self.pcomm, self.primitive, self.algorithm, count, itemsize, adapter, device)
+        return Ctx(self.pcomm, self.primitive, self.algorithm, count, itemsize, adapter, device,
+                   self.tag)

@@ -31,6 +31,7 @@ from ._buffers import (IN_PLACE, as_array, check_counts, check_no_alias, check_r
 from ._device import adapter_of, empty, on_device
 from ._call import Call
 from ._context import Ctx
+from .sched import nonblocking as _nb
 from .sched.run import execute
 from ._errors import ArgumentError
 from ._ops import check_op
@@ -67,7 +68,18 @@ def _recv_array(argname, recvbuf, send, expected, how, alloc_shape):
     return recvbuf, flat
 
 
-def _run(call, count, itemsize, fn, *args):
+def _snapshot(a):
+    """A copy of ``a`` for an in-place call, and the (dst, src) pair that refreshes it.
+
+    Blocking and nonblocking calls copy once, now; a persistent request
+    copies again at every ``Start`` (the input is whatever is in the buffer then).
+    """
+    copy = empty(a, a.shape)
+    copy[...] = a
+    return copy, (copy, a)
+
+
+def _run(call, count, itemsize, fn, *args, prologue=None):
     # Device buffers (all of one call share one memory) choose the transport.
     adapter = device = None
     like = op = None
@@ -80,19 +92,32 @@ def _run(call, count, itemsize, fn, *args):
             if adapter is not None:
                 device = adapter.device_id(a)
     ctx = call.ctx(count, itemsize, adapter, device)  # recorded for traffic() even when empty
-    if not count:                      # zero elements everywhere: nothing to move
+    if not count and fn.primitive != "barrier":   # zero elements everywhere: nothing to move
+        if call.kind is not None:
+            _nb.empty_request(call, None)
         return
     ctx.op, ctx.like = op, like
     with on_device(adapter, device):   # kernels, streams and copies on the data's GPU
-        if fn.algorithm == "native":
-            fn(ctx, *args)
+        entry = None
+        if fn.algorithm != "native":
+            entry = call.state.plans.get(fn, call.rank, call.size, args, itemsize, op)
+        fast = ctx.mpi is ctx.comm and ctx._rec is None and type(ctx) is Ctx
+        if call.kind is None:
+            if entry is None:
+                fn(ctx, *args)
+            else:
+                execute(ctx, entry, args, op, fast)
             return
-        entry = call.state.plans.get(fn, call.rank, call.size, args, itemsize, op)
-        if entry is None:
-            fn(ctx, *args)
-        else:
-            fast = ctx.mpi is ctx.comm and ctx._rec is None and type(ctx) is Ctx
-            execute(ctx, entry, args, op, fast)
+
+        def run_now():
+            with on_device(adapter, device):
+                if prologue is not None:
+                    prologue[0][...] = prologue[1]
+                if entry is None:
+                    fn(ctx, *args)
+                else:
+                    execute(ctx, entry, args, op, fast)
+        _nb.start(call, ctx, fn, args, op, entry, fast, run_now, prologue)
 
 
 # -- bcast -----------------------------------------------------------------
@@ -140,9 +165,10 @@ def _reduce(call, bufs, op, root, algorithm):
         fn = call.choose(algorithm, op=op, nbytes=data.nbytes, count=data.size,
                          dtype=data.dtype, root=root)
     call.settle()
+    pro = None
     if _is_in_place(sendbuf):
-        data = data.copy()         # algorithms may write recvbuf before reading sendbuf
-    _run(call, data.size, data.itemsize, fn, data, dest, op, root)
+        data, pro = _snapshot(data)   # algorithms may write recvbuf before reading sendbuf
+    _run(call, data.size, data.itemsize, fn, data, dest, op, root, prologue=pro)
     return out if is_root else None
 
 
@@ -350,9 +376,10 @@ def _reduce_scatter(call, bufs, counts, op, algorithm):
         fn = call.choose(algorithm, op=op, nbytes=full.nbytes, count=full.size,
                          dtype=full.dtype, counts=counts)
     call.settle()
+    pro = None
     if _is_in_place(sendbuf):
-        full = full.copy()         # the result overwrites the start of the input
-    _run(call, full.size, full.itemsize, fn, full, dest, counts, op)
+        full, pro = _snapshot(full)   # the result overwrites the start of the input
+    _run(call, full.size, full.itemsize, fn, full, dest, counts, op, prologue=pro)
     return out
 
 
@@ -398,9 +425,10 @@ def _alltoall(call, bufs, algorithm):
         fn = call.choose(algorithm, nbytes=data.nbytes // n, count=data.size // n,
                          dtype=data.dtype)
     call.settle()
+    pro = None
     if data is dest:
-        data = data.copy()
-    _run(call, data.size, data.itemsize, fn, data, dest)
+        data, pro = _snapshot(data)
+    _run(call, data.size, data.itemsize, fn, data, dest, prologue=pro)
     return out
 
 
@@ -418,16 +446,12 @@ def _barrier(call, algorithm):
     with call.checking():
         fn = call.choose(algorithm)
     call.settle()
-    ctx = call.ctx()
-    if call.size > 1:
-        if fn.algorithm == "native":
-            fn(ctx)
-            return
-        entry = call.state.plans.get(fn, call.rank, call.size, (), 0, None)
-        if entry is None:
-            fn(ctx)
-        else:
-            execute(ctx, entry, (), None, type(ctx) is Ctx and ctx._rec is None)
+    if call.size == 1:
+        call.ctx()                     # recorded for traffic()
+        if call.kind is not None:
+            _nb.empty_request(call, None)
+        return
+    _run(call, 0, 0, fn)
 
 
 def barrier(*, comm=None, algorithm=None):

@@ -30,6 +30,38 @@ from ._registry import PRIMITIVES, lookup
 __all__ = ["P2PComm"]
 
 
+def _faces(name, primitive, impl):
+    """The blocking method ``name``, its nonblocking ``I<name>`` and persistent ``<name>_init``.
+
+    ``impl(self, call, *args)`` parses and runs one call; the faces differ
+    only in the kind of :class:`Call` they make and in what they return
+    (nothing, or the :class:`mpicoll.Request`).
+    """
+    def blocking(self, *args, **kwargs):
+        impl(self, Call(primitive, self), *args, **kwargs)
+
+    def start(self, *args, **kwargs):
+        call = Call(primitive, self, "start")
+        impl(self, call, *args, **kwargs)
+        return call.request
+
+    def init(self, *args, info=None, **kwargs):   # info: accepted and ignored, as MPI allows
+        call = Call(primitive, self, "init")
+        impl(self, call, *args, **kwargs)
+        return call.request
+
+    inames = ("I" + name.lower(), name + "_init")
+    blocking.__name__ = blocking.__qualname__ = name
+    start.__name__ = start.__qualname__ = inames[0]
+    init.__name__ = init.__qualname__ = inames[1]
+    blocking.__doc__ = f"mpi4py's ``{name}``, run by mpicoll's {primitive} algorithm."
+    start.__doc__ = (f"Nonblocking ``{name}``: returns an :class:`mpicoll.Request` "
+                     f"(``Wait()``/``Test()``, or ``mpicoll.waitall``).")
+    init.__doc__ = (f"Persistent ``{name}``: returns an :class:`mpicoll.PersistentRequest`; "
+                    f"``Start()`` then ``Wait()``, as often as needed.")
+    return blocking, start, init
+
+
 def _to_dtype(argname, datatype):
     if isinstance(datatype, str):
         try:
@@ -185,9 +217,6 @@ class P2PComm(MPI.Intracomm):
     def _algo(self, primitive):
         return getattr(self, "_choices", {}).get(primitive)
 
-    def _call(self, primitive):
-        return Call(primitive, self)
-
     def Dup(self, info=None):
         new = super().Dup(info) if info is not None else super().Dup()
         new._choices = self.choices
@@ -199,28 +228,28 @@ class P2PComm(MPI.Intracomm):
         return new
 
     # -- collectives -------------------------------------------------------
-    def Bcast(self, buf, root=0):
-        _c._bcast(self._call("bcast"), lambda: (parse_bufspec("buf", buf),), root,
+    def _bcast(self, call, buf, root=0):
+        _c._bcast(call, lambda: (parse_bufspec("buf", buf),), root,
                   self._algo("bcast"))
 
-    def Reduce(self, sendbuf, recvbuf, op=MPI.SUM, root=0):
+    def _reduce(self, call, sendbuf, recvbuf, op=MPI.SUM, root=0):
         def bufs():
             s = parse_bufspec("sendbuf", sendbuf)
             is_root = _is_rank(root, self.Get_rank())
             r = parse_bufspec("recvbuf", recvbuf) if is_root else None
             return s, r
-        _c._reduce(self._call("reduce"), bufs, op, root, self._algo("reduce"))
+        _c._reduce(call, bufs, op, root, self._algo("reduce"))
 
-    def Allreduce(self, sendbuf, recvbuf, op=MPI.SUM):
+    def _allreduce(self, call, sendbuf, recvbuf, op=MPI.SUM):
         def bufs():
             s = parse_bufspec("sendbuf", sendbuf)
             r = parse_bufspec("recvbuf", recvbuf)
             if r is MPI.IN_PLACE:
                 raise ArgumentError("recvbuf: expected a buffer; got MPI.IN_PLACE", MPI.ERR_BUFFER)
             return s, r
-        _c._allreduce(self._call("allreduce"), bufs, op, self._algo("allreduce"))
+        _c._allreduce(call, bufs, op, self._algo("allreduce"))
 
-    def Gather(self, sendbuf, recvbuf, root=0):
+    def _gather(self, call, sendbuf, recvbuf, root=0):
         n = self.Get_size()
 
         def bufs():
@@ -228,16 +257,16 @@ class P2PComm(MPI.Intracomm):
             is_root = _is_rank(root, self.Get_rank())
             r = parse_bufspec("recvbuf", recvbuf, blocks=n) if is_root else None
             return s, r
-        _c._gather(self._call("gather"), bufs, root, self._algo("gather"))
+        _c._gather(call, bufs, root, self._algo("gather"))
 
-    def Allgather(self, sendbuf, recvbuf):
+    def _allgather(self, call, sendbuf, recvbuf):
         n = self.Get_size()
-        _c._allgather(self._call("allgather"),
+        _c._allgather(call,
                       lambda: (parse_bufspec("sendbuf", sendbuf),
                                parse_bufspec("recvbuf", recvbuf, blocks=n)),
                       self._algo("allgather"))
 
-    def Scatter(self, sendbuf, recvbuf, root=0):
+    def _scatter(self, call, sendbuf, recvbuf, root=0):
         n = self.Get_size()
 
         def bufs():
@@ -247,9 +276,9 @@ class P2PComm(MPI.Intracomm):
             if r is MPI.IN_PLACE and not is_root:
                 r = None
             return s, r
-        _c._scatter(self._call("scatter"), bufs, root, self._algo("scatter"))
+        _c._scatter(call, bufs, root, self._algo("scatter"))
 
-    def Reduce_scatter_block(self, sendbuf, recvbuf, op=MPI.SUM):
+    def _reduce_scatter_block(self, call, sendbuf, recvbuf, op=MPI.SUM):
         def bufs():
             # mpi4py: counts in these specs are per block; in place, recvbuf
             # holds all N blocks of input.
@@ -257,11 +286,10 @@ class P2PComm(MPI.Intracomm):
             s = parse_bufspec("sendbuf", sendbuf, blocks=n)
             r = parse_bufspec("recvbuf", recvbuf, blocks=n if s is MPI.IN_PLACE else 1)
             return s, r
-        _c._reduce_scatter(self._call("reduce_scatter"), bufs, None, op,
+        _c._reduce_scatter(call, bufs, None, op,
                            self._algo("reduce_scatter"))
 
-    def Reduce_scatter(self, sendbuf, recvbuf, recvcounts=None, op=MPI.SUM):
-        call = self._call("reduce_scatter")
+    def _reduce_scatter(self, call, sendbuf, recvbuf, recvcounts=None, op=MPI.SUM):
         if recvcounts is None:
             # mpi4py's rule: each rank's receive count comes from its recvbuf.
             # Exchanged through the agreement step, so a bad recvbuf on one rank
@@ -282,12 +310,26 @@ class P2PComm(MPI.Intracomm):
             return s, r
         _c._reduce_scatter(call, bufs, recvcounts, op, self._algo("reduce_scatter"))
 
-    def Alltoall(self, sendbuf, recvbuf):
+    def _alltoall(self, call, sendbuf, recvbuf):
         n = self.Get_size()
-        _c._alltoall(self._call("alltoall"),
+        _c._alltoall(call,
                      lambda: (parse_bufspec("sendbuf", sendbuf, blocks=n),
                               parse_bufspec("recvbuf", recvbuf, blocks=n)),
                      self._algo("alltoall"))
 
-    def Barrier(self):
-        _c._barrier(self._call("barrier"), self._algo("barrier"))
+    def _barrier(self, call):
+        _c._barrier(call, self._algo("barrier"))
+
+    # Blocking, nonblocking (I...) and persistent (..._init) faces of each.
+    Bcast, Ibcast, Bcast_init = _faces('Bcast', 'bcast', _bcast)
+    Reduce, Ireduce, Reduce_init = _faces('Reduce', 'reduce', _reduce)
+    Allreduce, Iallreduce, Allreduce_init = _faces('Allreduce', 'allreduce', _allreduce)
+    Gather, Igather, Gather_init = _faces('Gather', 'gather', _gather)
+    Allgather, Iallgather, Allgather_init = _faces('Allgather', 'allgather', _allgather)
+    Scatter, Iscatter, Scatter_init = _faces('Scatter', 'scatter', _scatter)
+    (Reduce_scatter_block, Ireduce_scatter_block,
+     Reduce_scatter_block_init) = _faces('Reduce_scatter_block', 'reduce_scatter',
+                                         _reduce_scatter_block)
+    Reduce_scatter, Ireduce_scatter, Reduce_scatter_init = _faces('Reduce_scatter', 'reduce_scatter', _reduce_scatter)
+    Alltoall, Ialltoall, Alltoall_init = _faces('Alltoall', 'alltoall', _alltoall)
+    Barrier, Ibarrier, Barrier_init = _faces('Barrier', 'barrier', _barrier)

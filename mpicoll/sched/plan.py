@@ -147,11 +147,12 @@ class Builder:
 class Plan:
     """One rank's schedule of one algorithm for one call signature (immutable)."""
 
-    __slots__ = ("rank", "size", "nargs", "ops", "scratch_sizes", "nreq", "_traffic")
+    __slots__ = ("rank", "size", "nargs", "ops", "scratch_sizes", "nreq", "reduces", "_traffic")
 
     def __init__(self, rank, size, nargs, ops, scratch_sizes, nreq):
         self.rank, self.size, self.nargs = rank, size, nargs
         self.ops, self.scratch_sizes, self.nreq = ops, scratch_sizes, nreq
+        self.reduces = any(op[0] == REDUCE for op in ops)
         self._traffic = None
 
     def messages(self):

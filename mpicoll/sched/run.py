@@ -148,10 +148,13 @@ def _same_memory(a, b):
     return a.size == b.size and data_ptr(a) == data_ptr(b)
 
 
-def bind(plan, arrays, op, ctx, fast):
+def bind(plan, arrays, op, ctx, fast, nonblocking=False):
     """``plan``'s steps bound to ``arrays`` (call arrays, then scratch): (steps, requests).
 
     ``fast``: host arrays, no counting or tracing — bind MPI and NumPy directly.
+    ``nonblocking``: every message is posted (Isend/Irecv) and each wait is a
+    tuple of request slots in the step list, for :mod:`.nonblocking` to test;
+    a blocking send, receive or sendrecv becomes posts plus such a wait.
     """
     view = _views(plan, arrays)
     reqs = [None] * plan.nreq
@@ -164,9 +167,28 @@ def bind(plan, arrays, op, ctx, fast):
         isend, irecv = comm.Isend, comm.Irecv
         entry = OPS.get(op.handle) if op is not None else None
         ufunc = entry[1] if entry is not None else None
+    else:
+        isend, irecv = ctx.isend, ctx.irecv
+
+    def post(kind, buf, peer, slot=None):
+        if slot is None:
+            slot = len(reqs)
+            reqs.append(None)
+        start = partial(kind, view(buf), peer, tag) if fast else partial(kind, view(buf), peer)
+        add(partial(_post, reqs, slot, start))
+        return slot
+
     for o in plan.ops:
         k = o[0]
-        if k == SEND:
+        if nonblocking and k in (SEND, RECV, SENDRECV):
+            if k == SEND:
+                add((post(isend, o[1], o[2]),))
+            elif k == RECV:
+                add((post(irecv, o[1], o[2]),))
+            else:
+                r = post(irecv, o[3], o[4])
+                add((post(isend, o[1], o[2]), r))
+        elif k == SEND:
             add(partial(send, view(o[1]), o[2], tag) if fast else partial(ctx.send, view(o[1]), o[2]))
         elif k == RECV:
             add(partial(recv, view(o[1]), o[2], tag) if fast else partial(ctx.recv, view(o[1]), o[2]))
@@ -175,14 +197,12 @@ def bind(plan, arrays, op, ctx, fast):
                 add(partial(sendrecv, view(o[1]), o[2], tag, view(o[3]), o[4], tag))
             else:
                 add(partial(ctx.sendrecv, view(o[1]), o[2], view(o[3]), o[4]))
-        elif k == ISEND or k == IRECV:
-            if fast:
-                start = partial(isend if k == ISEND else irecv, view(o[1]), o[2], tag)
-            else:
-                start = partial(ctx.isend if k == ISEND else ctx.irecv, view(o[1]), o[2])
-            add(partial(_post, reqs, o[3], start))
+        elif k == ISEND:
+            post(isend, o[1], o[2], o[3])
+        elif k == IRECV:
+            post(irecv, o[1], o[2], o[3])
         elif k == WAIT:
-            add(partial(_wait_slots, reqs, o[1], None if fast else ctx))
+            add(o[1] if nonblocking else partial(_wait_slots, reqs, o[1], None if fast else ctx))
         elif k == COPY:
             d, s = view(o[1]), view(o[2])
             if not _same_memory(d, s):
@@ -216,7 +236,7 @@ def execute(ctx, entry, args, op, fast):
     arrays = [a for a in args if _is_array(a)]
     arrays += scratch_for(plan, ctx.like, entry.scratch)
     steps, _ = bind(plan, arrays, op, ctx, fast)
-    if op is not None and plan_reduces(plan):
+    if plan.reduces:
         # MPI defines no floating-point exceptions: a trap raised on one rank
         # mid-algorithm (np.seterr(all="raise")) would leave the others waiting.
         with np.errstate(all="ignore"):
@@ -226,6 +246,3 @@ def execute(ctx, entry, args, op, fast):
         for step in steps:
             step()
 
-
-def plan_reduces(plan):
-    return any(o[0] == REDUCE for o in plan.ops)

@@ -1,0 +1,291 @@
+"""Nonblocking and persistent collectives: requests that run a plan step by step.
+
+A nonblocking call (``mpicoll.iallreduce``, ``P2PComm.Iallreduce``, ...)
+validates its arguments, posts its fingerprint for agreement with an
+``Iallgather`` and returns a :class:`Request` at once; no message of the
+algorithm is sent before every rank's fingerprint has been judged. Each
+``Test``/``Wait`` on any mpicoll request advances *every* active request —
+the progress engine of libNBC: a request runs its bound steps until it
+reaches a wait whose point-to-point requests are not complete, and resumes
+there next time. Waiting on one request therefore never starves another
+rank's wait on a different one, whatever order the ranks wait in.
+
+Each request uses a tag of its own on the private communicator (the call
+order is the same on every rank), so several may be outstanding on one
+communicator, interleaved with the user's own point-to-point traffic and
+with blocking mpicoll calls.
+
+A persistent request (``mpicoll.allreduce_init``, ``P2PComm.Allreduce_init``)
+is validated and agreed once when it is made, binds its plan to the buffers
+once, and then runs with ``Start()`` / ``Wait()`` as often as needed.
+
+Progress happens inside mpicoll calls only (``Test``, ``Wait``, ``waitall``,
+``testall``), unless ``MPICOLL_PROGRESS=thread`` starts a progress thread
+(see :mod:`.progress`). Calls that cannot run as a plan — ``native``
+algorithms, algorithms that cannot be recorded, device buffers on the
+staged (not CUDA-aware) path — complete when they are made: they wait for
+the agreement and run blocking, then return a completed request.
+"""
+import threading
+
+import numpy as np
+from mpi4py import MPI
+
+from functools import partial
+
+from .run import _assign, _is_array, bind, scratch_for
+
+__all__ = ["Request", "PersistentRequest", "waitall", "testall", "active_count"]
+
+_active = []                   # started, not yet complete, in start order
+_lock = threading.RLock()      # the progress thread and the caller share the list
+
+
+def active_count():
+    """Requests started and not yet complete (on this process)."""
+    return len(_active)
+
+
+class Request:
+    """One nonblocking mpicoll collective.
+
+    mpi4py's ``Wait()``/``Test()`` and torch's ``wait()``/``is_completed()``;
+    ``result`` is what the blocking call would have returned (the output
+    array, or None off the root of a rooted collective). Errors of the call
+    (an argument error on another rank, a mismatch) are raised by
+    ``Wait``/``Test`` on every rank.
+    """
+
+    def __init__(self, result=None):
+        self.result = result
+        self._steps = ()
+        self._reqs = []
+        self._pc = 0
+        self._finish = None        # staged device receives land after their wait
+        self._errstate = False     # the plan reduces: mute FP traps while it runs
+        self._agreement = None     # (Iallgather request, every fingerprint, mine, call)
+        self._error = None
+        self._done = False
+
+    # -- engine --------------------------------------------------------
+    def _arm(self, steps, reqs, finish=None, reduces=False):
+        self._steps, self._reqs, self._finish, self._errstate = steps, reqs, finish, reduces
+        self._pc = 0
+        self._done = False
+
+    def _advance(self):
+        """Run steps until a wait blocks; True once complete."""
+        if self._done:
+            return True
+        try:
+            if self._agreement is not None:
+                req, raw, mine, call = self._agreement
+                if not req.Test():
+                    return False
+                self._agreement = None
+                call.judge(raw, mine)
+            if self._errstate:
+                with np.errstate(all="ignore"):
+                    return self._run_steps()
+            return self._run_steps()
+        except Exception as exc:       # noqa: BLE001 - raised by Wait/Test on this rank
+            self._error = exc
+            self._done = True
+            return True
+
+    def _run_steps(self):
+        steps, reqs, pc, n = self._steps, self._reqs, self._pc, len(self._steps)
+        while pc < n:
+            step = steps[pc]
+            if type(step) is tuple:        # a wait on these request slots
+                rs = [reqs[i] for i in step]
+                if not MPI.Request.Testall(rs):
+                    self._pc = pc
+                    return False
+                if self._finish is not None:
+                    self._finish(rs)
+            else:
+                step()
+            pc += 1
+        self._pc = pc
+        self._done = True
+        return True
+
+    def _blocking_on(self):
+        """The MPI requests this one waits on now (for Waitany)."""
+        if self._agreement is not None:
+            return [self._agreement[0]]
+        if self._done or self._pc >= len(self._steps):
+            return []
+        step = self._steps[self._pc]
+        return [self._reqs[i] for i in step] if type(step) is tuple else []
+
+    # -- public --------------------------------------------------------
+    def Test(self, status=None):
+        """Advance every active request; True (and raise its error, if any) once this one is complete."""
+        progress()
+        if self._done:
+            self._raise()
+            return True
+        return False
+
+    def Wait(self, status=None):
+        """Advance every active request until this one is complete; raise its error, if any."""
+        while not self._done:
+            progress()
+            if self._done:
+                break
+            pending = [r for q in list(_active) for r in q._blocking_on()
+                       if r != MPI.REQUEST_NULL]
+            if pending:
+                MPI.Request.Waitany(pending)     # sleep in MPI until something moves
+        self._raise()
+        return self.result
+
+    def _raise(self):
+        err, self._error = self._error, None
+        if err is not None:
+            raise err
+
+    # torch.distributed's Work
+    def wait(self, timeout=None):
+        self.Wait()
+        return True
+
+    def is_completed(self):
+        return self.Test()
+
+    def test(self):
+        return self.Test()
+
+    def __repr__(self):
+        state = "complete" if self._done else f"at step {self._pc}/{len(self._steps)}"
+        return f"<mpicoll.Request {state}>"
+
+
+def progress():
+    """Advance every active request once (the mpicoll progress engine)."""
+    with _lock:
+        if not _active:
+            return
+        done = [q for q in list(_active) if q._advance()]
+        for q in done:
+            _active.remove(q)
+
+
+def _activate(req):
+    with _lock:
+        _active.append(req)
+    progress()                    # post the first round now, as MPI would
+
+
+class PersistentRequest(Request):
+    """A persistent mpicoll collective: built once, ``Start()`` / ``Wait()`` many times."""
+
+    def __init__(self, result=None):
+        super().__init__(result)
+        self._program = None       # (steps, their request list, finish, reduces)
+        self._eager = None         # a callable run at Start for calls without a plan
+        self._done = True          # inactive until started
+        self._freed = False
+
+    def Start(self):
+        """Start the collective with the data now in the buffers."""
+        if self._freed:
+            raise MPI.Exception(MPI.ERR_REQUEST)
+        if not self._done:
+            raise RuntimeError("mpicoll: Start() on a persistent request that is still active "
+                               "(Wait or Test it to completion first)")
+        if self._eager is not None:
+            self._eager()
+            return
+        steps, reqs, finish, reduces = self._program
+        reqs[:] = [None] * len(reqs)      # the bound steps post into this very list
+        self._arm(steps, reqs, finish, reduces)
+        _activate(self)
+
+    start = Start
+
+    def Free(self):
+        """Release the request (it must be inactive)."""
+        if not self._done:
+            raise RuntimeError("mpicoll: Free() on an active persistent request")
+        self._freed = True
+        self._program = self._eager = None
+
+    def __repr__(self):
+        return f"<mpicoll.PersistentRequest {'inactive' if self._done else 'active'}>"
+
+
+def start(call, ctx, fn, args, op, entry, fast, run_now, prologue=None):
+    """Make the request of a nonblocking or persistent call (``call.kind``).
+
+    ``entry``: the plan cache entry, or None where the call cannot run as a
+    plan; ``run_now()`` then runs it blocking (after the agreement).
+    ``prologue``: (dst, src) copied before the plan runs — an in-place
+    call's snapshot of its input, taken again at every persistent ``Start``.
+    """
+    persistent = call.kind == "init"
+    req = PersistentRequest() if persistent else Request()
+    call.request = req
+    staged = ctx.mpi is not ctx.comm and getattr(ctx.mpi, "path", "") == "staged"
+    if entry is None or staged:
+        if persistent:
+            req._eager = run_now
+        else:
+            _settle_now(call)
+            run_now()
+            req._done = True
+        return req
+    plan = entry.plan
+    arrays = [a for a in args if _is_array(a)]
+    arrays += scratch_for(plan, ctx.like)          # its own: several may be in flight
+    steps, reqs = bind(plan, arrays, op, ctx, fast, nonblocking=True)
+    if persistent and prologue is not None:
+        steps.insert(0, partial(_assign, prologue[0], prologue[1]))
+    finish = None if ctx.mpi is ctx.comm else getattr(ctx.mpi, "finish", None)
+    if persistent:
+        req._program = (tuple(steps), reqs, finish, plan.reduces)
+        return req
+    req._arm(tuple(steps), reqs, finish, plan.reduces)
+    if call.pending is not None:
+        req._agreement = call.pending + (call,)
+    _activate(req)
+    return req
+
+
+def _settle_now(call):
+    """Finish a nonblocking call's agreement before it runs blocking."""
+    if call.pending is not None:
+        req, raw, mine = call.pending
+        call.pending = None
+        req.Wait()
+        call.judge(raw, mine)
+
+
+def empty_request(call, result):
+    """The request of a call that moves nothing (zero elements everywhere, one rank)."""
+    persistent = call.kind == "init"
+    req = PersistentRequest(result) if persistent else Request(result)
+    call.request = req
+    if persistent:
+        req._eager = lambda: None
+        return req
+    req._arm((), [])
+    if call.pending is not None:
+        req._agreement = call.pending + (call,)
+        _activate(req)
+    else:
+        req._done = True
+    return req
+
+
+def waitall(requests):
+    """Wait for every mpicoll request in ``requests``; return their results."""
+    return [r.Wait() for r in requests]
+
+
+def testall(requests):
+    """True when every request in ``requests`` is complete (each advanced once)."""
+    progress()
+    return all(r.Test() for r in requests)
