@@ -50,6 +50,7 @@ from ._defaults import default_algorithm
 from ._errors import ArgumentError, ArgumentTypeError, describe
 from ._fingerprint import CollectiveMismatchError
 from ._registry import algorithms, env_choice, lookup
+from .sched.nonblocking import keep_until_complete
 from .sched.run import PlanCache
 
 __all__ = ["Call", "check_mode", "set_check", "get_check", "CollectiveMismatchError"]
@@ -246,6 +247,7 @@ class Call:
             req = self.pcomm.Iallgather([mine, MPI.BYTE], [raw, MPI.BYTE])
             self.pending = (req, raw, mine)
             if err is not None:
+                keep_until_complete(req, raw, mine)
                 raise err
             return None
         raw = state.raw

@@ -11,6 +11,9 @@ Backends: ``"p2p"`` (mpicoll's hand-written algorithms; the seed's
 ``"nccl"`` and ``"gloo"`` map here) and ``"native"`` (the MPI library's own
 collectives; ``"mpi"`` maps here). ``algorithms={"all_reduce": "ring", ...}``
 (torch or MPI primitive names) picks algorithms for the p2p backend.
+Every collective takes ``async_op=True`` and then returns a :class:`Work`
+(``wait()``, ``is_completed()``), as torch does; the p2p backend runs it as
+a nonblocking mpicoll collective (:mod:`mpicoll.requests`).
 
 Tensors may be CuPy arrays (select the rank's GPU first, e.g. with
 :func:`mpicoll.gpu.select_device`); the lists of gather/scatter calls must
@@ -30,7 +33,8 @@ from ._registry import PRIMITIVES, lookup
 
 __all__ = ["ReduceOp", "init_process_group", "destroy_process_group", "is_initialized",
            "get_rank", "get_world_size", "get_backend", "broadcast", "reduce", "all_reduce",
-           "gather", "all_gather", "scatter", "reduce_scatter", "all_to_all_single", "barrier"]
+           "gather", "all_gather", "scatter", "reduce_scatter", "all_to_all_single", "barrier",
+           "Work"]
 
 BACKENDS = {"p2p": "p2p", "nccl": "p2p", "gloo": "p2p", "native": "native", "mpi": "native"}
 
@@ -139,17 +143,66 @@ def _check_op(op, tensor):
     return op
 
 
+class Work:
+    """torch.distributed's work handle for ``async_op=True``: ``wait()``, ``is_completed()``."""
+
+    def __init__(self, request, then=None):
+        self._request = request
+        self._then = then          # finishing step (AVG division, list unstacking), run once
+
+    def _finish(self):
+        then, self._then = self._then, None
+        if then is not None:
+            then()
+
+    def wait(self, timeout=None):
+        """Block until the collective is complete (its results in the tensors); True."""
+        self._request.Wait()
+        self._finish()
+        return True
+
+    def is_completed(self):
+        """True once complete (advances every pending mpicoll collective)."""
+        if self._request.Test():
+            self._finish()
+            return True
+        return False
+
+    def is_success(self):
+        return self.is_completed()
+
+
+def _call(primitive, comm, async_op):
+    return Call(primitive, comm, "start" if async_op else None)
+
+
+def _done(call, then=None):
+    """Blocking: finish now and return None; ``async_op``: a :class:`Work`."""
+    if call.kind is None:
+        if then is not None:
+            then()
+        return None
+    return Work(call.request, then)
+
+
+def _unstack(tensors, stacked):
+    for t, row in zip(tensors, stacked):
+        t[...] = row
+
+
 def _average(tensor, op):
     if op is ReduceOp.AVG:
         tensor /= get_world_size()
 
 
-def broadcast(tensor, src=0):
+def broadcast(tensor, src=0, async_op=False):
     """Copy ``tensor`` on ``src`` into ``tensor`` on every rank (in place)."""
-    _c._bcast(Call("bcast", _group()), lambda: (tensor,), src, _algo("bcast"))
+    call = _call("bcast", _group(), async_op)
+    _c._bcast(call, lambda: (tensor,), src, _algo("bcast"))
+    return _done(call)
 
 
-def reduce(tensor, dst=0, op=ReduceOp.SUM):
+def reduce(tensor, dst=0, op=ReduceOp.SUM, async_op=False):
     """Reduce into ``tensor`` on ``dst`` (in place); other ranks' tensors are unchanged."""
     comm = _group()
     is_dst = comm.Get_rank() == dst
@@ -157,18 +210,19 @@ def reduce(tensor, dst=0, op=ReduceOp.SUM):
     def bufs():
         _check_op(op, tensor)
         return (MPI.IN_PLACE, tensor) if is_dst else (tensor, None)
-    _c._reduce(Call("reduce", comm), bufs, _mpi_op(op), dst, _algo("reduce"))
-    if is_dst:
-        _average(tensor, op)
+    call = _call("reduce", comm, async_op)
+    _c._reduce(call, bufs, _mpi_op(op), dst, _algo("reduce"))
+    return _done(call, (lambda: _average(tensor, op)) if is_dst else None)
 
 
-def all_reduce(tensor, op=ReduceOp.SUM):
+def all_reduce(tensor, op=ReduceOp.SUM, async_op=False):
     """Reduce ``tensor`` across ranks, in place on every rank."""
     def bufs():
         _check_op(op, tensor)
         return MPI.IN_PLACE, tensor
-    _c._allreduce(Call("allreduce", _group()), bufs, _mpi_op(op), _algo("allreduce"))
-    _average(tensor, op)
+    call = _call("allreduce", _group(), async_op)
+    _c._allreduce(call, bufs, _mpi_op(op), _algo("allreduce"))
+    return _done(call, lambda: _average(tensor, op))
 
 
 def _check_list(argname, lst, n, like):
@@ -191,7 +245,7 @@ def _check_list(argname, lst, n, like):
                                 MPI.ERR_BUFFER)
 
 
-def gather(tensor, gather_list=None, dst=0):
+def gather(tensor, gather_list=None, dst=0, async_op=False):
     """Gather every rank's ``tensor`` into ``gather_list`` (a list of N arrays) on ``dst``."""
     comm = _group()
     n, is_dst = comm.Get_size(), comm.Get_rank() == dst
@@ -202,13 +256,12 @@ def gather(tensor, gather_list=None, dst=0):
             _check_list("gather_list", gather_list, n, tensor)
             stage["out"] = empty(tensor, (n,) + tensor.shape)
         return tensor, stage.get("out")
-    _c._gather(Call("gather", comm), bufs, dst, _algo("gather"))
-    if is_dst:
-        for t, row in zip(gather_list, stage["out"]):
-            t[...] = row
+    call = _call("gather", comm, async_op)
+    _c._gather(call, bufs, dst, _algo("gather"))
+    return _done(call, (lambda: _unstack(gather_list, stage["out"])) if is_dst else None)
 
 
-def all_gather(tensor_list, tensor):
+def all_gather(tensor_list, tensor, async_op=False):
     """Gather every rank's ``tensor`` into ``tensor_list`` (N arrays) on every rank."""
     comm = _group()
     n = comm.Get_size()
@@ -218,12 +271,12 @@ def all_gather(tensor_list, tensor):
         _check_list("tensor_list", tensor_list, n, tensor)
         stage["out"] = empty(tensor, (n,) + tensor.shape)
         return tensor, stage["out"]
-    _c._allgather(Call("allgather", comm), bufs, _algo("allgather"))
-    for t, row in zip(tensor_list, stage["out"]):
-        t[...] = row
+    call = _call("allgather", comm, async_op)
+    _c._allgather(call, bufs, _algo("allgather"))
+    return _done(call, lambda: _unstack(tensor_list, stage["out"]))
 
 
-def scatter(tensor, scatter_list=None, src=0):
+def scatter(tensor, scatter_list=None, src=0, async_op=False):
     """Rank i's ``tensor`` receives ``scatter_list[i]`` from ``src``."""
     comm = _group()
     n, is_src = comm.Get_size(), comm.Get_rank() == src
@@ -234,10 +287,12 @@ def scatter(tensor, scatter_list=None, src=0):
             _check_list("scatter_list", scatter_list, n, tensor)
             send = np.stack(scatter_list)
         return send, tensor
-    _c._scatter(Call("scatter", comm), bufs, src, _algo("scatter"))
+    call = _call("scatter", comm, async_op)
+    _c._scatter(call, bufs, src, _algo("scatter"))
+    return _done(call)
 
 
-def reduce_scatter(output, input_list, op=ReduceOp.SUM):
+def reduce_scatter(output, input_list, op=ReduceOp.SUM, async_op=False):
     """Reduce ``input_list`` (N arrays) across ranks; rank i's ``output`` gets entry i."""
     comm = _group()
     n = comm.Get_size()
@@ -246,16 +301,20 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM):
         _check_op(op, output)
         _check_list("input_list", input_list, n, output)
         return np.stack(input_list), output
-    _c._reduce_scatter(Call("reduce_scatter", comm), bufs, None, _mpi_op(op),
-                       _algo("reduce_scatter"))
-    _average(output, op)
+    call = _call("reduce_scatter", comm, async_op)
+    _c._reduce_scatter(call, bufs, None, _mpi_op(op), _algo("reduce_scatter"))
+    return _done(call, lambda: _average(output, op))
 
 
-def all_to_all_single(output, input):  # noqa: A002 - torch's name
+def all_to_all_single(output, input, async_op=False):  # noqa: A002 - torch's name
     """Block j of ``input`` goes to rank j; block i of ``output`` comes from rank i."""
-    _c._alltoall(Call("alltoall", _group()), lambda: (input, output), _algo("alltoall"))
+    call = _call("alltoall", _group(), async_op)
+    _c._alltoall(call, lambda: (input, output), _algo("alltoall"))
+    return _done(call)
 
 
-def barrier():
+def barrier(async_op=False):
     """Wait until every rank has entered."""
-    _c._barrier(Call("barrier", _group()), _algo("barrier"))
+    call = _call("barrier", _group(), async_op)
+    _c._barrier(call, _algo("barrier"))
+    return _done(call)

@@ -179,6 +179,30 @@ def _activate(req):
     progress()                    # post the first round now, as MPI would
 
 
+class _Orphan:
+    """An MPI request whose call already failed on this rank, kept until it completes.
+
+    The failing rank of a nonblocking call has posted its fingerprint (the
+    others need it to learn of the failure) and raised; the Iallgather and
+    its buffers must live until MPI is done with them.
+    """
+
+    def __init__(self, request, *buffers):
+        self._request, self._buffers = request, buffers
+
+    def _advance(self):
+        return self._request.Test()
+
+    def _blocking_on(self):
+        return [self._request]
+
+
+def keep_until_complete(request, *buffers):
+    """Hold ``request`` and its ``buffers`` in the progress engine until it completes."""
+    with _lock:
+        _active.append(_Orphan(request, *buffers))
+
+
 class PersistentRequest(Request):
     """A persistent mpicoll collective: built once, ``Start()`` / ``Wait()`` many times."""
 

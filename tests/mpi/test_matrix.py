@@ -70,12 +70,45 @@ def _same(x):
     return x
 
 
-def run_case(primitive, algo, dt, opname, c, root, in_place, dev=_same, host=_same):
+class Face:
+    """The functional API in one of its three forms, behind the blocking names.
+
+    ``blocking``: ``mpicoll.allreduce(...)``; ``nonblocking``:
+    ``mpicoll.iallreduce(...).Wait()``; ``persistent``:
+    ``mpicoll.allreduce_init(...)``, then ``Start()``/``Wait()``/``Free()``.
+    """
+
+    def __init__(self, kind):
+        self.kind = kind
+
+    def __getattr__(self, name):
+        if self.kind == "blocking":
+            return getattr(mpicoll, name)
+        if self.kind == "nonblocking":
+            start = getattr(mpicoll, "i" + name)
+            return lambda *a, **k: start(*a, **k).Wait()
+        init = getattr(mpicoll, name + "_init")
+
+        def persistent(*a, **k):
+            req = init(*a, **k)
+            req.Start()
+            res = req.Wait()
+            req.Free()
+            return res
+        return persistent
+
+
+FACES = ["blocking", "nonblocking", "persistent"]
+
+
+def run_case(primitive, algo, dt, opname, c, root, in_place, dev=_same, host=_same,
+             face="blocking"):
     """Run one call with ``algo`` and with native; return (got, native, ref).
 
     ``dev`` turns a NumPy array into the array kind under test (a fresh copy
     in device memory; identity for NumPy) and ``host`` brings one back.
     """
+    mc = Face(face)
     op = OPS[opname] if opname else None
     mine = data(RANK, c, dt, opname or "SUM")
     every = [data(r, c, dt, opname or "SUM") for r in range(N)]
@@ -85,15 +118,15 @@ def run_case(primitive, algo, dt, opname, c, root, in_place, dev=_same, host=_sa
         kw = dict(algorithm=name)
         if primitive == "bcast":
             buf = dev(mine.copy() if RANK == root else np.zeros(c, dt))
-            out[name] = host(mpicoll.bcast(buf, root, **kw))
+            out[name] = host(mc.bcast(buf, root, **kw))
             ref = every[root]
         elif primitive == "reduce":
             if in_place and RANK == root:
                 buf = dev(mine.copy())
-                res = mpicoll.reduce(MPI.IN_PLACE, buf, op, root, **kw)
+                res = mc.reduce(MPI.IN_PLACE, buf, op, root, **kw)
                 assert res is buf
             else:
-                res = mpicoll.reduce(mine_in, None, op, root, **kw)
+                res = mc.reduce(mine_in, None, op, root, **kw)
             out[name] = host(res) if RANK == root else np.zeros(c, dt)
             ref = reduce_ref(every, opname, dt) if RANK == root else np.zeros(c, dt)
             if RANK != root:
@@ -101,37 +134,37 @@ def run_case(primitive, algo, dt, opname, c, root, in_place, dev=_same, host=_sa
         elif primitive == "allreduce":
             if in_place:
                 buf = dev(mine.copy())
-                out[name] = host(mpicoll.allreduce(MPI.IN_PLACE, buf, op, **kw))
+                out[name] = host(mc.allreduce(MPI.IN_PLACE, buf, op, **kw))
             else:
-                out[name] = host(mpicoll.allreduce(mine_in, dev(np.empty(c, dt)), op, **kw))
+                out[name] = host(mc.allreduce(mine_in, dev(np.empty(c, dt)), op, **kw))
             ref = reduce_ref(every, opname, dt)
         elif primitive == "gather":
             if in_place and RANK == root:
                 buf = np.zeros((N, c), dt)
                 buf[root] = mine
-                res = mpicoll.gather(MPI.IN_PLACE, dev(buf), root, **kw)
+                res = mc.gather(MPI.IN_PLACE, dev(buf), root, **kw)
             else:
-                res = mpicoll.gather(mine_in, None, root, **kw)
+                res = mc.gather(mine_in, None, root, **kw)
             out[name] = host(res) if RANK == root else np.zeros((N, c), dt)
             ref = np.array(every).reshape(N, c) if RANK == root else np.zeros((N, c), dt)
         elif primitive == "allgather":
             if in_place:
                 buf = np.zeros((N, c), dt)
                 buf[RANK] = mine
-                out[name] = host(mpicoll.allgather(MPI.IN_PLACE, dev(buf), **kw))
+                out[name] = host(mc.allgather(MPI.IN_PLACE, dev(buf), **kw))
             else:
-                out[name] = host(mpicoll.allgather(mine_in, dev(np.empty((N, c), dt)), **kw))
+                out[name] = host(mc.allgather(mine_in, dev(np.empty((N, c), dt)), **kw))
             ref = np.array(every).reshape(N, c)
         elif primitive == "scatter":
             full = np.concatenate([data(r, c, dt, "SUM", salt=9) for r in range(N)]) if N else None
             send = dev(full.copy()) if RANK == root else None
             if in_place and RANK == root:
-                res = mpicoll.scatter(send, MPI.IN_PLACE, root, **kw)
+                res = mc.scatter(send, MPI.IN_PLACE, root, **kw)
                 assert res is None
                 out[name] = host(send)[root * c:(root + 1) * c].copy()
                 assert np.array_equal(host(send), full)
             else:
-                out[name] = host(mpicoll.scatter(send, dev(np.empty(c, dt)), root, **kw))
+                out[name] = host(mc.scatter(send, dev(np.empty(c, dt)), root, **kw))
             ref = full[RANK * c:(RANK + 1) * c]
         elif primitive == "reduce_scatter":
             # Uneven counts: rank i receives c + i % 2 elements (sum is not a multiple of N).
@@ -143,20 +176,20 @@ def run_case(primitive, algo, dt, opname, c, root, in_place, dev=_same, host=_sa
             ref = red[off:off + rc[RANK]]
             if in_place:
                 buf = dev(mine_full.copy())
-                res = mpicoll.reduce_scatter(MPI.IN_PLACE, buf, rc, op, **kw)
+                res = mc.reduce_scatter(MPI.IN_PLACE, buf, rc, op, **kw)
                 out[name] = host(res)[:rc[RANK]].copy()
             elif root == 0:
-                out[name] = host(mpicoll.reduce_scatter(dev(mine_full), None, rc, op, **kw))
+                out[name] = host(mc.reduce_scatter(dev(mine_full), None, rc, op, **kw))
             else:
-                out[name] = host(mpicoll.reduce_scatter_block(dev(mine_full), None, op, **kw))
+                out[name] = host(mc.reduce_scatter_block(dev(mine_full), None, op, **kw))
         elif primitive == "alltoall":
             send = np.concatenate([data(RANK * N + j, c, dt) for j in range(N)])
             ref = np.concatenate([data(i * N + RANK, c, dt) for i in range(N)])
             send_in = dev(send)
             if in_place:
-                out[name] = host(mpicoll.alltoall(MPI.IN_PLACE, dev(send.copy()), **kw))
+                out[name] = host(mc.alltoall(MPI.IN_PLACE, dev(send.copy()), **kw))
             else:
-                out[name] = host(mpicoll.alltoall(send_in, None, **kw))
+                out[name] = host(mc.alltoall(send_in, None, **kw))
             assert np.array_equal(host(send_in), send)
         else:
             raise AssertionError(primitive)
@@ -166,8 +199,9 @@ def run_case(primitive, algo, dt, opname, c, root, in_place, dev=_same, host=_sa
 
 
 @pytest.mark.mpi
+@pytest.mark.parametrize("face", FACES)
 @pytest.mark.parametrize("primitive,algo", all_algorithms())
-def test_matrix(primitive, algo):
+def test_matrix(primitive, algo, face):
     fn = mpicoll.algorithm_info(primitive, algo)
     rooted = primitive in ("bcast", "reduce", "gather", "scatter")
     ncalls = 0
@@ -181,8 +215,9 @@ def test_matrix(primitive, algo):
             for in_place in (False, True):
                 if primitive == "bcast" and in_place:
                     continue
-                what = f"{primitive}/{algo} N={N} dtype={dt} op={opname} count={c} root={root} in_place={in_place} rank={RANK}"
-                got, native, ref = run_case(primitive, algo, dt, opname, c, root, in_place)
+                what = f"{face} {primitive}/{algo} N={N} dtype={dt} op={opname} count={c} root={root} in_place={in_place} rank={RANK}"
+                got, native, ref = run_case(primitive, algo, dt, opname, c, root, in_place,
+                                            face=face)
                 assert_same(got, ref, what + " vs NumPy")
                 assert_same(got, native, what + " vs native")
                 ncalls += 1
