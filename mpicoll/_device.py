@@ -27,6 +27,8 @@ import threading
 import numpy as np
 from mpi4py import MPI
 
+from ._cuda_probe import cuda_aware_report
+
 __all__ = ["adapter_of", "register_adapter", "data_ptr", "empty", "transport",
            "PinnedArena", "AwareTransport", "StagedTransport", "set_cuda_aware",
            "cuda_aware_decision", "staging_stats", "release_staging"]
@@ -159,7 +161,6 @@ def cuda_aware_decision():
     if _aware_override is not None:
         return _aware_override, "mpicoll.gpu.set_cuda_aware"
     if _aware_decision is None:
-        from .gpu import cuda_aware_report
         rep = cuda_aware_report()
         _aware_decision = (rep["cuda_aware"], rep["source"])
     return _aware_decision

@@ -2,7 +2,9 @@
 
 Each algorithm module registers its functions with :func:`register`;
 :func:`algorithms` lists them and :func:`lookup` resolves a name, answering an
-unknown one with the list of valid names.
+unknown one with the list of valid names. The registry is the one list of
+algorithms: the demo, the bench (sweep, ``fit``, ``predict``, ``tune``) and
+the tests read it, so one decorated function is all a new algorithm needs.
 """
 import os
 
@@ -21,12 +23,20 @@ def register(primitive, name, *, commutative_only=False):
     """Register ``fn`` as algorithm ``name`` of ``primitive``.
 
     ``commutative_only`` marks reductions that combine contributions out of
-    rank order; they are refused for non-commutative ops.
+    rank order; they are refused for non-commutative ops. A name already
+    registered for ``primitive`` raises :class:`ArgumentError`: replacing it
+    silently would make every caller run another algorithm under that name.
     """
     if primitive not in _REGISTRY:
         raise KeyError(primitive)
 
     def decorate(fn):
+        old = _REGISTRY[primitive].get(name)
+        if old is not None:
+            where = f"{getattr(old, '__module__', '?')}.{getattr(old, '__qualname__', '?')}"
+            raise ArgumentError(
+                f"register: {primitive} algorithm {name!r} is already registered (by {where}); "
+                f"choose another name")
         fn.primitive = primitive
         fn.algorithm = name
         fn.commutative_only = commutative_only

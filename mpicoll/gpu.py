@@ -20,73 +20,15 @@ Device selection: :func:`select_device` puts each rank on GPU
 ``SLURM_LOCALID``, ``OMPI_COMM_WORLD_LOCAL_RANK``, ``MPI_LOCALRANKID`` or an
 MPI shared-memory split); several ranks may share one GPU.
 """
-import ctypes
 import os
 
+from . import _device
+from ._cuda_probe import cuda_aware_report
 from ._device import release_staging, set_cuda_aware, staging_stats
 
 __all__ = ["cuda_aware", "cuda_aware_report", "cupy_status", "device_path", "set_cuda_aware",
            "staging_stats", "release_staging", "local_rank", "device_precheck", "no_gpu_reason",
            "select_device", "nccl_status"]
-
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
-
-
-def _query_function():
-    from mpi4py import MPI
-    fn = None
-    # mpi4py's extension links libmpi; a libmpi opened with dlopen is found
-    # through the process's global symbols instead.
-    for lib in (MPI.__file__, None):
-        try:
-            fn = ctypes.CDLL(lib).MPIX_Query_cuda_support
-            break
-        except (OSError, AttributeError):
-            continue
-    if fn is None:
-        return None
-    fn.restype = ctypes.c_int
-    fn.argtypes = []
-    return fn
-
-
-def _alloc_kinds():
-    from mpi4py import MPI
-    try:
-        info = MPI.COMM_WORLD.Get_info()
-    except MPI.Exception:
-        return None
-    try:
-        return info.Get("mpi_memory_alloc_kinds")
-    finally:
-        info.Free()
-
-
-def cuda_aware_report():
-    """Dict: the decision and every probe's answer (for provenance and headers)."""
-    from mpi4py import MPI
-    report = {"override": os.environ.get("MPICOLL_CUDA_AWARE"), "mpix_query": None,
-              "alloc_kinds": None, "library": MPI.Get_library_version().splitlines()[0].strip()}
-    raw = (report["override"] or "").strip().lower()
-    if raw and raw not in _TRUE | _FALSE:
-        from ._errors import ArgumentError
-        raise ArgumentError(f"MPICOLL_CUDA_AWARE: expected 0 or 1; got {report['override']!r}")
-    fn = _query_function()
-    if fn is not None:
-        report["mpix_query"] = bool(fn())
-    kinds = _alloc_kinds()
-    report["alloc_kinds"] = kinds
-    if raw in _TRUE | _FALSE:
-        report["cuda_aware"], report["source"] = raw in _TRUE, "MPICOLL_CUDA_AWARE"
-    elif report["mpix_query"] is not None:
-        report["cuda_aware"], report["source"] = report["mpix_query"], "MPIX_Query_cuda_support"
-    elif kinds is not None:
-        names = [k.split(":")[0].strip() for k in kinds.split(",")]
-        report["cuda_aware"], report["source"] = "cuda" in names, "mpi_memory_alloc_kinds"
-    else:
-        report["cuda_aware"], report["source"] = False, "no probe answered (assumed not aware)"
-    return report
 
 
 def cuda_aware():
@@ -119,7 +61,6 @@ def device_path(buf=None):
     is the decision the collectives use: made once per process and cached
     (``set_cuda_aware(None)`` makes it again).
     """
-    from . import _device
     if buf is not None and _device.adapter_of(buf) is None:
         return {"path": "host", "cuda_aware": None, "source": "NumPy array (host memory)"}
     aware, source = _device.cuda_aware_decision()

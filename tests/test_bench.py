@@ -88,6 +88,10 @@ def test_sweep_is_complete_and_correct(sweeps, n):
         for size in sizes:
             algs = {r["algorithm"] for r in mine if r["bytes"] == size}
             assert set(mpicoll.algorithms(prim)) <= algs, (prim, size, algs)
+            assert "raw" in algs, (prim, size, algs)      # all includes the raw mpi4py call
+            raw = next(r for r in mine if r["bytes"] == size and r["algorithm"] == "raw")
+            assert all(r["vs_raw"] == pytest.approx(raw["time_us"]["avg"] / r["time_us"]["avg"])
+                       for r in mine if r["bytes"] == size)
         for r in mine:
             assert r["wrong"] == 0 and r["checked"], r
             assert r["nranks"] == n and r["iters"] == 2 and r["warmup"] == 1
@@ -180,6 +184,7 @@ def test_report_and_plot(sweeps, tmp_path):
     for prim in mpicoll.PRIMITIVES:
         assert f"### {prim}, N = 2" in text and f"### {prim}, N = 3" in text
     assert "| size | winner |" in text and "speedup over native" in text
+    assert "| raw time (µs) | winner vs raw | hand-written vs raw | native vs raw |" in text
     if not HAS_MPL:
         pytest.skip("matplotlib is not installed: plot not tested (pip install 'mpicoll[plot]')")
     proc = serial(["plot"] + files + ["-o", tmp_path / "p.png"], tmp_path)
@@ -235,6 +240,7 @@ def test_tune_table_drives_auto(tmp_path, monkeypatch):
             assert _defaults.default_algorithm(prim, size=2, nbytes=m["nbytes"]) == m["algorithm"]
             assert m["median_us"][m["algorithm"]] <= 1.05 * m["median_us"][m["fastest"]]
             assert m["algorithm"] != "native"      # hand-written only unless --include-native
+            assert "raw" not in m["median_us"]       # the raw mpi4py call is no algorithm=
 
 
 # -- serial units ------------------------------------------------------------
@@ -395,6 +401,13 @@ def test_build_rules_picks_measured_best():
     rules_n, _ = build_rules(recs + [rec(65536, "native", 0.5)], include_native=True)
     assert rules_n["allreduce"][-1] == {"max_nbytes": None, "algorithm": "native"}
     assert [e["algorithm"] for e in ev["allreduce"]] == ["recursive_doubling", "ring", "ring"]
+    # the reference columns are never picked, however fast, --include-native or not
+    for ref in ("raw", "nccl"):
+        for inc in (False, True):
+            rules_r, ev_r = build_rules(recs + [rec(8, ref, 0.1), rec(65536, ref, 0.1)],
+                                        include_native=inc)
+            assert all(r["algorithm"] != ref for r in rules_r["allreduce"])
+            assert all(ref not in e["median_us"] for e in ev_r["allreduce"])
     # within the tolerance the previous range's algorithm keeps a size
     recs.append(rec(4096, "ring", 10.3))
     recs.append(rec(4096, "recursive_doubling", 10))
@@ -727,16 +740,16 @@ class _RunNccl(_FakeNcclComm):
 
 
 @pytest.mark.parametrize("lazy", [False, True])
-def test_sweep_runs_and_checks_the_nccl_column(monkeypatch, lazy):
+def test_sweep_runs_and_checks_the_nccl_column(lazy):
     """In-process, one rank: nccl rows beside the others, checked; skips said once each."""
     from mpicoll.bench import cli, nccl, run
     from mpicoll.bench.harness import Sweep
     from mpicoll.bench.results import Sink
-    monkeypatch.setenv("MPICOLL_CHECK", "local")            # prepare() sets it
     args = cli.build_parser().parse_args(["all", "-b", "8", "-e", "64", "-f", "8", "-n", "1",
                                           "-w", "0", "--algorithm", "native,nccl",
                                           "--no-memcpy"])
     comm = run.prepare(args)
+    assert mpicoll.get_check(comm) == "local"      # the bench's own communicator only
     fake = _FakeNccl()
     col = nccl.Column(fake, _RunNccl(fake, lazy), args.dtype, args.array_module)
     out = []

@@ -327,8 +327,8 @@ def test_demo_help():
     proc = demo(2, "--help")
     out = ok(proc)
     assert out.count("usage:") == 1
-    for flag in ("--only", "--algorithm", "--impl", "--device", "--count", "--dtype", "--root",
-                 "--sleep-scale", "--plot", "--color"):
+    for flag in ("--only", "--algorithm", "--import", "--impl", "--device", "--count", "--dtype",
+                 "--root", "--sleep-scale", "--plot", "--color"):
         assert flag in out
     assert "{cpu,gpu}" in out and "MPICOLL_DEVICE" in out and "staged" in out
     assert "3 --device gpu without a usable GPU" in " ".join(out.split())
@@ -384,12 +384,16 @@ d.all_reduce = _bad
     assert "== gather" not in proc.stdout             # stopped at the first failure
 
 
-def test_demo_wrong_traffic_formula_is_an_error():
+def test_demo_plan_disagreeing_with_the_counters_is_an_error():
     prelude = """
-from mpicoll import _demo_traffic as t
-s = t.SCHEDULES['allreduce/ring']
-_orig = s.messages
-s.messages = lambda n, k, root, itemsize: _orig(n, k, root, itemsize)[1:]
+from mpicoll.demo import table as t
+_orig = t.plan_traffic
+def _short(prim, algo, n, rank, *args):
+    got = _orig(prim, algo, n, rank, *args)
+    if (prim, algo, rank) == ('allreduce', 'ring', 0):
+        got = (got[0] - 1,) + got[1:]          # one element fewer than the run sent
+    return got
+t.plan_traffic = _short
 """
     proc = _wrapped(3, prelude, ["--only", "allreduce"])
     assert proc.returncode == 1, (proc.stdout, proc.stderr)
@@ -400,8 +404,8 @@ s.messages = lambda n, k, root, itemsize: _orig(n, k, root, itemsize)[1:]
 def test_demo_wrong_textbook_value_is_an_error():
     prelude = """
 from fractions import Fraction
-from mpicoll import _demo_traffic as t
-t.SCHEDULES['allgather/ring'].value = lambda n, k: Fraction(k)
+from mpicoll.demo import textbook as t
+t.TEXTBOOK['allgather/ring'].value = lambda n, k: Fraction(k)
 """
     proc = _wrapped(3, prelude, ["--only", "allgather"])
     assert proc.returncode == 1, (proc.stdout, proc.stderr)

@@ -18,13 +18,12 @@ Model and tuning (under MPI): ``fit [-o model.json]``, ``tune -o table.json``.
 Exit status: 1 when any #wrong > 0, 2 for bad arguments.
 """
 import argparse
-import importlib
-import importlib.util
-import os
 import sys
 
 from mpicoll._registry import PRIMITIVES
 
+from . import model, plot, report, tune
+from .run import run
 from .units import OP_NAMES, parse_dtype, parse_size
 
 __all__ = ["main", "build_parser"]
@@ -102,8 +101,11 @@ def build_parser():
         sweep_options(p)
         g = p.add_argument_group("algorithms and output")
         g.add_argument("--algorithm", "-a", dest="algorithms", type=_csv_list, default=["all"],
-                       help="comma list of algorithm names, or all (native included; "
-                            "default all); nccl: NCCL's own collective on the same buffers "
+                       help="comma list of algorithm names, or all (native and raw included; "
+                            "default all); raw: the plain mpi4py call (comm.Allreduce(sendbuf, "
+                            "recvbuf, op), ...) on the bench's communicator, no mpicoll layer, "
+                            "same buffers, timing and check (skipped with --xp cupy unless MPI "
+                            "is CUDA-aware); nccl: NCCL's own collective on the same buffers "
                             "(--xp cupy only, where it is included in all; otherwise, or "
                             "when NCCL cannot run, skipped with the reason)")
         g.add_argument("--native-algorithm", type=_csv_list, default=[], metavar="NAME[,...]",
@@ -120,7 +122,6 @@ def build_parser():
                        help="skip the NumPy copy-bandwidth reference")
         g.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
                        help="progress lines on stderr (auto: every 5 s of a long sweep)")
-    from . import model, plot, report, tune
     report.add_parser(sub)
     plot.add_parser(sub)
     model.add_parsers(sub, sweep_options)
@@ -140,42 +141,9 @@ def _hoist_primitive_flag(argv):
     return argv
 
 
-def import_extra(specs):
-    """Import each ``--import`` module (dotted name or path to a .py file)."""
-    for spec in specs:
-        if spec.endswith(".py") or os.sep in spec:
-            path = os.path.abspath(spec)
-            name = "mpicoll_bench_extra_" + os.path.splitext(os.path.basename(path))[0]
-            loader = importlib.util.spec_from_file_location(name, path)
-            if loader is None:
-                raise SystemExit(f"--import: cannot load {spec}")
-            mod = importlib.util.module_from_spec(loader)
-            sys.modules[name] = mod
-            loader.loader.exec_module(mod)
-        else:
-            importlib.import_module(spec)
-
-
-def native_plan(items, primitives):
-    """['ring', 'bcast=binomial'] -> {primitive: [names]}."""
-    plan = {}
-    for item in items:
-        if "=" in item:
-            prim, name = item.split("=", 1)
-            if prim not in PRIMITIVES:
-                raise SystemExit(f"--native-algorithm: unknown primitive {prim!r}")
-            targets = [prim] if prim in primitives else []
-        else:
-            name, targets = item, primitives
-        for p in targets:
-            plan.setdefault(p, []).append(name)
-    return plan
-
-
 def main(argv=None):
     argv = _hoist_primitive_flag(list(sys.argv[1:] if argv is None else argv))
     args = build_parser().parse_args(argv)
     if args.command in PRIMITIVES + ("all",):
-        from .run import run
         return run(args)
     return args.func(args)

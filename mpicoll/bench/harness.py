@@ -4,10 +4,15 @@ Timing follows OSU: each rank times every call on its own (a barrier, not
 timed, between calls), takes its mean, and the means are reduced across
 ranks to min/avg/max. ``--timing loop`` times back-to-back calls instead
 (nccl-tests' way). Bandwidths use the average: algbw = size / avg time,
-busbw = algbw x nccl-tests' factor. Calls run with ``MPICOLL_CHECK=local``
-(no agreement step); the check pass runs with ``agree``.
+busbw = algbw x nccl-tests' factor. Timed calls run in check mode ``local``
+(no agreement step), set with :func:`mpicoll.set_check` on the bench's
+communicator; the check pass runs with ``agree``.
+
+Reference columns beside mpicoll's algorithms: ``native`` (mpicoll's call of
+the MPI library's collective), ``raw`` (the plain mpi4py call, no mpicoll
+layer: :mod:`.raw`; first of each size, so other rows record ``vs_raw``) and
+``nccl`` (:mod:`.nccl`).
 """
-import os
 import sys
 import time
 
@@ -16,13 +21,14 @@ import numpy as np
 import mpicoll
 from mpicoll._defaults import default_algorithm
 
+from . import raw as rawcol
 from .specs import SPECS, Case, ArrayModule
 from .units import dtype_label, fmt_size, iterations, size_sweep
 
 __all__ = ["Sweep", "time_calls", "algorithm_labels", "CHECK_NOTE"]
 
-CHECK_NOTE = ("MPICOLL_CHECK=local during timed calls (no agreement allreduce); "
-              "agree during the untimed check pass")
+CHECK_NOTE = ("check mode local (mpicoll.set_check on the bench's communicator) during timed "
+              "calls (no agreement step); agree during the untimed check pass")
 
 
 def time_calls(fn, iters, warmup, comm, sync=lambda: None, barrier=True):
@@ -73,7 +79,8 @@ def algorithm_labels(primitive, requested, native_forced, *, strict=True):
                 names.append(name)
             elif strict:
                 raise SystemExit(f"--algorithm: {primitive} has no algorithm {name!r}; "
-                                 f"valid: {', '.join(known)}, auto, all")
+                                 f"valid: {', '.join(known)}, auto, all, and the reference "
+                                 f"columns raw and nccl")
     out = [(n, n, None) for n in names]
     out += [(f"native[{f}]", "native", f) for f in native_forced.get(primitive, [])]
     return out
@@ -128,7 +135,7 @@ class Sweep:
     """Run the sweep of one or more primitives, writing records through ``sink``."""
 
     def __init__(self, opts, comm, sink, echo=print, native_forced=None, tracer=None,
-                 nccl=None):
+                 nccl=None, raw=None):
         self.opts, self.comm, self.sink, self.echo = opts, comm, sink, echo
         self.rank, self.n = comm.Get_rank(), comm.Get_size()
         self.native_forced = native_forced or {}
@@ -138,6 +145,10 @@ class Sweep:
         self.records = []
         self.nccl = nccl            # bench.nccl Column or Skipped; None: not requested
         self.nccl_skips = []        # (primitive, reason) of primitives without an nccl row
+        # the raw mpi4py column; None: as opts ask (raw listed, or all in a measuring command)
+        self.raw = rawcol.wanted(opts) if raw is None else bool(raw)
+        self.raw_skip = None        # why the raw column could not run (same on every rank)
+        self._raw_us = {}           # (primitive, bytes) -> the raw row's avg time (us)
         self.am = getattr(opts, "array_module", None) or \
             ArrayModule(opts.xp, comm, getattr(opts, "device", None))
 
@@ -147,10 +158,15 @@ class Sweep:
         return size_sweep(self.opts.minbytes, self.opts.maxbytes, self.opts.stepfactor)
 
     def plan(self, primitives):
-        # "nccl" is not a registered algorithm: the NCCL column adds its own rows.
-        requested = [a for a in self.opts.algorithms if a != "nccl"]
+        # "nccl" and "raw" are not registered algorithms: their columns add their own rows.
+        requested = [a for a in self.opts.algorithms if a not in ("nccl", rawcol.LABEL)]
         plan = {p: algorithm_labels(p, requested, self.native_forced,
                                     strict=len(primitives) == 1) for p in primitives}
+        if self.raw:
+            self.raw_skip = rawcol.agreed_skip_reason(self.comm, self.am)
+            if self.raw_skip is None:
+                for p in primitives:        # first: the other rows of a size record vs_raw
+                    plan[p].insert(0, (rawcol.LABEL, rawcol.LABEL, None))
         if self.nccl is not None and self.nccl.usable:
             for p in primitives:
                 why = self.nccl.skip_reason(SPECS[p], self.opts.op)
@@ -165,6 +181,11 @@ class Sweep:
         total = sum(len(self.sizes(p)) * len(plan[p]) for p in primitives)
         self.progress = Progress(self.rank == 0, total, self.opts.progress)
         skips = dict(self.nccl_skips)
+        if self.raw_skip is not None:
+            self.sink.write({"type": "skip", "primitive": None, "algorithm": rawcol.LABEL,
+                             "reason": self.raw_skip})
+            if self.rank == 0:
+                self.echo(f"# {self.raw_skip}")
         for p in primitives:
             if p in skips:
                 self.sink.write({"type": "skip", "primitive": p, "algorithm": "nccl",
@@ -215,10 +236,11 @@ class Sweep:
                       f"{times['avg']:.2f} us, {rec['bw_GBps']:.3f} GB/s")
         return rec["bw_GBps"]
 
-    def check(self, case, fn):
-        """#wrong over all ranks for one untimed call (agreement step on)."""
+    def check(self, case, fn, comm=None):
+        """#wrong over all ranks for one untimed call of ``fn`` on ``comm`` (agreement step on)."""
         case.prepare_check()
-        os.environ["MPICOLL_CHECK"] = "agree"
+        comm = comm or self.comm
+        mpicoll.set_check(comm, "agree")
         try:
             fn()
             self.am.sync()
@@ -227,7 +249,7 @@ class Sweep:
                 raise SystemExit(f"--xp {self.am.name}: {exc}") from None
             raise
         finally:
-            os.environ["MPICOLL_CHECK"] = "local"
+            mpicoll.set_check(comm, "local")
         return self.comm.allreduce(case.wrong())
 
     def one(self, case, label, alg, forced, iters, warmup, memcpy):
@@ -235,17 +257,24 @@ class Sweep:
         setting = None
         if alg == "nccl":
             wrong, t = self._measure(case, self.nccl.call(case), iters, warmup)
+        elif alg == rawcol.LABEL:
+            wrong, t = self._measure(case, rawcol.call(case, self.comm, self.am), iters, warmup)
         elif forced is None:
             wrong, t = self._measure(case, case.call(alg), iters, warmup)
         else:
             from .native import forcing
             with forcing(case.spec.name, forced, self.comm) as (fresh, setting):
-                wrong, t = self._measure(case, case.call(alg, fresh), iters, warmup)
+                mpicoll.set_check(fresh, "local")       # as on the bench's communicator
+                wrong, t = self._measure(case, case.call(alg, fresh), iters, warmup, fresh)
             self.forced_settings.append(setting)
         times = across(self.comm, t)
         factor = case.busbw_factor()
         algbw = case.bytes / times["avg"] / 1e3 if case.bytes and times["avg"] > 0 else None
         commutative = case.op.is_commutative if case.op is not None else True
+        key = (case.spec.name, case.bytes)
+        if alg == rawcol.LABEL:
+            self._raw_us[key] = times["avg"]
+        raw_us = self._raw_us.get(key)
         rec = {"type": "result", "primitive": case.spec.name, "algorithm": label,
                "nranks": self.n, "bytes": case.bytes, "count": case.count,
                "block_count": case.block, "call_nbytes": case.call_nbytes,
@@ -256,7 +285,11 @@ class Sweep:
                "busbw_GBps": None if algbw is None or factor is None else algbw * factor,
                "busbw_factor": factor, "wrong": wrong, "checked": wrong is not None,
                "memcpy_GBps": memcpy, "native_forced": setting,
-               "auto": self.auto_choice(case, commutative)}
+               "auto": self.auto_choice(case, commutative),
+               # speedup over the raw mpi4py call of the same size (raw time / this time)
+               "vs_raw": raw_us / times["avg"] if raw_us and times["avg"] > 0 else None}
+        if alg == rawcol.LABEL:
+            rec["mpi_call"] = rawcol.CALLS[case.spec.name]
         if wrong:
             self.total_wrong += wrong
         self.records.append(rec)
@@ -272,7 +305,7 @@ class Sweep:
         except Exception as exc:  # noqa: BLE001 - e.g. a broken MPICOLL_TUNING file
             return f"error: {exc}"
 
-    def _measure(self, case, fn, iters, warmup):
-        wrong = self.check(case, fn) if self.opts.check else None
+    def _measure(self, case, fn, iters, warmup, comm=None):
+        wrong = self.check(case, fn, comm) if self.opts.check else None
         t = time_calls(fn, iters, warmup, self.comm, self.am.sync, self.opts.timing == "osu")
         return wrong, t

@@ -16,6 +16,11 @@ hand-written algorithm with a fitted model (``--model model.json``) or given
 time against N per algorithm (``-o chart.png``). ``--bytes`` is ``n`` in the
 costs' unit: the vector for bcast/reduce/allreduce/reduce_scatter, one rank's
 block for gather/allgather/scatter/alltoall.
+
+Both take the algorithms from the registry (``--import`` adds plug-ins). One
+without a formula in :mod:`.costs` is modelled from its recorded plans
+(:mod:`.plancost`, model ``plan``); ``predict`` reads plans up to
+``PLAN_MAX_RANKS`` ranks and says which algorithms it left out above that.
 """
 import json
 import math
@@ -23,7 +28,14 @@ import time
 
 import numpy as np
 
-from .costs import COSTS, cost, has_cost
+from mpicoll import algorithms
+from mpicoll._plugins import PluginError, import_modules
+from mpicoll._registry import PRIMITIVES
+from mpicoll.sched.inspect import plan_of
+from mpicoll.sched.plan import NotSchedulable
+
+from .costs import cost
+from .plancost import PLAN_MAX_RANKS, count_of, load, model_of, plan_cost, plannable
 from .units import fmt_size, iterations, parse_range, parse_size, size_sweep
 
 __all__ = ["add_parsers", "fit_line", "crossovers", "DEFAULT_MODEL"]
@@ -57,6 +69,9 @@ def add_parsers(sub, sweep_options):
     q.add_argument("--beta", type=float, help="seconds per byte")
     q.add_argument("--gamma", type=float, help="seconds per byte reduced")
     q.add_argument("--primitive", type=_csv, default=["all"])
+    q.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import a module or .py file first (e.g. one registering an "
+                        "algorithm); repeatable")
     q.add_argument("-o", "--output", metavar="CHART.png", help="chart (needs matplotlib)")
     q.add_argument("--json", metavar="FILE", help="crossovers and sampled predictions as JSON")
     q.set_defaults(func=predict)
@@ -129,6 +144,40 @@ def _overhead(comm, dtype, iters=200):
     return sum(every) / len(every)
 
 
+def hand_written(primitive):
+    """The registered algorithms of ``primitive`` that mpicoll runs itself (native excluded)."""
+    return [a for a in algorithms(primitive) if a != "native"]
+
+
+class _PlanLoads:
+    """The busiest rank's (messages, bytes, bytes reduced) of a measured call, from its plans.
+
+    Collective: every rank records its own plan and the loads are exchanged,
+    so N plans are recorded once, not N times on every rank. None when some
+    rank's plan cannot be recorded (the algorithm does more than ctx records).
+    """
+
+    def __init__(self, comm, itemsize, root):
+        self.comm, self.itemsize, self.root = comm, itemsize, root
+        self.cache = {}
+
+    def __call__(self, primitive, algorithm, nbytes):
+        key = (primitive, algorithm, nbytes)
+        if key not in self.cache:
+            comm, n = self.comm, self.comm.Get_size()
+            try:
+                plan = plan_of(primitive, algorithm, n, comm.Get_rank(),
+                               count_of(nbytes, self.itemsize), itemsize=self.itemsize,
+                               root=self.root)
+                mine = load(plan, self.itemsize)
+            except NotSchedulable:
+                mine = None
+            every = comm.allgather(mine)
+            self.cache[key] = None if None in every else \
+                tuple(max(x[i] for x in every) for i in range(3))
+        return self.cache[key]
+
+
 def fit(args):
     from .harness import Sweep
     from .results import Sink
@@ -157,22 +206,44 @@ def fit(args):
     wrong = sweep.run(prims)
     sink.close()
     rows = []
+    plan_loads = _PlanLoads(comm, args.dtype.itemsize, args.root)
     for r in sweep.records:
-        if not has_cost(r["primitive"], r["algorithm"]):
-            continue
-        pred = overhead + cost(r["primitive"], r["algorithm"], n, r["call_nbytes"],
-                               alpha, beta, gamma)
+        prim, alg = r["primitive"], r["algorithm"]
+        if alg not in hand_written(prim):
+            continue            # native, native[...] and the reference columns: no schedule here
+        how = model_of(prim, alg)
+        if how == "formula":
+            pred = overhead + cost(prim, alg, n, r["call_nbytes"], alpha, beta, gamma)
+        else:                   # collective: every rank walks the same records in order
+            loads = plan_loads(prim, alg, r["call_nbytes"])
+            if loads is None:
+                how, pred = "none", None
+            else:
+                msgs, moved, reduced = loads
+                pred = overhead + msgs * alpha + moved * beta + reduced * gamma
         meas = r["time_us"]["avg"] * 1e-6
-        rows.append({"primitive": r["primitive"], "algorithm": r["algorithm"], "nranks": n,
+        rows.append({"primitive": prim, "algorithm": alg, "nranks": n, "model": how,
                      "bytes": r["bytes"], "call_nbytes": r["call_nbytes"],
-                     "predicted_us": pred * 1e6, "measured_us": meas * 1e6,
-                     "error": (pred - meas) / meas if meas > 0 else None})
+                     "predicted_us": None if pred is None else pred * 1e6,
+                     "measured_us": meas * 1e6,
+                     "error": (pred - meas) / meas if pred is not None and meas > 0 else None})
     say(f"#{'primitive':>15} {'algorithm':<20} {'size(B)':>10} {'predicted(us)':>14} "
-        f"{'measured(us)':>13} {'error':>8}")
+        f"{'measured(us)':>13} {'error':>8}  model")
     for r in rows:
         err = "-" if r["error"] is None else f"{100 * r['error']:+.0f}%"
+        pred = "-" if r["predicted_us"] is None else f"{r['predicted_us']:.2f}"
         say(f"{r['primitive']:>16} {r['algorithm']:<20} {r['bytes']:>10} "
-            f"{r['predicted_us']:>14.2f} {r['measured_us']:>13.2f} {err:>8}")
+            f"{pred:>14} {r['measured_us']:>13.2f} {err:>8}  {r['model']}")
+    planned = sorted({f"{r['primitive']}/{r['algorithm']}" for r in rows if r["model"] == "plan"})
+    if planned:
+        say(f"# model plan (no formula in mpicoll/bench/costs.py): {', '.join(planned)}, "
+            f"predicted from the recorded plans (busiest rank's messages, bytes moved and "
+            f"bytes reduced; mpicoll.bench.plancost)")
+    unmodelled = sorted({f"{r['primitive']}/{r['algorithm']}" for r in rows
+                         if r["model"] == "none"})
+    if unmodelled:
+        say(f"# model none: {', '.join(unmodelled)}: no formula in mpicoll/bench/costs.py and no "
+            f"plan to read one from (the algorithm does more than ctx records); measured only")
     errs = [abs(r["error"]) for r in rows if r["error"] is not None]
     if errs:
         say(f"# median |error| {100 * float(np.median(errs)):.0f}%, "
@@ -234,6 +305,47 @@ def _is_pow2(n):
     return n > 0 and n & (n - 1) == 0
 
 
+def model_time(p, al, N, nb, params):
+    """o + the algorithm's cost at N ranks and ``nb`` bytes; inf where it is not modelled.
+
+    Algorithms without a formula are read off their plans up to
+    ``PLAN_MAX_RANKS`` ranks (above, inf: never a winner, no point drawn).
+    """
+    a, b, g, o = params
+    if model_of(p, al) == "formula":
+        return o + cost(p, al, N, nb, a, b, g)
+    if not modelled(p, al, N):
+        return math.inf
+    return o + plan_cost(p, al, N, nb, a, b, g)
+
+
+def modelled(p, al, N):
+    """Whether ``predict`` has a cost for the algorithm at N ranks (see :func:`model_time`)."""
+    return model_of(p, al) == "formula" or (N <= PLAN_MAX_RANKS and plannable(p, al))
+
+
+def _plan_note(p, ns):
+    """The line saying which algorithms of ``p`` are modelled from plans, and where; or None."""
+    planned = [al for al in hand_written(p) if model_of(p, al) == "plan"]
+    if not planned:
+        return None, planned
+    lost = [al for al in planned if not plannable(p, al)]
+    planned = [al for al in planned if al not in lost]
+    lines = [f"# {p}: {', '.join(lost)}: no formula in mpicoll/bench/costs.py and no plan to "
+             f"read one from (the algorithm does more than ctx records); left out"] if lost else []
+    if not planned:
+        return "\n".join(lines), planned
+    what = ", ".join(planned)
+    text = f"# {p}: {what}: no formula in mpicoll/bench/costs.py; modelled from the recorded plans"
+    if ns[0] > PLAN_MAX_RANKS:
+        text += (f"; left out: every N here is above {PLAN_MAX_RANKS}, where recording every "
+                 f"rank's plan is too slow")
+    elif ns[-1] > PLAN_MAX_RANKS:
+        text += (f" for N <= {PLAN_MAX_RANKS}; left out above (recording every rank's plan "
+                 f"is too slow there)")
+    return "\n".join(lines + [text]), planned
+
+
 def rank_segments(p, ns, nb, params):
     """Winner segments over N, separately for powers of two and other N.
 
@@ -241,12 +353,12 @@ def rank_segments(p, ns, nb, params):
     so the two families have different winners; mixing them would list a
     crossover at every power of two.
     """
-    a, b, g, o = params
     out = {}
     for fam, sel in (("pow2", [N for N in ns if _is_pow2(N)]),
                      ("other", [N for N in ns if not _is_pow2(N)])):
         if sel:
-            times = {al: [o + cost(p, al, N, nb, a, b, g) for N in sel] for al in COSTS[p]}
+            times = {al: [model_time(p, al, N, nb, params) for N in sel]
+                     for al in hand_written(p)}
             out[fam] = crossovers(sel, times)
     return out
 
@@ -268,8 +380,15 @@ def _model(args):
     return m
 
 
+def _nan_for_inf(ts):
+    return [t if math.isfinite(t) else math.nan for t in ts]
+
+
 def predict(args):
-    from mpicoll._registry import PRIMITIVES
+    try:
+        import_modules(args.imports)
+    except PluginError as exc:
+        raise SystemExit(str(exc)) from None
     m = _model(args)
     params = (m["alpha_s"], m["beta_s_per_byte"], m["gamma_s_per_byte"], m.get("overhead_s", 0.0))
     a, b, g, o = params
@@ -282,8 +401,8 @@ def predict(args):
         sorted({bytes_spec[0], int(math.sqrt(max(bytes_spec[0], 1) * bytes_spec[1])), bytes_spec[1]})
     prims = list(PRIMITIVES) if args.primitive == ["all"] else args.primitive
     for p in prims:
-        if p not in COSTS:
-            raise SystemExit(f"--primitive: no cost model for {p!r}")
+        if p not in PRIMITIVES:
+            raise SystemExit(f"--primitive: unknown primitive {p!r}")
     print(f"# model ({m['source']}): alpha = {a * 1e6:.3g} us, beta = {b * 1e9:.3g} ns/B, "
           f"gamma = {g * 1e9:.3g} ns/B, per-call overhead = {o * 1e6:.3g} us")
     print("# winner per range of N (powers of two apart: no folding step there); "
@@ -295,6 +414,10 @@ def predict(args):
     for p in prims:
         res = out["primitives"][p] = {"by_ranks": [], "by_bytes": []}
         print(f"## {p}")
+        note, planned = _plan_note(p, ns)
+        if note:
+            print(note)
+            res["plan_modelled"] = {"algorithms": planned, "max_ranks": PLAN_MAX_RANKS}
         for nb in (byte_vals if p != "barrier" else [0]):
             fams = rank_segments(p, ns, nb, params)
             entry = {"bytes": nb}
@@ -307,12 +430,14 @@ def predict(args):
             res["by_ranks"].append(entry)
             if args.output:
                 res.setdefault("_curves", {})[nb] = {
-                    al: [o + cost(p, al, N, nb, a, b, g) for N in plot_ns] for al in COSTS[p]}
+                    al: _nan_for_inf([model_time(p, al, N, nb, params) for N in plot_ns])
+                    for al in hand_written(p)}
         if p != "barrier" and not isinstance(bytes_spec, list):
             bgrid = _bytes_grid(bytes_spec)
             reps = sorted({ns[0], ns[-1]} | {8 ** k for k in range(1, 8) if ns[0] < 8 ** k < ns[-1]})
             for N in reps:
-                times = {al: [o + cost(p, al, N, x, a, b, g) for x in bgrid] for al in COSTS[p]}
+                times = {al: [model_time(p, al, N, x, params) for x in bgrid]
+                         for al in hand_written(p) if modelled(p, al, N)}
                 segs = crossovers(bgrid, times)
                 res["by_bytes"].append({"nranks": N, "segments": segs,
                                         "crossovers": [s[0] for s in segs[1:]]})

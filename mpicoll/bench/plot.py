@@ -1,7 +1,10 @@
 """``plot RESULTS... -o FILE.png``: time and busbw against size, one line per algorithm.
 
-One row per (primitive, N): time (log-log) on the left, busbw on the right
-(barrier: time only). Needs matplotlib (the ``plot`` extra).
+One row per (primitive, N): time (log-log) on the left, busbw in the middle
+(barrier: time only) and, where the results have ``raw`` rows (the plain
+mpi4py call), a third panel: each algorithm's speedup over raw (raw time /
+time; above the line at 1 is faster than what a user would otherwise call).
+Needs matplotlib (the ``plot`` extra).
 """
 __all__ = ["add_parser", "plot_results", "plot_predictions", "need_matplotlib"]
 
@@ -23,7 +26,17 @@ def need_matplotlib():
     return plt
 
 
+def _order(label):
+    """References first (raw, native, native[...], nccl), then the algorithms by name."""
+    rank = 0 if label == "raw" else 1 if label == "native" else \
+        2 if label.startswith("native[") else 3 if label == "nccl" else 4
+    return (rank, label)
+
+
 def _style(label):
+    if label == "raw":                      # the plain mpi4py call: what a user would call
+        return {"color": "grey", "linewidth": 2.2, "linestyle": ":", "marker": "D",
+                "markersize": 3}
     if label == "native":
         return {"color": "black", "linewidth": 2.2, "linestyle": "-", "marker": "s",
                 "markersize": 3}
@@ -35,25 +48,63 @@ def _style(label):
     return {"linewidth": 1.3, "marker": "o", "markersize": 3}
 
 
+def _bar_color(label):
+    return {"native": "black", "raw": "grey", "nccl": "tab:green"}.get(label, "C0")
+
+
+def _vs_raw_panel(ax, rows, algs, title):
+    """Speedup over raw (raw time / time) per algorithm; hidden without raw rows."""
+    from .report import vs_raw
+    if not any("raw" in cell for cell in rows.values()):
+        ax.set_visible(False)
+        return
+    others = [a for a in algs if a != "raw"]
+    if set(rows) == {0}:                     # barrier: one bar per algorithm
+        cell = rows[0]
+        got = [(a, vs_raw(cell, cell[a])) for a in others]
+        got = [(a, x) for a, x in got if x is not None]
+        if got:
+            ax.bar([a for a, _ in got], [x for _, x in got],
+                   color=[_bar_color(a) for a, _ in got])
+        ax.tick_params(axis="x", labelsize=7)
+    else:
+        for alg in others:
+            pts = [(max(b, 1), vs_raw(cell, cell[alg])) for b, cell in sorted(rows.items())
+                   if alg in cell]
+            pts = [(x, y) for x, y in pts if y is not None]
+            if pts:
+                ax.plot(*zip(*pts), label=alg, **_style(alg))
+        ax.set(xscale="log", xlabel="size (B)")
+        if ax.lines:
+            ax.legend(fontsize=7, loc="upper left")
+    ax.axhline(1.0, color="grey", linestyle=":", linewidth=1.2)
+    ax.set(ylabel="speedup over raw (raw time / time)", title=title + ": vs raw mpi4py")
+    ax.grid(True, alpha=0.3)
+
+
 def plot_results(provs, results, path):
     from .report import index
     plt = need_matplotlib()
     idx = index(results)
     keys = sorted(idx, key=lambda k: (k[0], k[1], k[2], k[3] or ""))
-    fig, axes = plt.subplots(len(keys), 2, figsize=(13, 3.6 * len(keys)), squeeze=False)
+    has_raw = any(r.get("algorithm") == "raw" for r in results)
+    ncols = 3 if has_raw else 2
+    fig, axes = plt.subplots(len(keys), ncols, figsize=(6.5 * ncols, 3.6 * len(keys)),
+                             squeeze=False)
     for row, key in enumerate(keys):
         prim, n, dtype, op = key
         rows = idx[key]
-        algs = sorted({a for cell in rows.values() for a in cell},
-                      key=lambda a: (not a.startswith("native"), a))
-        ax_t, ax_b = axes[row]
+        algs = sorted({a for cell in rows.values() for a in cell}, key=_order)
+        ax_t, ax_b = axes[row][:2]
         title = f"{prim}, N={n}, {dtype}" + (f", {op}" if op else "")
+        if has_raw:
+            _vs_raw_panel(axes[row][2], rows, algs, title)
         if set(rows) == {0}:                 # barrier: no size axis, one bar per algorithm
             cell = rows[0]
             ax_t.bar(algs, [cell[a]["time_us"]["avg"] for a in algs],
                      yerr=[[cell[a]["time_us"]["avg"] - cell[a]["time_us"]["min"] for a in algs],
                            [cell[a]["time_us"]["max"] - cell[a]["time_us"]["avg"] for a in algs]],
-                     color=["black" if a == "native" else "C0" for a in algs], capsize=3)
+                     color=[_bar_color(a) for a in algs], capsize=3)
             ax_t.set(ylabel="time (µs), avg with min-max", title=title + ": time")
             ax_t.tick_params(axis="x", labelsize=7)
             ax_b.set_visible(False)

@@ -1,10 +1,14 @@
-"""``report RESULTS... [-o report.md]``: the winner per size, its speedup over native.
+"""``report RESULTS... [-o report.md]``: the winner per size, its speedup over native and raw.
 
 One Markdown table per (primitive, N, dtype, op). Speedup over native =
 native time / time (> 1: faster than the MPI library's own collective; the
-same ratio as busbw / native busbw). ``nccl`` rows (NCCL's own collective,
-``--xp cupy`` runs) may win but are never "best hand-written". Rows with
-#wrong > 0 never win. When
+same ratio as busbw / native busbw). Where the results have ``raw`` rows (the
+plain mpi4py call, ``comm.Allreduce(sendbuf, recvbuf, op)``, no mpicoll
+layer) the table adds the raw time and "vs raw" = raw time / time for the
+winner, the best hand-written algorithm and native: each speedup read against
+what a user would otherwise call. ``raw`` and ``nccl`` rows (NCCL's own
+collective, ``--xp cupy`` runs) may win but are never "best hand-written".
+Rows with #wrong > 0 never win. When
 the same point was measured in several runs, the fastest is kept. A
 "Speed targets" section follows when the results cover them.
 """
@@ -12,7 +16,7 @@ import sys
 
 from .units import fmt_size
 
-__all__ = ["add_parser", "best_table", "targets", "render"]
+__all__ = ["add_parser", "best_table", "targets", "render", "vs_raw"]
 
 TARGET_BUSBW = 1.5        # best hand-written allreduce vs native busbw, 1-64 MiB, N = 2, 4
 TARGET_MEMCPY = 0.40      # allreduce busbw vs memcpy bandwidth at 16 MiB, N = 2
@@ -20,7 +24,8 @@ TARGET_LATENCY = 1.5      # best hand-written time / native time, 8 B - 4 KiB, e
 
 
 def add_parser(sub):
-    p = sub.add_parser("report", help="Markdown table: winner per size and speedup over native")
+    p = sub.add_parser("report", help="Markdown table: winner per size, speedup over native "
+                                      "and over raw (the plain mpi4py call)")
     p.add_argument("results", nargs="+", metavar="RESULTS.jsonl")
     p.add_argument("-o", "--output", metavar="report.md", help="write here (default stdout)")
     p.add_argument("--no-targets", dest="targets", action="store_false",
@@ -33,8 +38,8 @@ def is_native(label):
 
 
 def is_reference(label):
-    """The libraries' own collectives (native, native[...], nccl): never 'hand-written'."""
-    return is_native(label) or label == "nccl"
+    """The libraries' own collectives (native, native[...], raw, nccl): never 'hand-written'."""
+    return is_native(label) or label in ("raw", "nccl")
 
 
 def index(results):
@@ -69,13 +74,31 @@ def _t(r):
     return "-" if r is None else f"{r['time_us']['avg']:.2f}"
 
 
+def vs_raw(cell, r):
+    """raw time / r's time in one size's cell (> 1: faster than the plain mpi4py call);
+    None without a correct raw row or a time."""
+    raw = cell.get("raw")
+    if r is None or raw is None or not _ok(raw) or not r["time_us"]["avg"]:
+        return None
+    return raw["time_us"]["avg"] / r["time_us"]["avg"]
+
+
+def _x(ratio):
+    return "-" if ratio is None else f"{ratio:.2f}x"
+
+
 def best_table(key, rows):
     prim, n, dtype, op = key
     title = f"### {prim}, N = {n}, {dtype}" + (f", {op}" if op else "")
+    has_raw = any("raw" in cell for cell in rows.values())
+    raw_head = ("| raw time (µs) | winner vs raw | hand-written vs raw | native vs raw "
+                if has_raw else "")
     lines = [title, "",
              "| size | winner | time (µs) | busbw (GB/s) | speedup over native "
-             "| best hand-written | its time (µs) | its speedup over native | #wrong |",
-             "|---:|---|---:|---:|---:|---|---:|---:|---:|"]
+             "| best hand-written | its time (µs) | its speedup over native " + raw_head
+             + "| #wrong |",
+             "|---:|---|---:|---:|---:|---|---:|---:|" + ("---:|" * 4 if has_raw else "")
+             + "---:|"]
     for nbytes in sorted(rows):
         cell = rows[nbytes]
         win, hand, nat = best(cell), best(cell, hand_written=True), cell.get("native")
@@ -88,10 +111,19 @@ def best_table(key, rows):
             return f"{nat['time_us']['avg'] / r['time_us']['avg']:.2f}x"
 
         bus = "-" if win is None or win.get("busbw_GBps") is None else f"{win['busbw_GBps']:.3f}"
+        raw_cols = ""
+        if has_raw:
+            raw_cols = (f"{_t(cell.get('raw'))} | {_x(vs_raw(cell, win))} | "
+                        f"{_x(vs_raw(cell, hand))} | {_x(vs_raw(cell, nat))} | ")
         lines.append(f"| {fmt_size(nbytes)} | {_alg(win)} | {_t(win)} | {bus} | {sp(win)} | "
-                     f"{_alg(hand)} | {_t(hand)} | {sp(hand)} | "
+                     f"{_alg(hand)} | {_t(hand)} | {sp(hand)} | {raw_cols}"
                      f"{wrong}{' (some N/A)' if unchecked else ''} |")
     return lines
+
+
+def _raw_note(ratio, what="speedup"):
+    """' (1.20x raw)': the same point against the plain mpi4py call, where measured."""
+    return "" if ratio is None else f" ({ratio:.2f}x raw{' time' if what == 'time' else ''})"
 
 
 def targets(idx, memcpys):
@@ -104,7 +136,9 @@ def targets(idx, memcpys):
             for nbytes in sorted(b for b in rows if (1 << 20) <= b <= (64 << 20)):
                 hand, nat = best(rows[nbytes], hand_written=True), rows[nbytes].get("native")
                 if hand and nat:
-                    ratios.append((nbytes, hand["algorithm"], nat["time_us"]["avg"] / hand["time_us"]["avg"]))
+                    ratios.append((nbytes, hand["algorithm"],
+                                   nat["time_us"]["avg"] / hand["time_us"]["avg"],
+                                   vs_raw(rows[nbytes], hand)))
             if ratios:
                 found = True
                 worst = min(r[2] for r in ratios)
@@ -112,7 +146,8 @@ def targets(idx, memcpys):
                     f"missed: worst {worst:.2f}x, {100 * (1 - worst / TARGET_BUSBW):.0f}% short"
                 lines.append(f"- allreduce N = {n} ({key[2]}): best hand-written busbw / native "
                              f"busbw at 1-64 MiB (target >= {TARGET_BUSBW}x): " + ", ".join(
-                                 f"{fmt_size(b)} {a} {x:.2f}x" for b, a, x in ratios)
+                                 f"{fmt_size(b)} {a} {x:.2f}x" + _raw_note(y)
+                                 for b, a, x, y in ratios)
                              + f" — **{status}**")
     for key, rows in idx.items():
         if key[0] != "allreduce" or key[1] != 2 or (16 << 20) not in rows:
@@ -135,7 +170,10 @@ def targets(idx, memcpys):
         for nbytes in sorted(b for b in rows if b <= 4096 and (b >= 8 or key[0] == "barrier")):
             hand, nat = best(rows[nbytes], hand_written=True), rows[nbytes].get("native")
             if hand and nat:
-                ratios.append((nbytes, hand["algorithm"], hand["time_us"]["avg"] / nat["time_us"]["avg"]))
+                raw = vs_raw(rows[nbytes], hand)
+                ratios.append((nbytes, hand["algorithm"],
+                               hand["time_us"]["avg"] / nat["time_us"]["avg"],
+                               None if raw is None else 1 / raw))
         if ratios:
             found = True
             worst = max(ratios, key=lambda r: r[2])
@@ -143,7 +181,8 @@ def targets(idx, memcpys):
                 f"missed: {worst[2]:.2f}x native at {fmt_size(worst[0])} ({worst[1]})"
             lines.append(f"- latency {key[0]} N = {key[1]}: best hand-written / native time at "
                          f"8 B-4 KiB (target <= {TARGET_LATENCY}x): "
-                         + ", ".join(f"{fmt_size(b)} {x:.2f}x" for b, _, x in ratios)
+                         + ", ".join(f"{fmt_size(b)} {x:.2f}x" + _raw_note(y, "time")
+                                     for b, _, x, y in ratios)
                          + f" — **{status}**")
     return lines if found else []
 
@@ -159,6 +198,12 @@ def render(provs, results, memcpys, with_targets=True):
     lines.append("")
     lines.append("Speedup over native = native time / time (= busbw ratio); > 1 is faster "
                  "than the MPI library's own collective. Rows with #wrong > 0 never win.")
+    if any(r.get("algorithm") == "raw" for r in results):
+        lines.append("`raw`: the plain mpi4py call (`comm.Allreduce(sendbuf, recvbuf, op)`, "
+                     "...) on the same buffers, no mpicoll layer: what a user would otherwise "
+                     "call. vs raw = raw time / time; > 1 is faster than that call (native vs "
+                     "raw is the cost of mpicoll's layer around the library's collective). "
+                     "Like native, never the best hand-written.")
     if any(r.get("algorithm") == "nccl" for r in results):
         lines.append("`nccl`: NCCL's own collective on the same GPU buffers, a reference "
                      "like native (never the best hand-written).")

@@ -3,7 +3,11 @@
 Record types: ``provenance`` (first, one per run), ``memcpy`` (NumPy copy
 bandwidth of each size, measured in the same run), ``result`` (one primitive,
 algorithm and size), ``skip`` (a primitive the ``nccl`` column cannot run,
-with the reason) and ``end``.
+or the whole ``raw`` column, with the reason) and ``end``.
+
+Result rows of the ``raw`` column (the plain mpi4py call, :mod:`.raw`) carry
+``mpi_call``; every row measured where a raw row of the same size was carries
+``vs_raw`` = raw time / its time (> 1: faster than the plain mpi4py call).
 """
 import csv
 import json
@@ -13,7 +17,7 @@ __all__ = ["Sink", "load", "CSV_FIELDS", "flatten"]
 CSV_FIELDS = ["primitive", "nranks", "bytes", "count", "dtype", "op", "root", "algorithm",
               "native_algorithm", "iters", "warmup", "time_avg_us", "time_min_us",
               "time_max_us", "algbw_GBps", "busbw_GBps", "busbw_factor", "wrong",
-              "memcpy_GBps", "call_nbytes", "timing", "xp", "path"]
+              "memcpy_GBps", "call_nbytes", "timing", "xp", "path", "vs_raw"]
 
 
 def flatten(rec):

@@ -3,11 +3,13 @@ import os
 import sys
 import time
 
+import mpicoll
+from mpicoll._plugins import PluginError, import_modules
 from mpicoll._registry import PRIMITIVES
 
 from .units import parse_op
 
-__all__ = ["run", "prepare"]
+__all__ = ["run", "prepare", "start", "native_plan"]
 
 
 def prepare(args):
@@ -16,9 +18,10 @@ def prepare(args):
     Also sets ``args.array_module`` (with ``--xp cupy``: every rank's GPU
     selected, collectively, before the provenance is collected).
     """
-    os.environ["MPICOLL_CHECK"] = "local"      # measure the algorithm, not the agreement step
-    from .cli import import_extra
-    import_extra(getattr(args, "imports", []))
+    try:
+        import_modules(getattr(args, "imports", []))
+    except PluginError as exc:
+        raise SystemExit(str(exc)) from None
     from mpi4py import MPI
     args.op = parse_op(args.opname)
     if not 0 <= args.root < MPI.COMM_WORLD.Get_size():
@@ -30,6 +33,10 @@ def prepare(args):
         if not hasattr(args, name):        # fit and tune have no such options
             setattr(args, name, default)
     comm = MPI.COMM_WORLD.Dup()
+    # Measure the algorithm, not the agreement step; the check pass turns it back on.
+    # Set on the bench's own communicator, so the user's MPICOLL_CHECK and other
+    # communicators are left as they are.
+    mpicoll.set_check(comm, "local")
     from .specs import ArrayModule
     args.array_module = ArrayModule(args.xp, comm, getattr(args, "device", None))
     return comm
@@ -62,8 +69,23 @@ def provenance_extra(args, primitives, native=None, nccl=None):
     return extra
 
 
+def native_plan(items, primitives):
+    """``--native-algorithm``: ['ring', 'bcast=binomial'] -> {primitive: [names]}."""
+    plan = {}
+    for item in items:
+        if "=" in item:
+            prim, name = item.split("=", 1)
+            if prim not in PRIMITIVES:
+                raise SystemExit(f"--native-algorithm: unknown primitive {prim!r}")
+            targets = [prim] if prim in primitives else []
+        else:
+            name, targets = item, primitives
+        for p in targets:
+            plan.setdefault(p, []).append(name)
+    return plan
+
+
 def run(args):
-    from .cli import native_plan
     from .harness import Sweep
     from .provenance import collect, header_lines
     from .results import Sink

@@ -67,7 +67,7 @@ class Tracer:
             from mpi4py import MPI
             self.single_host = len(set(comm.allgather(MPI.Get_processor_name()))) == 1
         hand = [(lab, alg) for lab, alg, forced in labels
-                if forced is None and alg not in ("native", "auto", "nccl")]
+                if forced is None and alg not in ("native", "auto", "nccl", "raw")]
         if not hand:
             return
         nbytes = self.nbytes if self.nbytes is not None else max(sweep.sizes(primitive))

@@ -4,7 +4,9 @@ Run under MPI at each world size of interest (``--merge`` adds this size to
 an existing table). For each primitive, the measured-best algorithm of every
 size (SUM on float32 by default, #wrong > 0 excluded; hand-written algorithms
 only unless ``--include-native``: ``auto`` is what P2PComm and the p2p backend
-run, and they promise mpicoll's own algorithms) becomes a range of
+run, and they promise mpicoll's own algorithms; the reference columns ``raw``
+(the plain mpi4py call) and ``nccl`` are neither measured nor picked: no
+``algorithm=`` value runs them) becomes a range of
 ``nbytes`` (the size auto sees: the vector, or one rank's block for
 gather/allgather/scatter/alltoall); range bounds sit at the geometric mean
 of neighbouring measured sizes. Point ``MPICOLL_TUNING`` at the file, or
@@ -22,7 +24,10 @@ import os
 
 from mpicoll._defaults import TABLE_FORMAT
 
-__all__ = ["add_parser", "build_rules", "tune"]
+__all__ = ["add_parser", "build_rules", "tune", "NOT_SELECTABLE"]
+
+#: The bench's reference columns: no ``algorithm=`` value runs them, so auto never may.
+NOT_SELECTABLE = ("raw", "nccl")
 
 
 def _csv(text):
@@ -39,7 +44,8 @@ def add_parser(sub, sweep_options):
                    help="keep the other world sizes already in the output file")
     p.add_argument("--include-native", action="store_true",
                    help="let auto pick native too (default: hand-written algorithms only, so "
-                        "that P2PComm and the p2p backend keep running mpicoll's algorithms)")
+                        "that P2PComm and the p2p backend keep running mpicoll's algorithms); "
+                        "raw and nccl are neither measured nor picked (no algorithm= runs them)")
     p.add_argument("--label", default=None, help="a line saying where the table was measured")
     p.add_argument("--stat", choices=("median", "avg"), default="median",
                    help="time compared: the ranks' average of per-rank median (default; "
@@ -65,8 +71,8 @@ def build_rules(records, *, include_native=False, stat="median", tolerance=0.05)
     times = {}                            # (primitive, nbytes) -> {algorithm: best time}
     for r in records:
         alg = r["algorithm"]
-        if r.get("wrong") or alg not in algorithms(r["primitive"]):
-            continue                      # wrong results, auto and native[...] never win
+        if r.get("wrong") or alg in NOT_SELECTABLE or alg not in algorithms(r["primitive"]):
+            continue                      # wrong results, auto, native[...], raw, nccl never win
         if alg == "native" and not include_native:
             continue
         cell = times.setdefault((r["primitive"], r["call_nbytes"]), {})
@@ -103,7 +109,7 @@ def tune(args):
     args.algorithms, args.progress, args.memcpy = ["all"], "auto", False
     echo = (lambda s: print(s, flush=True)) if rank == 0 else (lambda s: None)
     os.environ["MPICOLL_TUNING"] = "none"     # the "auto" column must not read a stale table
-    sweep = Sweep(args, comm, sink, echo=echo)
+    sweep = Sweep(args, comm, sink, echo=echo, raw=False)     # raw: not an algorithm= value
     wrong = sweep.run(prims)
     sink.close()
     if rank == 0:

@@ -1,44 +1,21 @@
-"""Exact message schedules of the hand-written algorithms, for the demo's traffic table.
+"""Message schedules of the built-in algorithms, derived by hand from their code's structure.
 
-Each algorithm gets a small function that lists the messages it sends,
-``(source, destination, elements)``, derived from the structure of its code
-in :mod:`mpicoll.coll` (chunk sizes from :func:`split`, binomial trees with
-any root, non-power-of-two folding); and a textbook formula stating, for
-the even case, what some rank (or all ranks together) sends or receives.
-The demo compares the measured counters with the exact schedule (they must
-be equal) and the exact schedule with the textbook formula where it applies.
+An independent check of the plans the algorithms record (tests/test_plans_by_hand.py):
+each function lists the messages ``(source, destination, elements)`` one
+call sends, from the structure of the algorithm in :mod:`mpicoll.coll`
+(chunk sizes from ``split``, binomial trees with any root, non-power-of-two
+folding). They were the demo's "exact" column before the demo read the plans.
 
 Sizes: ``k`` is the length of each rank's vector (bcast, reduce, allreduce,
 reduce_scatter) or of the full N-block vector (gather, allgather, scatter,
 alltoall, whose blocks have ``k // n`` elements).
 """
-from fractions import Fraction
-
-from .coll._common import first_rank, fold_rank, offsets, pof2_below, split, unfold_rank
-from .coll.bcast import PIPELINE_SEGMENT_BYTES
-
-__all__ = ["SCHEDULES", "Schedule", "per_rank", "check_textbook", "block_primitive", "chunks_text"]
-
-#: Primitives whose buffers are N blocks; the table gives each block ``k // n`` elements.
-BLOCK_PRIMITIVES = ("gather", "allgather", "scatter", "alltoall")
-
-
-def block_primitive(primitive):
-    """True for primitives whose vector is N blocks (one per rank)."""
-    return primitive in BLOCK_PRIMITIVES
+from mpicoll.coll._common import first_rank, fold_rank, offsets, pof2_below, split, unfold_rank
+from mpicoll.coll.bcast import PIPELINE_SEGMENT_BYTES
 
 
 def _lowbit(x):
     return x & -x
-
-
-def ceil_log2(n):
-    """⌈log2 n⌉ for n >= 1 (0 for n = 1)."""
-    return (n - 1).bit_length()
-
-
-def _is_pof2(n):
-    return n & (n - 1) == 0
 
 
 def _children(rel, n):
@@ -372,122 +349,37 @@ def barrier_dissemination(n, k, root, itemsize):
     return msgs
 
 
-# -- textbook formulas ------------------------------------------------------
-
-class Schedule:
-    """One algorithm's exact schedule and its textbook claim.
-
-    ``who``: ``each`` (every rank), ``root``, ``rank0`` or ``total`` (all
-    ranks together); ``what``: ``sent``/``recv`` elements or ``msgs`` sent.
-    ``applies(n, k, root)`` returns ``"exact"`` when the formula is exactly
-    what the schedule gives, ``"mean"`` when it is the exact mean over the
-    ranks (uneven chunks), or a string saying why it does not apply.
-    """
-
-    __slots__ = ("primitive", "algorithm", "messages", "text", "who", "what", "value", "applies")
-
-    def __init__(self, primitive, algorithm, messages, text, who, what, value, applies):
-        self.primitive, self.algorithm, self.messages = primitive, algorithm, messages
-        self.text, self.who, self.what, self.value, self.applies = text, who, what, value, applies
-
-
-def _always(n, k, root):
-    return "exact"
-
-
-def _even(n, k, root):
-    return "exact" if k % n == 0 else f"uneven chunks: {chunks_text(k, n)}"
-
-
-def _even_or_mean(n, k, root):
-    return "exact" if k % n == 0 else "mean"
-
-
-def _pof2(n, k, root):
-    return "exact" if _is_pof2(n) else "N is not a power of 2"
-
-
-def _pof2_even_or_mean(n, k, root):
-    if not _is_pof2(n):
-        return "N is not a power of 2"
-    return "exact" if k % n == 0 else "mean"
-
-
-def _rabenseifner_root(n, k, root):
-    p = pof2_below(n)
-    if fold_rank(root, n - p) < 0:
-        return "the root is folded out"
-    return "exact" if k % p == 0 else f"uneven chunks: {chunks_text(k, p)}"
-
-
-def chunks_text(k, n):
-    """``split(k, n)`` in words: "1 of 2, 3 of 1" (the first k % n chunks one larger)."""
-    q, r = divmod(k, n)
-    return f"{r} of {q + 1}, {n - r} of {q}" if r else f"{n} of {q}"
-
-
-F = Fraction
-_P2 = pof2_below
-
-SCHEDULES = {s.primitive + "/" + s.algorithm: s for s in [
-    Schedule("bcast", "linear", bcast_linear, "(N-1)K", "root", "sent",
-             lambda n, k: F((n - 1) * k), _always),
-    Schedule("bcast", "binomial", bcast_binomial, "ceil(log2 N)K", "root", "sent",
-             lambda n, k: F(ceil_log2(n) * k), _always),
-    Schedule("bcast", "scatter_allgather", bcast_scatter_allgather, "2(N-1)K/N", "root", "sent",
-             lambda n, k: F(2 * (n - 1) * k, n), _even),
-    Schedule("bcast", "pipeline", bcast_pipeline, "(N-1)K", "total", "sent",
-             lambda n, k: F((n - 1) * k), _always),
-    Schedule("reduce", "linear", reduce_linear, "(N-1)K", "root", "recv",
-             lambda n, k: F((n - 1) * k), _always),
-    Schedule("reduce", "binomial", reduce_binomial, "(N-1)K", "total", "sent",
-             lambda n, k: F((n - 1) * k), _always),
-    Schedule("reduce", "rabenseifner", reduce_rabenseifner, "(p-1)K/p",
-             "root", "sent", lambda n, k: F((_P2(n) - 1) * k, _P2(n)), _rabenseifner_root),
-    Schedule("allreduce", "reduce_bcast", allreduce_reduce_bcast, "2(N-1)K", "total", "sent",
-             lambda n, k: F(2 * (n - 1) * k), _always),
-    Schedule("allreduce", "recursive_doubling", allreduce_recursive_doubling, "K log2 N", "each",
-             "sent", lambda n, k: F(k * ceil_log2(n)), _pof2),
-    Schedule("allreduce", "ring", allreduce_ring, "2(N-1)K/N", "each", "sent",
-             lambda n, k: F(2 * (n - 1) * k, n), _even_or_mean),
-    Schedule("allreduce", "rabenseifner", allreduce_rabenseifner, "2(N-1)K/N", "each", "sent",
-             lambda n, k: F(2 * (n - 1) * k, n), _pof2_even_or_mean),
-    Schedule("gather", "linear", gather_linear, "(N-1)K/N", "root", "recv",
-             lambda n, k: F((n - 1) * k, n), _always),
-    Schedule("gather", "binomial", gather_binomial, "(N-1)K/N", "root", "recv",
-             lambda n, k: F((n - 1) * k, n), _always),
-    Schedule("allgather", "ring", allgather_ring, "(N-1)K/N", "each", "sent",
-             lambda n, k: F((n - 1) * k, n), _always),
-    Schedule("allgather", "recursive_doubling", allgather_recursive_doubling, "(N-1)K/N", "each",
-             "sent", lambda n, k: F((n - 1) * k, n), _pof2),
-    Schedule("allgather", "bruck", allgather_bruck, "(N-1)K/N", "each", "sent",
-             lambda n, k: F((n - 1) * k, n), _always),
-    Schedule("allgather", "gather_bcast", allgather_gather_bcast, "ceil(log2 N)K", "rank0", "sent",
-             lambda n, k: F(ceil_log2(n) * k), _always),
-    Schedule("scatter", "linear", scatter_linear, "(N-1)K/N", "root", "sent",
-             lambda n, k: F((n - 1) * k, n), _always),
-    Schedule("scatter", "binomial", scatter_binomial, "(N-1)K/N", "root", "sent",
-             lambda n, k: F((n - 1) * k, n), _always),
-    Schedule("reduce_scatter", "ring", reduce_scatter_ring, "(N-1)K/N", "each", "sent",
-             lambda n, k: F((n - 1) * k, n), _even_or_mean),
-    Schedule("reduce_scatter", "recursive_halving", reduce_scatter_recursive_halving, "(N-1)K/N",
-             "each", "sent", lambda n, k: F((n - 1) * k, n), _pof2_even_or_mean),
-    Schedule("reduce_scatter", "pairwise", reduce_scatter_pairwise, "(N-1)K/N", "each", "sent",
-             lambda n, k: F((n - 1) * k, n), _even_or_mean),
-    Schedule("reduce_scatter", "reduce_scatterv", reduce_scatter_reduce_scatterv,
-             "(N-1)K + (N-1)K/N", "total", "sent", lambda n, k: F((n - 1) * k) + F((n - 1) * k, n),
-             _even),
-    Schedule("alltoall", "pairwise", alltoall_pairwise, "(N-1)K/N", "each", "sent",
-             lambda n, k: F((n - 1) * k, n), _always),
-    Schedule("alltoall", "bruck", alltoall_bruck, "(K/2) log2 N", "each", "sent",
-             lambda n, k: F(k * ceil_log2(n), 2), _pof2),
-    Schedule("barrier", "linear", barrier_linear, "N-1", "rank0", "msgs",
-             lambda n, k: F(n - 1), _always),
-    Schedule("barrier", "binomial", barrier_binomial, "2(N-1)", "total", "msgs",
-             lambda n, k: F(2 * (n - 1)), _always),
-    Schedule("barrier", "dissemination", barrier_dissemination, "ceil(log2 N)", "each", "msgs",
-             lambda n, k: F(ceil_log2(n)), _always),
-]}
+#: ``"primitive/algorithm"`` -> its schedule ``(n, k, root, itemsize) -> [(src, dst, elements)]``.
+HAND = {
+    "bcast/linear": bcast_linear,
+    "bcast/binomial": bcast_binomial,
+    "bcast/scatter_allgather": bcast_scatter_allgather,
+    "bcast/pipeline": bcast_pipeline,
+    "reduce/linear": reduce_linear,
+    "reduce/binomial": reduce_binomial,
+    "reduce/rabenseifner": reduce_rabenseifner,
+    "allreduce/reduce_bcast": allreduce_reduce_bcast,
+    "allreduce/recursive_doubling": allreduce_recursive_doubling,
+    "allreduce/ring": allreduce_ring,
+    "allreduce/rabenseifner": allreduce_rabenseifner,
+    "gather/linear": gather_linear,
+    "gather/binomial": gather_binomial,
+    "scatter/linear": scatter_linear,
+    "scatter/binomial": scatter_binomial,
+    "allgather/ring": allgather_ring,
+    "allgather/recursive_doubling": allgather_recursive_doubling,
+    "allgather/bruck": allgather_bruck,
+    "allgather/gather_bcast": allgather_gather_bcast,
+    "reduce_scatter/ring": reduce_scatter_ring,
+    "reduce_scatter/recursive_halving": reduce_scatter_recursive_halving,
+    "reduce_scatter/pairwise": reduce_scatter_pairwise,
+    "reduce_scatter/reduce_scatterv": reduce_scatter_reduce_scatterv,
+    "alltoall/pairwise": alltoall_pairwise,
+    "alltoall/bruck": alltoall_bruck,
+    "barrier/linear": barrier_linear,
+    "barrier/binomial": barrier_binomial,
+    "barrier/dissemination": barrier_dissemination,
+}
 
 
 def per_rank(messages, n):
@@ -499,24 +391,3 @@ def per_rank(messages, n):
         out["recv"][dst] += elems
         out["recv_msgs"][dst] += 1
     return out
-
-
-def check_textbook(sched, counts, n, k, root):
-    """Compare the exact per-rank counts with the textbook formula.
-
-    Returns ``(applies, ok)``: how the formula applies ("exact", "mean" or
-    the reason it does not) and whether the exact counts agree (None when
-    it does not apply).
-    """
-    applies = sched.applies(n, k, root)
-    values = counts["sent_msgs" if sched.what == "msgs" else sched.what]
-    want = sched.value(n, k)
-    if applies not in ("exact", "mean"):
-        return applies, None
-    if sched.who == "total":
-        return applies, sum(values) == want
-    if sched.who in ("root", "rank0"):
-        return applies, values[root if sched.who == "root" else 0] == want
-    if applies == "mean":
-        return applies, F(sum(values), n) == want
-    return applies, all(v == want for v in values)

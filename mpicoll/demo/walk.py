@@ -13,9 +13,9 @@ device pointer), and results are compared on the host.
 import numpy as np
 from mpi4py import MPI
 
-from . import distributed as dist
-from ._context import traffic
-from ._demo_out import fmt, fmt_list, host, same
+from .. import distributed as dist
+from .._context import traffic
+from .output import fmt, fmt_list, host, same
 
 __all__ = ["Step", "WALKS", "SEED_NAMES", "TITLES"]
 

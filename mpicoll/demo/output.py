@@ -9,9 +9,9 @@ import sys
 
 import numpy as np
 
-from . import _device
+from .. import _device
 
-__all__ = ["Out", "CheckFailed", "agree", "fmt", "fmt_list", "fmt_value", "same", "host"]
+__all__ = ["Out", "CheckFailed", "agree", "fmt", "fmt_list", "fmt_value", "same", "host", "on_host"]
 
 
 class CheckFailed(Exception):
@@ -66,6 +66,11 @@ def agree(comm, problems):
     flat = [f"rank {r}: {p}" for r, ps in enumerate(every) for p in ps]
     if flat:
         raise CheckFailed("; ".join(flat))
+
+
+def on_host(a):
+    """Where the data of ``--device cpu`` lives: the identity (``--device gpu``: ``cupy.asarray``)."""
+    return a
 
 
 def host(a):

@@ -1,0 +1,7 @@
+"""``python -m mpicoll.demo``: see :mod:`mpicoll.demo`."""
+from mpicoll._failfast import run_main
+
+from .cli import main
+
+if __name__ == "__main__":
+    run_main(main)
