@@ -163,13 +163,14 @@ class Call:
     """The state of one collective call on one rank."""
 
     __slots__ = ("primitive", "comm", "pcomm", "rank", "size", "error", "algorithm",
-                 "desc", "state", "kind", "pending", "tag", "request")
+                 "desc", "state", "kind", "pending", "tag", "request", "memo")
 
     def __init__(self, primitive, comm, kind=None):
         #: None (blocking), "start" (nonblocking) or "init" (persistent)
         self.kind = kind
         self.pending = None          # (Iallgather request, every fingerprint, mine)
         self.request = None          # the nonblocking/persistent request the call made
+        self.memo = None             # a list to receive (steps, prologue) for mpicoll._memo
         self.tag = _TAG
         self.primitive = primitive
         self.comm = _as_comm(comm)

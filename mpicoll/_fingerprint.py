@@ -162,6 +162,16 @@ def build_bytes(phase, seq, primitive, flags, desc=None, payload=0):
     return _static_words(phase, primitive, desc) + _DYNAMIC.pack(seq, count, flags, payload)
 
 
+def static_bytes(primitive, desc):
+    """The part of a settle fingerprint that does not change between identical calls, and its count."""
+    return _static_words(SETTLE, primitive, desc), desc[3]
+
+
+def dynamic_bytes(seq, count, flags, payload=0):
+    """The per-call part (call number, count, flags, payload) of a fingerprint."""
+    return _DYNAMIC.pack(seq, count, flags, payload)
+
+
 def build(phase, seq, primitive, flags, desc=None, payload=0):
     """:func:`build_bytes` as an int64 NumPy vector."""
     return np.frombuffer(build_bytes(phase, seq, primitive, flags, desc, payload),

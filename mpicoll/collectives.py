@@ -23,6 +23,8 @@ the functional API, :class:`mpicoll.P2PComm` and :mod:`mpicoll.distributed`;
 ``bufs`` is a zero-argument callable returning the raw buffers, so that
 parsing errors are held and agreed like every other argument error.
 """
+from functools import partial
+
 from mpi4py import MPI
 
 from . import coll as _coll  # noqa: F401  (importing it fills the registry)
@@ -31,6 +33,7 @@ from ._buffers import (IN_PLACE, as_array, check_counts, check_no_alias, check_r
 from ._device import adapter_of, empty, on_device
 from ._call import Call
 from ._context import Ctx
+from . import _memo
 from .sched import nonblocking as _nb
 from .sched.run import execute
 from ._errors import ArgumentError
@@ -104,9 +107,12 @@ def _run(call, count, itemsize, fn, *args, prologue=None):
         fast = ctx.mpi is ctx.comm and ctx._rec is None and type(ctx) is Ctx
         if call.kind is None:
             if entry is None:
+                steps = (partial(fn, ctx, *args),)
                 fn(ctx, *args)
             else:
-                execute(ctx, entry, args, op, fast)
+                steps = execute(ctx, entry, args, op, fast)
+            if call.memo is not None and fast and count * itemsize <= _memo.LIMIT:
+                call.memo[:] = (steps, prologue)       # the memo replays them (see _memo)
             return
 
         def run_now():
@@ -139,7 +145,7 @@ def bcast(buf, root=0, *, comm=None, algorithm=None):
 
     Per rank, N = 3: ``[1 2 3]`` on rank 0 and zeros elsewhere -> ``[1 2 3]`` everywhere.
     """
-    return _bcast(Call("bcast", comm), lambda: (buf,), root, algorithm)
+    return _memo.run("bcast", _bcast, comm, algorithm, (buf,), (root,), (root,))
 
 
 # -- reduce ----------------------------------------------------------------
@@ -179,7 +185,7 @@ def reduce(sendbuf, recvbuf=None, op=MPI.SUM, root=0, *, comm=None, algorithm=No
     on the root takes its input from ``recvbuf``.
     Per rank, N = 3, SUM: ``[1 1]``, ``[2 2]``, ``[3 3]`` -> root gets ``[6 6]``.
     """
-    return _reduce(Call("reduce", comm), lambda: (sendbuf, recvbuf), op, root, algorithm)
+    return _memo.run("reduce", _reduce, comm, algorithm, (sendbuf, recvbuf), (op, root), (op, root))
 
 
 # -- allreduce -------------------------------------------------------------
@@ -210,7 +216,7 @@ def allreduce(sendbuf, recvbuf=None, op=MPI.SUM, *, comm=None, algorithm=None):
     reduces ``recvbuf`` in place.
     Per rank, N = 3, SUM: ``[1 1]``, ``[2 2]``, ``[3 3]`` -> ``[6 6]`` everywhere.
     """
-    return _allreduce(Call("allreduce", comm), lambda: (sendbuf, recvbuf), op, algorithm)
+    return _memo.run("allreduce", _allreduce, comm, algorithm, (sendbuf, recvbuf), (op,), (op,))
 
 
 # -- gather / allgather ----------------------------------------------------
@@ -251,7 +257,7 @@ def gather(sendbuf, recvbuf=None, root=0, *, comm=None, algorithm=None):
     Allocated results have shape ``(N, *sendbuf.shape)``. Returns None off the root.
     Per rank, N = 3: ``[1 1]``, ``[2 2]``, ``[3 3]`` -> root gets ``[[1 1] [2 2] [3 3]]``.
     """
-    return _gather(Call("gather", comm), lambda: (sendbuf, recvbuf), root, algorithm)
+    return _memo.run("gather", _gather, comm, algorithm, (sendbuf, recvbuf), (root,), (root,))
 
 
 def _allgather(call, bufs, algorithm):
@@ -283,7 +289,7 @@ def allgather(sendbuf, recvbuf=None, *, comm=None, algorithm=None):
     Per rank, N = 3: ``[1 1]``, ``[2 2]``, ``[3 3]`` -> ``[[1 1] [2 2] [3 3]]`` everywhere.
     ``sendbuf=MPI.IN_PLACE``: this rank's block is already in ``recvbuf``.
     """
-    return _allgather(Call("allgather", comm), lambda: (sendbuf, recvbuf), algorithm)
+    return _memo.run("allgather", _allgather, comm, algorithm, (sendbuf, recvbuf), (), ())
 
 
 # -- scatter ---------------------------------------------------------------
@@ -333,7 +339,7 @@ def scatter(sendbuf, recvbuf, root=0, *, comm=None, algorithm=None):
     on the root leaves its block where it is (and returns None there).
     Per rank, N = 3: root's ``[1 1 2 2 3 3]`` -> ``[1 1]``, ``[2 2]``, ``[3 3]``.
     """
-    return _scatter(Call("scatter", comm), lambda: (sendbuf, recvbuf), root, algorithm)
+    return _memo.run("scatter", _scatter, comm, algorithm, (sendbuf, recvbuf), (root,), (root,))
 
 
 # -- reduce_scatter --------------------------------------------------------
@@ -389,8 +395,8 @@ def reduce_scatter_block(sendbuf, recvbuf=None, op=MPI.SUM, *, comm=None, algori
     Per rank, N = 2, SUM: ``[1 2]``, ``[10 20]`` -> ``[11]``, ``[22]``.
     ``sendbuf=MPI.IN_PLACE``: ``recvbuf`` holds the input; the result goes to its start.
     """
-    return _reduce_scatter(Call("reduce_scatter", comm), lambda: (sendbuf, recvbuf),
-                           None, op, algorithm)
+    return _memo.run("reduce_scatter", _reduce_scatter, comm, algorithm, (sendbuf, recvbuf),
+                     (None, op), (None, op))
 
 
 def reduce_scatter(sendbuf, recvbuf=None, recvcounts=None, op=MPI.SUM, *, comm=None,
@@ -400,8 +406,8 @@ def reduce_scatter(sendbuf, recvbuf=None, recvcounts=None, op=MPI.SUM, *, comm=N
     ``recvcounts=None`` means N equal blocks (as :func:`reduce_scatter_block`).
     Per rank, N = 2, counts [1, 2], SUM: ``[1 2 3]``, ``[10 20 30]`` -> ``[11]``, ``[22 33]``.
     """
-    return _reduce_scatter(Call("reduce_scatter", comm), lambda: (sendbuf, recvbuf),
-                           recvcounts, op, algorithm)
+    return _memo.run("reduce_scatter", _reduce_scatter, comm, algorithm, (sendbuf, recvbuf),
+                     (recvcounts, op), (recvcounts, op))
 
 
 # -- alltoall --------------------------------------------------------------
@@ -437,7 +443,7 @@ def alltoall(sendbuf, recvbuf=None, *, comm=None, algorithm=None):
 
     Per rank, N = 2: ``[a0 a1]``, ``[b0 b1]`` -> ``[a0 b0]``, ``[a1 b1]``.
     """
-    return _alltoall(Call("alltoall", comm), lambda: (sendbuf, recvbuf), algorithm)
+    return _memo.run("alltoall", _alltoall, comm, algorithm, (sendbuf, recvbuf), (), ())
 
 
 # -- barrier ---------------------------------------------------------------
@@ -456,4 +462,8 @@ def _barrier(call, algorithm):
 
 def barrier(*, comm=None, algorithm=None):
     """Block until every rank of ``comm`` has called barrier."""
-    _barrier(Call("barrier", comm), algorithm)
+    _memo.run("barrier", _barrier_bufs, comm, algorithm, (), (), ())
+
+
+def _barrier_bufs(call, bufs, algorithm):
+    _barrier(call, algorithm)

@@ -28,7 +28,6 @@ the agreement and run blocking, then return a completed request.
 """
 import threading
 
-import numpy as np
 from mpi4py import MPI
 
 from functools import partial
@@ -62,14 +61,13 @@ class Request:
         self._reqs = []
         self._pc = 0
         self._finish = None        # staged device receives land after their wait
-        self._errstate = False     # the plan reduces: mute FP traps while it runs
         self._agreement = None     # (Iallgather request, every fingerprint, mine, call)
         self._error = None
         self._done = False
 
     # -- engine --------------------------------------------------------
-    def _arm(self, steps, reqs, finish=None, reduces=False):
-        self._steps, self._reqs, self._finish, self._errstate = steps, reqs, finish, reduces
+    def _arm(self, steps, reqs, finish=None):
+        self._steps, self._reqs, self._finish = steps, reqs, finish
         self._pc = 0
         self._done = False
 
@@ -84,9 +82,6 @@ class Request:
                     return False
                 self._agreement = None
                 call.judge(raw, mine)
-            if self._errstate:
-                with np.errstate(all="ignore"):
-                    return self._run_steps()
             return self._run_steps()
         except Exception as exc:       # noqa: BLE001 - raised by Wait/Test on this rank
             self._error = exc
@@ -135,6 +130,10 @@ class Request:
             progress()
             if self._done:
                 break
+            if len(_active) == 1 and self._agreement is None:
+                # Alone: nothing else needs progress, wait for this step in MPI.
+                MPI.Request.Waitall(self._blocking_on())
+                continue
             pending = [r for q in list(_active) for r in q._blocking_on()
                        if r != MPI.REQUEST_NULL]
             if pending:
@@ -208,10 +207,11 @@ class PersistentRequest(Request):
 
     def __init__(self, result=None):
         super().__init__(result)
-        self._program = None       # (steps, their request list, finish, reduces)
+        self._program = None       # (steps, their request list, finish)
         self._eager = None         # a callable run at Start for calls without a plan
         self._done = True          # inactive until started
         self._freed = False
+        self._persistent_mpi = False   # its messages are MPI persistent requests
 
     def Start(self):
         """Start the collective with the data now in the buffers."""
@@ -223,9 +223,10 @@ class PersistentRequest(Request):
         if self._eager is not None:
             self._eager()
             return
-        steps, reqs, finish, reduces = self._program
-        reqs[:] = [None] * len(reqs)      # the bound steps post into this very list
-        self._arm(steps, reqs, finish, reduces)
+        steps, reqs, finish = self._program
+        if not self._persistent_mpi:
+            reqs[:] = [None] * len(reqs)      # the bound steps post into this very list
+        self._arm(steps, reqs, finish)
         _activate(self)
 
     start = Start
@@ -235,6 +236,10 @@ class PersistentRequest(Request):
         if not self._done:
             raise RuntimeError("mpicoll: Free() on an active persistent request")
         self._freed = True
+        if self._persistent_mpi:
+            for r in self._program[1]:
+                if r is not None and r != MPI.REQUEST_NULL:
+                    r.Free()
         self._program = self._eager = None
 
     def __repr__(self):
@@ -264,14 +269,16 @@ def start(call, ctx, fn, args, op, entry, fast, run_now, prologue=None):
     plan = entry.plan
     arrays = [a for a in args if _is_array(a)]
     arrays += scratch_for(plan, ctx.like)          # its own: several may be in flight
-    steps, reqs = bind(plan, arrays, op, ctx, fast, nonblocking=True)
+    steps, reqs = bind(plan, arrays, op, ctx, fast, nonblocking=True,
+                       persistent=persistent and fast)
     if persistent and prologue is not None:
         steps.insert(0, partial(_assign, prologue[0], prologue[1]))
     finish = None if ctx.mpi is ctx.comm else getattr(ctx.mpi, "finish", None)
     if persistent:
-        req._program = (tuple(steps), reqs, finish, plan.reduces)
+        req._program = (tuple(steps), reqs, finish)
+        req._persistent_mpi = fast
         return req
-    req._arm(tuple(steps), reqs, finish, plan.reduces)
+    req._arm(tuple(steps), reqs, finish)
     if call.pending is not None:
         req._agreement = call.pending + (call,)
     _activate(req)

@@ -148,13 +148,15 @@ def _same_memory(a, b):
     return a.size == b.size and data_ptr(a) == data_ptr(b)
 
 
-def bind(plan, arrays, op, ctx, fast, nonblocking=False):
+def bind(plan, arrays, op, ctx, fast, nonblocking=False, persistent=False):
     """``plan``'s steps bound to ``arrays`` (call arrays, then scratch): (steps, requests).
 
     ``fast``: host arrays, no counting or tracing — bind MPI and NumPy directly.
     ``nonblocking``: every message is posted (Isend/Irecv) and each wait is a
     tuple of request slots in the step list, for :mod:`.nonblocking` to test;
     a blocking send, receive or sendrecv becomes posts plus such a wait.
+    ``persistent`` (with ``fast``): messages become MPI persistent requests
+    (``Send_init``/``Recv_init``) made here once; a post step is their ``Start``.
     """
     view = _views(plan, arrays)
     reqs = [None] * plan.nreq
@@ -174,6 +176,11 @@ def bind(plan, arrays, op, ctx, fast, nonblocking=False):
         if slot is None:
             slot = len(reqs)
             reqs.append(None)
+        if persistent:
+            init = comm.Send_init if kind is isend else comm.Recv_init
+            reqs[slot] = init(view(buf), peer, tag)
+            add(reqs[slot].Start)
+            return slot
         start = partial(kind, view(buf), peer, tag) if fast else partial(kind, view(buf), peer)
         add(partial(_post, reqs, slot, start))
         return slot
@@ -210,12 +217,23 @@ def bind(plan, arrays, op, ctx, fast, nonblocking=False):
         elif k == REDUCE:
             lo, hi, out = view(o[1]), view(o[2]), view(o[3])
             if fast and ufunc is not None:
-                add(partial(ufunc, lo, hi, out=out))
+                add(partial(_quiet, ufunc, lo, hi, out))
             elif fast:
                 add(partial(op.Reduce_local, lo, hi))
             else:
                 add(partial(combine, op, lo, hi, out))
     return steps, reqs
+
+
+def _quiet(ufunc, lower, higher, out):
+    # MPI defines no floating-point exceptions: a trap raised on one rank
+    # mid-algorithm (np.seterr(all="raise")) would leave the others waiting.
+    # NumPy raises after the loop has written every element, so the result
+    # stands; catching is cheaper than an errstate context on every call.
+    try:
+        ufunc(lower, higher, out=out)
+    except (FloatingPointError, RuntimeWarning):
+        pass
 
 
 def _post(reqs, slot, start):
@@ -231,18 +249,15 @@ def _wait_slots(reqs, slots, ctx):
 
 
 def execute(ctx, entry, args, op, fast):
-    """Run one blocking call of ``entry``'s plan on ``args`` (the algorithm's arguments)."""
+    """Run one blocking call of ``entry``'s plan on ``args``; return the bound steps.
+
+    (Reductions never raise floating-point traps: :func:`_quiet` on the fast
+    path, :func:`mpicoll._ops.combine`'s errstate otherwise.)
+    """
     plan = entry.plan
     arrays = [a for a in args if _is_array(a)]
     arrays += scratch_for(plan, ctx.like, entry.scratch)
     steps, _ = bind(plan, arrays, op, ctx, fast)
-    if plan.reduces:
-        # MPI defines no floating-point exceptions: a trap raised on one rank
-        # mid-algorithm (np.seterr(all="raise")) would leave the others waiting.
-        with np.errstate(all="ignore"):
-            for step in steps:
-                step()
-    else:
-        for step in steps:
-            step()
-
+    for step in steps:
+        step()
+    return steps

@@ -1,0 +1,153 @@
+"""The memo of repeated calls (mpicoll._memo): fast, but never stale.
+
+A repeated call with the same buffers skips validation, choice and binding.
+Each test changes one thing the memo rests on and checks the call notices:
+new data, a reshaped or read-only buffer, another algorithm in the
+environment, a bad argument or a different call on one rank, a traffic
+recorder, a large message.
+"""
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import mpicoll
+from mpicoll import _memo
+
+comm = MPI.COMM_WORLD
+N, RANK = comm.Get_size(), comm.Get_rank()
+
+
+def hits(fn):
+    """Run ``fn`` and count memo entries that served it (entry.execute calls)."""
+    seen = []
+    orig = _memo._Entry.execute
+
+    def counting(self):
+        seen.append(1)
+        return orig(self)
+    _memo._Entry.execute = counting
+    try:
+        fn()
+    finally:
+        _memo._Entry.execute = orig
+    return len(seen)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("algo", mpicoll.algorithms("allreduce"))
+def test_repeated_calls_see_new_data(algo):
+    x, y = np.empty(5), np.empty(5)
+
+    def loop():
+        for k in range(6):
+            x[...] = np.arange(5.0) * (RANK + 1) + k
+            mpicoll.allreduce(x, y, algorithm=algo)
+            np.testing.assert_array_equal(y, comm.allreduce(x))
+    assert hits(loop) >= 5
+
+
+@pytest.mark.mpi
+def test_every_primitive_repeats_correctly():
+    c = 3
+    buf = np.empty(c)
+    send = np.arange(c * N, dtype=float) + RANK
+    recv = np.empty(c * N)
+    blk = np.empty(c)
+    for k in range(3):
+        buf[...] = k if RANK == 0 else -1
+        mpicoll.bcast(buf, 0)
+        assert buf.tolist() == [k] * c
+        mpicoll.allgather(buf, recv)
+        assert recv.tolist() == [k] * (c * N)
+        mpicoll.alltoall(send, recv)
+        want = np.empty_like(recv)
+        comm.Alltoall(send, want)
+        np.testing.assert_array_equal(recv, want)
+        mpicoll.reduce_scatter_block(send, blk)
+        np.testing.assert_array_equal(blk, comm.allreduce(send)[RANK * c:(RANK + 1) * c])
+        out = mpicoll.reduce(send[:c], blk if RANK == N - 1 else None, MPI.MAX, N - 1)
+        if RANK == N - 1:
+            assert out is blk and blk.tolist() == (np.arange(c) + N - 1).tolist()
+        else:
+            assert out is None
+        mpicoll.barrier()
+
+
+@pytest.mark.mpi
+def test_reshaped_buffer_is_revalidated():
+    x, y = np.ones(6), np.empty(6)
+    mpicoll.allreduce(x, y)
+    mpicoll.allreduce(x, y)
+    y.shape = (2, 3)                      # same memory, new shape: still valid
+    out = mpicoll.allreduce(x, y)
+    assert out is y and out.shape == (2, 3) and (out == N).all()
+    z = np.empty(3)
+    with pytest.raises(mpicoll.ArgumentError, match="recvbuf"):
+        mpicoll.allreduce(x, z)
+
+
+@pytest.mark.mpi
+def test_read_only_output_is_refused_after_memo():
+    x, y = np.ones(4), np.empty(4)
+    mpicoll.allreduce(x, y)
+    mpicoll.allreduce(x, y)
+    if RANK == 0:
+        y.flags.writeable = False
+    with pytest.raises(mpicoll.ArgumentError):
+        mpicoll.allreduce(x, y)
+    y.flags.writeable = True
+
+
+@pytest.mark.mpi
+def test_environment_choice_is_reread(monkeypatch):
+    x, y = np.ones(3), np.empty(3)
+    from mpicoll import _context
+    for algo in ("ring", "recursive_doubling", "ring"):
+        monkeypatch.setenv("MPICOLL_ALLREDUCE_ALGORITHM", algo)
+        with mpicoll.traffic() as t:
+            mpicoll.allreduce(x, y)
+        assert t.calls[0].algorithm == algo and (y == N).all()
+        mpicoll.allreduce(x, y)          # memoized under this choice
+    assert not _context._recorders
+
+
+@pytest.mark.mpi(min_size=2)
+def test_mismatch_after_memo_raises_everywhere():
+    x, y = np.ones(4), np.empty(4)
+    for _ in range(3):
+        mpicoll.allreduce(x, y, algorithm="recursive_doubling")
+    algo = "ring" if RANK == 1 else "recursive_doubling"
+    with pytest.raises(mpicoll.CollectiveMismatchError):
+        mpicoll.allreduce(x, y, algorithm=algo)
+    mpicoll.allreduce(x, y, algorithm="recursive_doubling")
+    assert (y == N).all()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_bad_argument_on_one_rank_after_memo():
+    x, y = np.ones(4), np.empty(4)
+    for _ in range(3):
+        mpicoll.bcast(x, 0)
+    with pytest.raises(mpicoll.ArgumentError):
+        mpicoll.bcast(x, N + 2 if RANK == 1 else 0)
+    mpicoll.bcast(x, 0)
+
+
+@pytest.mark.mpi
+def test_traffic_is_counted_on_repeated_calls():
+    x, y = np.ones(8), np.empty(8)
+    for _ in range(3):
+        mpicoll.allreduce(x, y, algorithm="ring")
+    with mpicoll.traffic() as t:
+        for _ in range(3):
+            mpicoll.allreduce(x, y, algorithm="ring")
+    assert len(t.calls) == 3
+    assert all(c.sent_msgs == 2 * (N - 1) for c in t.calls)
+
+
+@pytest.mark.mpi
+def test_large_calls_are_not_memoized():
+    x = np.ones(_memo.LIMIT // 8 + 1)
+    y = np.empty_like(x)
+    assert hits(lambda: [mpicoll.allreduce(x, y) for _ in range(3)]) == 0
+    assert (y == N).all()
