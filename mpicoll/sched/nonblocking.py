@@ -32,6 +32,7 @@ from mpi4py import MPI
 
 from functools import partial
 
+from . import progress as _thread
 from .run import _assign, _is_array, bind, scratch_for
 
 __all__ = ["Request", "PersistentRequest", "waitall", "testall", "active_count"]
@@ -118,7 +119,8 @@ class Request:
     # -- public --------------------------------------------------------
     def Test(self, status=None):
         """Advance every active request; True (and raise its error, if any) once this one is complete."""
-        progress()
+        if not _thread.enabled():
+            progress()
         if self._done:
             self._raise()
             return True
@@ -126,6 +128,10 @@ class Request:
 
     def Wait(self, status=None):
         """Advance every active request until this one is complete; raise its error, if any."""
+        if _thread.enabled():
+            with _done_cond:
+                while not self._done:
+                    _done_cond.wait()
         while not self._done:
             progress()
             if self._done:
@@ -170,12 +176,23 @@ def progress():
         done = [q for q in list(_active) if q._advance()]
         for q in done:
             _active.remove(q)
+    if done and _thread.enabled():
+        with _done_cond:
+            _done_cond.notify_all()
+
+
+_done_cond = threading.Condition()    # the progress thread completed something
 
 
 def _activate(req):
+    if _thread.wanted() and not _thread.enabled():
+        _thread.start()
     with _lock:
         _active.append(req)
-    progress()                    # post the first round now, as MPI would
+    if _thread.enabled():
+        _thread.wake()            # the thread posts the first round (one thread per MPI request)
+    else:
+        progress()                # post the first round now, as MPI would
 
 
 class _Orphan:
@@ -318,5 +335,6 @@ def waitall(requests):
 
 def testall(requests):
     """True when every request in ``requests`` is complete (each advanced once)."""
-    progress()
+    if not _thread.enabled():
+        progress()
     return all(r.Test() for r in requests)

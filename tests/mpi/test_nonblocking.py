@@ -13,6 +13,7 @@ from mpi4py import MPI
 
 import mpicoll
 import mpicoll.distributed as dist
+from mpicoll._registry import EXTENDED_PRIMITIVES
 from refdata import data
 
 comm = MPI.COMM_WORLD
@@ -71,7 +72,9 @@ def _start(primitive, algo, c):
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("primitive", [p for p in mpicoll.PRIMITIVES if p != "barrier"])
+# The vector collectives and the scans: their nonblocking forms are in test_vmatrix.py.
+@pytest.mark.parametrize("primitive", [p for p in mpicoll.PRIMITIVES
+                                       if p != "barrier" and p not in EXTENDED_PRIMITIVES])
 @pytest.mark.parametrize("c", [1, 7, 2 * 8 + 1])
 def test_all_algorithms_outstanding_at_once(primitive, c):
     started = []
@@ -215,3 +218,33 @@ def test_distributed_async_op():
         assert dist.all_reduce(np.ones(2)) is None      # blocking still returns None
     finally:
         dist.destroy_process_group()
+
+
+@pytest.mark.mpi
+def test_progress_thread_completes_requests_while_the_caller_computes():
+    """MPICOLL_PROGRESS=thread: requests advance with no mpicoll call from the caller."""
+    import time
+    from mpicoll.sched import progress
+    if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
+        pytest.skip("MPI initialised without MPI_THREAD_MULTIPLE")
+    progress.start()
+    try:
+        x = np.arange(1000.0) + RANK
+        reqs = [mpicoll.iallreduce(x, None, algorithm=a)
+                for a in mpicoll.algorithms("allreduce")]
+        reqs.append(mpicoll.ibarrier(algorithm="binomial"))
+        deadline = time.monotonic() + 60
+        while not all(r._done for r in reqs):          # no Test/Wait: only the thread advances
+            assert time.monotonic() < deadline, "the progress thread did not complete the requests"
+            time.sleep(0.001)
+        user_ring_traffic(0)
+        for r in wait_in_rank_order(reqs)[:-1]:
+            np.testing.assert_array_equal(r, comm.allreduce(x))
+        p = mpicoll.bcast_init(x, 0, algorithm="pipeline")
+        for _ in range(3):
+            p.Start()
+            p.Wait()
+        p.Free()
+    finally:
+        progress.stop()
+    assert not progress.enabled()

@@ -1,0 +1,98 @@
+"""The optional progress thread (``MPICOLL_PROGRESS=thread``): overlap while the caller computes.
+
+Without it, a nonblocking mpicoll collective advances only inside mpicoll
+calls (``Test``, ``Wait``, ``waitall``...): between them, only the round
+already posted moves. With it, one daemon thread per process advances every
+active request as soon as any of its MPI requests completes: it sleeps in
+``MPI_Waitany`` (mpi4py releases the GIL there) over the pending requests
+plus a wake-up generalized request (``MPI_Grequest``) that the caller
+completes when it starts a new request, so it costs no CPU while nothing
+moves. ``Wait`` then only waits for the
+thread to finish the request, and no two threads ever wait on one MPI
+request.
+
+Needs ``MPI_THREAD_MULTIPLE`` (mpi4py asks for it by default); without it
+the thread is refused with the reason and progress stays in the caller.
+"""
+import atexit
+import os
+import threading
+
+from mpi4py import MPI
+
+__all__ = ["enabled", "start", "stop", "wake", "wanted"]
+
+_thread = None
+_stop = False
+_wake_lock = threading.Lock()
+_wake_req = None           # the generalized request the thread also waits on
+_woken = False             # _wake_req was completed; the thread makes a new one
+
+
+def wanted():
+    """True when ``MPICOLL_PROGRESS`` asks for the progress thread."""
+    value = os.environ.get("MPICOLL_PROGRESS", "").strip().lower()
+    if value in ("", "none", "off", "caller", "0"):
+        return False
+    if value in ("thread", "on", "1"):
+        return True
+    raise ValueError(f"MPICOLL_PROGRESS: expected 'thread' or 'none'; got {value!r}")
+
+
+def enabled():
+    """True while the progress thread runs."""
+    return _thread is not None and _thread.is_alive()
+
+
+def start():
+    """Start the progress thread (idempotent); raise RuntimeError without MPI_THREAD_MULTIPLE."""
+    global _thread, _stop, _wake_req, _woken
+    if enabled():
+        return
+    if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
+        raise RuntimeError(
+            "MPICOLL_PROGRESS=thread needs MPI_THREAD_MULTIPLE; MPI was initialised with a lower "
+            "thread level (mpi4py.rc.thread_level)")
+    _stop = False
+    _wake_req, _woken = MPI.Grequest.Start(), False
+    _thread = threading.Thread(target=_loop, name="mpicoll-progress", daemon=True)
+    _thread.start()
+    atexit.register(stop)         # before mpi4py finalizes MPI (it does so after atexit)
+
+
+def stop():
+    """Stop the progress thread (it finishes what it is doing first)."""
+    global _stop, _thread
+    if not enabled():
+        return
+    _stop = True
+    wake()
+    _thread.join()
+    _thread = None
+
+
+def wake():
+    """Make the thread look at the active requests again (a new one was started)."""
+    global _woken
+    with _wake_lock:
+        if _wake_req is not None and not _woken:
+            _woken = True
+            _wake_req.Complete()
+
+
+def _loop():
+    global _wake_req, _woken
+    from . import nonblocking as nb          # the engine imports this module, not the reverse
+    while True:
+        with _wake_lock:
+            if _woken:
+                _wake_req.Wait()             # complete: frees it
+                if _stop:
+                    _wake_req = None
+                    return
+                _wake_req, _woken = MPI.Grequest.Start(), False
+            wake_req = _wake_req
+        nb.progress()
+        with nb._lock:
+            pending = [r for q in nb._active for r in q._blocking_on() if r != MPI.REQUEST_NULL]
+        MPI.Request.Waitany(pending + [wake_req])
