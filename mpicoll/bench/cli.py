@@ -15,6 +15,8 @@ On GPUs (CuPy buffers, one GPU per local rank; NCCL's collectives as the
 Read results (serial): ``report RESULTS... [-o report.md]``,
 ``plot RESULTS... -o FILE.png``, ``predict --ranks 2..10000 --bytes 8,1M``.
 Model and tuning (under MPI): ``fit [-o model.json]``, ``tune -o table.json``.
+Small-call cost per face vs the raw mpi4py call: ``latency [--bytes 8]``; overlap of
+nonblocking allreduce with computation (OSU): ``overlap [--bytes 16M]``.
 Exit status: 1 when any #wrong > 0, 2 for bad arguments.
 """
 import argparse
@@ -22,13 +24,13 @@ import sys
 
 from mpicoll._registry import PRIMITIVES
 
-from . import model, plot, report, tune
+from . import latency, model, overlap, plot, report, tune
 from .run import run
 from .units import OP_NAMES, parse_dtype, parse_size
 
 __all__ = ["main", "build_parser"]
 
-COMMANDS = PRIMITIVES + ("all", "report", "plot", "fit", "predict", "tune")
+COMMANDS = PRIMITIVES + ("all", "report", "plot", "fit", "predict", "tune", "latency", "overlap")
 
 
 def _size(text):
@@ -126,6 +128,8 @@ def build_parser():
     plot.add_parser(sub)
     model.add_parsers(sub, sweep_options)
     tune.add_parser(sub, sweep_options)
+    latency.add_parser(sub)
+    overlap.add_parser(sub)
     return top
 
 
