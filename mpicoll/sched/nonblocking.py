@@ -140,8 +140,7 @@ class Request:
                 # Alone: nothing else needs progress, wait for this step in MPI.
                 MPI.Request.Waitall(self._blocking_on())
                 continue
-            pending = [r for q in list(_active) for r in q._blocking_on()
-                       if r != MPI.REQUEST_NULL]
+            pending = pending_requests()
             if pending:
                 MPI.Request.Waitany(pending)     # sleep in MPI until something moves
         self._raise()
@@ -182,6 +181,15 @@ def progress():
 
 
 _done_cond = threading.Condition()    # the progress thread completed something
+
+
+def pending_requests():
+    """Every MPI request the active mpicoll requests wait on now."""
+    with _lock:
+        return [r for q in _active for r in q._blocking_on() if r != MPI.REQUEST_NULL]
+
+
+_thread._default_engine = (progress, pending_requests)
 
 
 def _activate(req):

@@ -44,8 +44,12 @@ def enabled():
     return _thread is not None and _thread.is_alive()
 
 
-def start():
-    """Start the progress thread (idempotent); raise RuntimeError without MPI_THREAD_MULTIPLE."""
+def start(engine=None):
+    """Start the progress thread (idempotent); raise RuntimeError without MPI_THREAD_MULTIPLE.
+
+    ``engine``: ``(advance, pending)`` — advance every active request once, and
+    list the MPI requests they wait on now (default: :mod:`.nonblocking`'s).
+    """
     global _thread, _stop, _wake_req, _woken
     if enabled():
         return
@@ -55,7 +59,9 @@ def start():
             "thread level (mpi4py.rc.thread_level)")
     _stop = False
     _wake_req, _woken = MPI.Grequest.Start(), False
-    _thread = threading.Thread(target=_loop, name="mpicoll-progress", daemon=True)
+    if engine is None:
+        engine = _default_engine
+    _thread = threading.Thread(target=_loop, args=engine, name="mpicoll-progress", daemon=True)
     _thread.start()
     atexit.register(stop)         # before mpi4py finalizes MPI (it does so after atexit)
 
@@ -80,9 +86,11 @@ def wake():
             _wake_req.Complete()
 
 
-def _loop():
+_default_engine = None     # set by .nonblocking, which imports this module (not the reverse)
+
+
+def _loop(advance, pending_requests):
     global _wake_req, _woken
-    from . import nonblocking as nb          # the engine imports this module, not the reverse
     while True:
         with _wake_lock:
             if _woken:
@@ -92,7 +100,5 @@ def _loop():
                     return
                 _wake_req, _woken = MPI.Grequest.Start(), False
             wake_req = _wake_req
-        nb.progress()
-        with nb._lock:
-            pending = [r for q in nb._active for r in q._blocking_on() if r != MPI.REQUEST_NULL]
-        MPI.Request.Waitany(pending + [wake_req])
+        advance()
+        MPI.Request.Waitany(pending_requests() + [wake_req])
