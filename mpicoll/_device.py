@@ -166,6 +166,35 @@ def cuda_aware_decision():
     return _aware_decision
 
 
+#: What decided a CUDA-aware path when the MPI library itself says so: its
+#: own collectives then take device buffers too.
+LIBRARY_SOURCES = ("MPIX_Query_cuda_support", "mpi_memory_alloc_kinds")
+
+
+def collectives_aware():
+    """(aware, source): may the MPI library's *own collectives* take device buffers?
+
+    Decided apart from point-to-point: a library whose point-to-point layer
+    moves device memory (MPICH over UCX with CUDA transports, switched on with
+    ``MPICOLL_CUDA_AWARE=1``) may still reduce on the CPU in its collectives
+    and crash on a device pointer. ``MPICOLL_CUDA_AWARE_COLLECTIVES=0|1``
+    decides; else only a library that reports CUDA support itself
+    (``MPIX_Query_cuda_support``, ``mpi_memory_alloc_kinds``) is trusted with
+    them. Otherwise ``native`` on device buffers is staged, on any path.
+    """
+    import os
+    raw = os.environ.get("MPICOLL_CUDA_AWARE_COLLECTIVES", "").strip().lower()
+    if raw in ("0", "1", "true", "false", "yes", "no", "on", "off"):
+        return raw in ("1", "true", "yes", "on"), "MPICOLL_CUDA_AWARE_COLLECTIVES"
+    aware, source = cuda_aware_decision()
+    if aware and source in LIBRARY_SOURCES:
+        return True, source
+    if not aware:
+        return False, source
+    return False, f"point-to-point only ({source}); MPICOLL_CUDA_AWARE_COLLECTIVES=1 to trust " \
+                  f"the library's collectives with device buffers"
+
+
 # -- pinned staging ---------------------------------------------------------
 
 _ALIGN = 256
@@ -290,13 +319,16 @@ class AwareTransport:
 
     def __getattr__(self, name):
         # Native collectives. A user op's Python function runs on the host and
-        # would dereference device pointers: those reductions are staged.
+        # would dereference device pointers: those reductions are staged, and so
+        # is every collective of a library that is CUDA-aware in point-to-point
+        # only (collectives_aware).
         method = getattr(self.comm, name)
 
         def run(*args):
             self.adapter.sync()
-            if name in _REDUCING and any(isinstance(a, MPI.Op) and not a.is_predefined
-                                         for a in args):
+            if not collectives_aware()[0] or (
+                    name in _REDUCING and any(isinstance(a, MPI.Op) and not a.is_predefined
+                                              for a in args)):
                 if self.staged is None:
                     self.staged = StagedTransport(self.comm, self.adapter, self.device)
                 return getattr(self.staged, name)(*args)

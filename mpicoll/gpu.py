@@ -59,12 +59,16 @@ def device_path(buf=None):
     memory); with ``buf`` a NumPy array it is ``"host"``. ``source`` names
     what decided (``set_cuda_aware``, ``MPICOLL_CUDA_AWARE`` or a probe). It
     is the decision the collectives use: made once per process and cached
-    (``set_cuda_aware(None)`` makes it again).
+    (``set_cuda_aware(None)`` makes it again). ``collectives`` says the same
+    for the MPI library's own collectives (``native``), decided apart: a
+    library CUDA-aware in point-to-point only gets them staged.
     """
     if buf is not None and _device.adapter_of(buf) is None:
         return {"path": "host", "cuda_aware": None, "source": "NumPy array (host memory)"}
     aware, source = _device.cuda_aware_decision()
-    return {"path": "cuda-aware" if aware else "staged", "cuda_aware": aware, "source": source}
+    coll, coll_source = _device.collectives_aware()
+    return {"path": "cuda-aware" if aware else "staged", "cuda_aware": aware, "source": source,
+            "collectives": "cuda-aware" if coll else "staged", "collectives_source": coll_source}
 
 
 _LOCAL_ENV = ("SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
@@ -179,3 +183,9 @@ def nccl_status():
     if hasattr(nccl, "available") and not nccl.available:
         return False, "CuPy was built without NCCL (cupy.cuda.nccl.available is False)"
     return True, f"NCCL {nccl.get_version()}"
+
+
+if __name__ == "__main__":
+    import sys
+    from ._gpu_env import main
+    raise SystemExit(main(sys.argv[1:]))

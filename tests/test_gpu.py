@@ -81,8 +81,12 @@ def test_device_path_follows_the_override(monkeypatch):
     assert gpu.device_path(np.ones(2))["path"] == "host"
     try:
         gpu.set_cuda_aware(True)
-        assert gpu.device_path() == {"path": "cuda-aware", "cuda_aware": True,
-                                     "source": "mpicoll.gpu.set_cuda_aware"}
+        path = gpu.device_path()
+        assert {k: path[k] for k in ("path", "cuda_aware", "source")} == {
+            "path": "cuda-aware", "cuda_aware": True, "source": "mpicoll.gpu.set_cuda_aware"}
+        # point-to-point only: the library's own collectives stay staged
+        assert path["collectives"] == "staged"
+        assert "MPICOLL_CUDA_AWARE_COLLECTIVES=1" in path["collectives_source"]
         gpu.set_cuda_aware(False)
         assert gpu.device_path()["path"] == "staged"
         with pytest.raises(TypeError, match="value: expected True, False or None; got str"):
@@ -90,8 +94,12 @@ def test_device_path_follows_the_override(monkeypatch):
     finally:
         gpu.set_cuda_aware(None)
     monkeypatch.setenv("MPICOLL_CUDA_AWARE", "1")
-    assert gpu.device_path() == {"path": "cuda-aware", "cuda_aware": True,
-                                 "source": "MPICOLL_CUDA_AWARE"}
+    path = gpu.device_path()
+    assert {k: path[k] for k in ("path", "cuda_aware", "source")} == {
+        "path": "cuda-aware", "cuda_aware": True, "source": "MPICOLL_CUDA_AWARE"}
+    monkeypatch.setenv("MPICOLL_CUDA_AWARE_COLLECTIVES", "1")
+    assert gpu.device_path()["collectives"] == "cuda-aware"
+    monkeypatch.delenv("MPICOLL_CUDA_AWARE_COLLECTIVES")
     # The decision is cached (the collectives use the same one); detecting again
     # after the variable is gone: the wheels on this machine are not CUDA-aware.
     monkeypatch.delenv("MPICOLL_CUDA_AWARE")

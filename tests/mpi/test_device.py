@@ -22,6 +22,7 @@ from mpi4py import MPI
 
 import fakedevice as fd
 import mpicoll
+from mpicoll._registry import EXTENDED_PRIMITIVES
 from mpicoll import _device, gpu
 from refdata import OPS, data, reduce_ref
 from test_matrix import assert_same, run_case
@@ -101,8 +102,10 @@ def device_cases(primitive, fn):
 
 
 def device_algorithms():
+    # The vector collectives and the scans are not in the device matrix yet (run_case
+    # knows the seed's primitives); test_vmatrix.py checks them on host arrays.
     return [(p, a) for p in mpicoll.PRIMITIVES for a in mpicoll.algorithms(p)
-            if p != "barrier" and a != "native"]
+            if p != "barrier" and a != "native" and p not in EXTENDED_PRIMITIVES]
 
 
 @pytest.mark.mpi
@@ -291,3 +294,32 @@ def test_p2pcomm_and_distributed_take_device_arrays(restore_path):
             dist.all_gather([np.zeros(3, np.float32)] * N, fd.to_device(np.zeros(3, np.float32)))
     finally:
         dist.destroy_process_group()
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("trust", [None, "0", "1"])
+def test_native_collectives_staged_unless_the_library_is_trusted(restore_path, monkeypatch, trust):
+    """CUDA-aware point-to-point (MPICOLL_CUDA_AWARE=1, e.g. MPICH over UCX) does not make the
+    library's own collectives safe on device pointers: they are staged unless
+    MPICOLL_CUDA_AWARE_COLLECTIVES=1 (or the library itself reports CUDA support)."""
+    if trust is None:
+        monkeypatch.delenv("MPICOLL_CUDA_AWARE_COLLECTIVES", raising=False)
+    else:
+        monkeypatch.setenv("MPICOLL_CUDA_AWARE_COLLECTIVES", trust)
+    ad = fake(aware=True)
+    aware, source = _device.collectives_aware()
+    assert aware is (trust == "1")
+    assert source.startswith("MPICOLL_CUDA_AWARE_COLLECTIVES") is (trust is not None)
+    x = np.full(9, RANK + 1.0)
+    before = fd.FakeDeviceArray.exports
+    got = mpicoll.allreduce(fd.to_device(x), algorithm="native")
+    assert np.array_equal(fd.to_host(got), np.full(9, N * (N + 1) / 2))
+    if trust == "1":
+        assert ad.d2h == 0                       # handed to MPI as they are
+    else:
+        assert ad.d2h >= 1 and ad.h2d >= 1       # through pinned host memory
+        assert fd.FakeDeviceArray.exports == before   # MPI never saw a device pointer
+    # The hand-written algorithms keep the CUDA-aware point-to-point path either way.
+    with mpicoll.traffic() as t:
+        mpicoll.allreduce(fd.to_device(x), algorithm="ring")
+    assert t.calls[0].path == "cuda-aware"
