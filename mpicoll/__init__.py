@@ -20,6 +20,10 @@ from ._defaults import DEFAULTS_TABLE, default_algorithm
 from .collectives import (bcast, reduce, allreduce, gather, allgather, scatter,
                           reduce_scatter_block, reduce_scatter, alltoall, barrier)
 from .comm import P2PComm
+from .vcollectives import gatherv, scatterv, allgatherv, alltoallv, scan, exscan
+from .vrequests import (igatherv, gatherv_init, iscatterv, scatterv_init, iallgatherv,
+                        allgatherv_init, ialltoallv, alltoallv_init, iscan, scan_init, iexscan,
+                        exscan_init)
 from .requests import (Request, PersistentRequest, waitall, testall, ibcast, ireduce, iallreduce,
                        igather, iallgather, iscatter, ireduce_scatter_block, ireduce_scatter,
                        ialltoall, ibarrier, bcast_init, reduce_init, allreduce_init, gather_init,
@@ -40,7 +44,11 @@ __all__ = ["PRIMITIVES", "algorithms", "algorithm_info", "traffic", "Traffic", "
            "ireduce_scatter_block", "ireduce_scatter", "ialltoall", "ibarrier",
            "bcast_init", "reduce_init", "allreduce_init", "gather_init", "allgather_init",
            "scatter_init", "reduce_scatter_block_init", "reduce_scatter_init",
-           "alltoall_init", "barrier_init"]
+           "alltoall_init", "barrier_init",
+           "gatherv", "scatterv", "allgatherv", "alltoallv", "scan", "exscan",
+           "igatherv", "gatherv_init", "iscatterv", "scatterv_init", "iallgatherv",
+           "allgatherv_init", "ialltoallv", "alltoallv_init", "iscan", "scan_init", "iexscan",
+           "exscan_init"]
 
 
 def algorithm_info(primitive, name):

@@ -2,8 +2,10 @@
 
 Rules follow MPICH's classic thresholds, adjusted so that a non-commutative
 op always gets an algorithm that keeps rank order. ``nbytes`` is the size of
-one rank's contribution (the whole vector for reductions and bcast, one
-block for gather/scatter/allgather/alltoall).
+one rank's contribution (the whole vector for reductions, scans and bcast,
+one block for gather/scatter/allgather/alltoall, the mean block Σcounts/N
+for gatherv/scatterv/allgatherv). Alltoallv's counts are each rank's own,
+so its rule looks at N only (every rank must choose the same).
 
 A measured table comes first: ``auto`` picks the algorithm that
 ``python -m mpicoll.bench tune`` measured fastest for this primitive, world
@@ -41,6 +43,12 @@ DEFAULTS_TABLE = {
     "reduce_scatter": "recursive_halving up to 512 KiB, else pairwise; reduce_scatterv for non-commutative ops",
     "alltoall": "bruck for blocks up to 256 B when N >= 8, else pairwise",
     "barrier": "dissemination",
+    "gatherv": "binomial",
+    "scatterv": "binomial",
+    "allgatherv": "bruck when N·n < 80 KiB (n: the mean block), else ring",
+    "alltoallv": "linear up to 32 ranks, else pairwise",
+    "scan": "recursive_doubling",
+    "exscan": "recursive_doubling",
 }
 
 
@@ -128,4 +136,18 @@ def default_algorithm(primitive, *, size, nbytes=0, count=0, commutative=True):
         return "bruck" if nbytes <= 256 and size >= 8 else "pairwise"
     if primitive == "barrier":
         return "dissemination"
+    if primitive in ("gatherv", "scatterv"):
+        return "binomial"
+    if primitive == "allgatherv":
+        # Bruck: ⌈log2 N⌉ messages, whatever the counts. The ring moves each byte once,
+        # without a temporary: long messages. Its steps last as long as the largest
+        # block, so very uneven counts favour Bruck longer than this rule (it sees
+        # only the mean block) says.
+        return "bruck" if nbytes * size < 80 * 1024 else "ring"
+    if primitive == "alltoallv":
+        # MPICH posts everything at once (in batches of 32 peers): linear up to
+        # that many, then one peer per step so no rank floods the network.
+        return "linear" if size <= 32 else "pairwise"
+    if primitive in ("scan", "exscan"):
+        return "recursive_doubling"       # MPICH's only algorithm; log N latency, any op
     raise KeyError(primitive)

@@ -10,11 +10,17 @@ import os
 
 from ._errors import ArgumentError
 
-__all__ = ["PRIMITIVES", "register", "algorithms", "lookup", "env_choice"]
+__all__ = ["PRIMITIVES", "EXTENDED_PRIMITIVES", "register", "algorithms", "lookup", "env_choice"]
 
-#: The primitives, in the seed's order.
+#: The primitives: the seed's, in its order, then the vector variants and the prefix
+#: reductions (issue #11).
 PRIMITIVES = ("bcast", "reduce", "allreduce", "gather", "allgather",
-              "scatter", "reduce_scatter", "alltoall", "barrier")
+              "scatter", "reduce_scatter", "alltoall", "barrier",
+              "gatherv", "scatterv", "allgatherv", "alltoallv", "scan", "exscan")
+
+#: The primitives added after the seed's nine. Consumers that cannot run them yet
+#: (the demo's sections, the device matrix) leave these out by name.
+EXTENDED_PRIMITIVES = PRIMITIVES[9:]
 
 _REGISTRY = {p: {} for p in PRIMITIVES}
 

@@ -25,6 +25,7 @@ from . import collectives as _c
 from ._buffers import is_device
 from ._call import Call
 from ._errors import ArgumentError, ArgumentTypeError, describe
+from ._comm_v import VMethods
 from ._registry import PRIMITIVES, lookup
 
 __all__ = ["P2PComm"]
@@ -181,7 +182,7 @@ def parse_bufspec(argname, spec, *, blocks=1):
     return flat
 
 
-class P2PComm(MPI.Intracomm):
+class P2PComm(MPI.Intracomm, VMethods):
     """An ``MPI.Intracomm`` whose collectives run mpicoll's hand-written algorithms.
 
     ``P2PComm(comm, **choices)`` shares ``comm``'s handle (nothing is
@@ -333,3 +334,14 @@ class P2PComm(MPI.Intracomm):
     Reduce_scatter, Ireduce_scatter, Reduce_scatter_init = _faces('Reduce_scatter', 'reduce_scatter', _reduce_scatter)
     Alltoall, Ialltoall, Alltoall_init = _faces('Alltoall', 'alltoall', _alltoall)
     Barrier, Ibarrier, Barrier_init = _faces('Barrier', 'barrier', _barrier)
+
+    # The v-collectives and scans (parsing in mpicoll._comm_v, which gets
+    # parse_bufspec from here: it cannot import this module).
+    _bufspec = staticmethod(parse_bufspec)
+    Gatherv, Igatherv, Gatherv_init = _faces('Gatherv', 'gatherv', VMethods._gatherv)
+    Scatterv, Iscatterv, Scatterv_init = _faces('Scatterv', 'scatterv', VMethods._scatterv)
+    Allgatherv, Iallgatherv, Allgatherv_init = _faces('Allgatherv', 'allgatherv',
+                                                      VMethods._allgatherv)
+    Alltoallv, Ialltoallv, Alltoallv_init = _faces('Alltoallv', 'alltoallv', VMethods._alltoallv)
+    Scan, Iscan, Scan_init = _faces('Scan', 'scan', VMethods._scan)
+    Exscan, Iexscan, Exscan_init = _faces('Exscan', 'exscan', VMethods._exscan)

@@ -36,7 +36,7 @@ from mpi4py import MPI
 __all__ = ["soak", "main"]
 
 DTYPES = ["float64", "float32", "int32", "int64", "int16", "uint8", "uint32", "complex128", "bool"]
-REDUCING = ("reduce", "allreduce", "reduce_scatter")
+REDUCING = ("reduce", "allreduce", "reduce_scatter", "scan", "exscan")
 _VALID = {"SUM": "iufc", "PROD": "iufc", "MIN": "iuf", "MAX": "iuf", "LAND": "iub",
           "LOR": "iub", "LXOR": "iub", "BAND": "iu", "BOR": "iu", "BXOR": "iu", "USER_ADD": "iufc"}
 
@@ -195,6 +195,11 @@ def _one(comm, case, rng, rank, size):
         mpicoll.barrier(**kw)
         comm.Barrier()
         got = want = np.zeros(0)
+    elif prim in ("gatherv", "scatterv", "allgatherv", "alltoallv", "scan", "exscan"):
+        res = _one_v(comm, case, rng, rank, size, mine, kw)
+        if isinstance(res, str):
+            return False, res
+        got, want = res
     else:
         raise AssertionError(prim)
     if not np.array_equal(mine, keep):
@@ -205,6 +210,85 @@ def _one(comm, case, rng, rank, size):
             got.view(np.uint8), want.view(np.uint8)):
         return False, f"result differs from native: got {got[:6]} want {want[:6]}"
     return True, ""
+
+
+def _layout(rng, size, c):
+    """Per-rank counts in [0, c] and displacements with random gaps (the same on every rank)."""
+    counts = [int(x) for x in rng.integers(0, c + 1, size)]
+    gaps = [int(x) for x in rng.integers(0, 3, size)]
+    displs, at = [], 0
+    for k, g in zip(counts, gaps):
+        displs.append(at + g)
+        at += g + k
+    return counts, displs, at
+
+
+def _one_v(comm, case, rng, rank, size, mine, kw):
+    """The vector collectives and the scans: (got, want), or the text of a failure."""
+    from . import vcollectives as vc
+    prim, dt, opname, c, root, inpl = (case[k] for k in (
+        "primitive", "dtype", "op", "count", "root", "in_place"))
+    counts, displs, n = _layout(np.random.default_rng([*rng, size, 13]), size, c)
+    block = _data(np.random.default_rng([*rng, rank, 17]), counts[rank], dt, "SUM")
+    if prim == "gatherv":
+        want = np.zeros(n, dt) if rank == root else None
+        comm.Gatherv(block, [want, (counts, displs)] if rank == root else None, root)
+        got = np.zeros(n, dt) if rank == root else None
+        send = block
+        if inpl and rank == root:
+            got[displs[root]:displs[root] + counts[root]] = block
+            send = MPI.IN_PLACE
+        res = vc.gatherv(send, [got, (counts, displs)] if rank == root else None, root, **kw)
+        if res is not got:
+            return "gatherv returned something else than recvbuf (root) or None"
+        if rank != root:
+            got = want = np.zeros(0, dt)
+    elif prim == "scatterv":
+        full = _data(np.random.default_rng([*rng, root, 19]), n, dt, "SUM")
+        keep_full = full.copy()
+        want = np.empty(counts[rank], dt)
+        comm.Scatterv([full, (counts, displs)] if rank == root else None, want, root)
+        if inpl and rank == root:
+            if vc.scatterv([full, (counts, displs)], MPI.IN_PLACE, root, **kw) is not None:
+                return "scatterv in place returned a value on the root"
+            got = full[displs[root]:displs[root] + counts[root]].copy()
+        else:
+            got = vc.scatterv([full, (counts, displs)] if rank == root else None,
+                              np.empty(counts[rank], dt), root, **kw)
+        if not np.array_equal(full, keep_full):
+            return "scatterv modified the root's sendbuf"
+    elif prim == "allgatherv":
+        want = np.zeros(n, dt)
+        comm.Allgatherv(block, [want, (counts, displs)])
+        got = np.zeros(n, dt)
+        send = block
+        if inpl:
+            got[displs[rank]:displs[rank] + counts[rank]] = block
+            send = MPI.IN_PLACE
+        vc.allgatherv(send, [got, (counts, displs)], **kw)
+    elif prim == "alltoallv":
+        # counts[(i + j) % size] from rank i to rank j: symmetric, so in place works too.
+        sc = [counts[(rank + j) % size] for j in range(size)]
+        sd = [int(x) for x in np.cumsum([0] + sc[:-1])]
+        send = _data(np.random.default_rng([*rng, rank, 23]), sum(sc), dt, "SUM")
+        keep_send = send.copy()
+        want = np.zeros(sum(sc), dt)
+        comm.Alltoallv([send, (sc, sd)], [want, (sc, sd)])
+        if inpl:
+            got = vc.alltoallv(MPI.IN_PLACE, [send.copy(), (sc, sd)], **kw)
+        else:
+            got = vc.alltoallv([send, (sc, sd)], [np.zeros(sum(sc), dt), (sc, sd)], **kw)
+        if not np.array_equal(send, keep_send):
+            return "alltoallv modified sendbuf"
+    else:
+        op = _op(opname)
+        fn, native = (vc.scan, comm.Scan) if prim == "scan" else (vc.exscan, comm.Exscan)
+        want = np.zeros(c, dt)
+        native(mine, want, op)
+        got = fn(MPI.IN_PLACE, mine.copy(), op, **kw) if inpl else fn(mine, np.zeros(c, dt), op, **kw)
+        if prim == "exscan" and rank == 0:
+            got = want = np.zeros(0, dt)        # undefined on rank 0
+    return got, want
 
 
 def _rss():

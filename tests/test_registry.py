@@ -122,7 +122,10 @@ def test_plan_model_matches_the_formulas_at_powers_of_two():
 def test_toy_algorithm_in_the_demo(toy):
     out = mpi(["mpicoll.demo", "--import", "toy.py", "--import", "direct.py", "--sleep-scale", "0"],
               toy)
-    algos = {p: [a for a in mpicoll.algorithms(p) if a != "native"] for p in mpicoll.PRIMITIVES}
+    # The demo's traffic table shows its own list of primitives (the vector collectives
+    # and the scans are not in the demo yet).
+    from mpicoll.demo.cli import TABLE
+    algos = {p: [a for a in mpicoll.algorithms(p) if a != "native"] for p in TABLE}
     algos["allreduce"].append("toy_linear")
     check_walk(out, N)
     rows = check_table(out, N, algos=algos)          # every row: measured == plan, ok

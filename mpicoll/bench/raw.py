@@ -16,6 +16,12 @@ same untimed pass (``#wrong``)::
     reduce_scatter  comm.Reduce_scatter_block(sendbuf, recvbuf, op)
     alltoall        comm.Alltoall(sendbuf, recvbuf)
     barrier         comm.Barrier()
+    gatherv         comm.Gatherv(sendbuf, [recvbuf, counts], root)
+    scatterv        comm.Scatterv([sendbuf, counts], recvbuf, root)
+    allgatherv      comm.Allgatherv(sendbuf, [recvbuf, counts])
+    alltoallv       comm.Alltoallv([sendbuf, counts], [recvbuf, counts])
+    scan            comm.Scan(sendbuf, recvbuf, op)
+    exscan          comm.Exscan(sendbuf, recvbuf, op)
 
 ``raw`` is not a registered algorithm (``mpicoll.allreduce(...,
 algorithm="raw")`` does not exist): the sweep adds its rows itself, as for
@@ -40,7 +46,13 @@ CALLS = {"bcast": "comm.Bcast(buf, root)",
          "scatter": "comm.Scatter(sendbuf, recvbuf, root)",
          "reduce_scatter": "comm.Reduce_scatter_block(sendbuf, recvbuf, op)",
          "alltoall": "comm.Alltoall(sendbuf, recvbuf)",
-         "barrier": "comm.Barrier()"}
+         "barrier": "comm.Barrier()",
+         "gatherv": "comm.Gatherv(sendbuf, [recvbuf, counts], root)",
+         "scatterv": "comm.Scatterv([sendbuf, counts], recvbuf, root)",
+         "allgatherv": "comm.Allgatherv(sendbuf, [recvbuf, counts])",
+         "alltoallv": "comm.Alltoallv([sendbuf, counts], [recvbuf, counts])",
+         "scan": "comm.Scan(sendbuf, recvbuf, op)",
+         "exscan": "comm.Exscan(sendbuf, recvbuf, op)"}
 
 #: The commands whose ``--algorithm all`` includes the raw column (not fit, not tune).
 _MEASURING = tuple(CALLS) + ("all",)
@@ -68,6 +80,21 @@ def skip_reason(am):
 def agreed_skip_reason(comm, am):
     """The first rank's reason to skip the column, the same on every rank. Collective."""
     return next((r for r in comm.allgather(skip_reason(am)) if r), None)
+
+
+def _vcall(c, comm):
+    prim, root = c.spec.name, c.root
+    if prim == "gatherv":
+        recv = [c.recv, c.vcounts] if c.rank == root else None
+        return lambda: comm.Gatherv(c.send, recv, root)
+    if prim == "scatterv":
+        send = [c.send, c.vcounts] if c.rank == root else None
+        return lambda: comm.Scatterv(send, c.recv, root)
+    if prim == "allgatherv":
+        recv = [c.recv, c.vcounts]
+        return lambda: comm.Allgatherv(c.send, recv)
+    send, recv = [c.send, c.vcounts], [c.recv, c.vcounts]
+    return lambda: comm.Alltoallv(send, recv)
 
 
 def call(case, comm, am=None):
@@ -100,6 +127,14 @@ def call(case, comm, am=None):
     elif prim == "barrier":
         def run():
             comm.Barrier()
+    elif prim in ("gatherv", "scatterv", "allgatherv", "alltoallv"):
+        run = _vcall(c, comm)       # the counts the v specs set (c.vcounts)
+    elif prim == "scan":
+        def run():
+            comm.Scan(c.send, c.recv, c.op)
+    elif prim == "exscan":
+        def run():
+            comm.Exscan(c.send, c.recv, c.op)
     else:
         raise ValueError(f"raw: no mpi4py call for {prim!r}")
     if am is None or am.name == "numpy":

@@ -1,9 +1,9 @@
 """One small spec per primitive: sizes -> counts, buffers, exact data, busbw factor.
 
 The size of a row is nccl-tests' size: the bytes of the largest buffer of the
-operation (the whole vector for bcast/reduce/allreduce, all N blocks for
-gather/allgather/scatter/reduce_scatter/alltoall); ``count`` is its number of
-elements. algbw = size / time; busbw = algbw x factor (nccl-tests' factors).
+operation (the whole vector for bcast/reduce/allreduce/scan/exscan, all N
+blocks for gather/allgather/scatter/reduce_scatter/alltoall and their v
+variants); ``count`` is its number of elements. algbw = size / time; busbw = algbw x factor (nccl-tests' factors).
 
 Check data are exact whatever the summation order: every rank's input is a
 small non-negative integer pattern whose reduction (SUM, PROD, MIN, MAX) is
@@ -15,6 +15,7 @@ checked call, so an element the algorithm never wrote is counted wrong.
 import numpy as np
 
 import mpicoll
+from mpicoll import vcollectives as vc    # the v-collectives and scans (not yet in mpicoll's namespace)
 
 __all__ = ["SPECS", "Case", "busbw_factor", "ArrayModule"]
 
@@ -23,12 +24,18 @@ _CHUNK = 1 << 20       # elements generated/compared at a time (bounds check mem
 
 
 def busbw_factor(primitive, n):
-    """nccl-tests' bus-bandwidth factor (None for barrier: no bandwidth)."""
+    """nccl-tests' bus-bandwidth factor (None for barrier: no bandwidth).
+
+    The v-collectives take their block variant's (nccl-tests has none; the
+    bench gives every rank the same count, as OSU's v-benchmarks do); the
+    scans take 1, like reduce: every rank's whole vector crosses a link.
+    """
     if primitive == "allreduce":
         return 2.0 * (n - 1) / n
-    if primitive in ("allgather", "reduce_scatter", "alltoall", "gather", "scatter"):
+    if primitive in ("allgather", "reduce_scatter", "alltoall", "gather", "scatter",
+                     "allgatherv", "alltoallv", "gatherv", "scatterv"):
         return (n - 1) / n
-    if primitive in ("bcast", "reduce"):
+    if primitive in ("bcast", "reduce", "scan", "exscan"):
         return 1.0
     return None
 
@@ -193,10 +200,11 @@ class Case:
             return np.where((g + r) % (self.n + 1) == 0, 2, 1).astype(self.dtype)
         return ((g + r) % m).astype(self.dtype)
 
-    def red_expected(self, g):
-        n, m = self.n, self.mod
-        if self.opname == "prod":          # exactly one rank holds a 2 unless g = 1 mod n+1
-            return np.where(g % (n + 1) == 1, 1, 2).astype(self.dtype)
+    def red_expected(self, g, ranks=None):
+        """The reduction at global index ``g`` over ranks 0 .. ranks-1 (all of them: None)."""
+        n, m = (self.n if ranks is None else ranks), self.mod
+        if self.opname == "prod":          # rank (-g) mod (N+1) holds the one 2, if it exists
+            return np.where((-g) % (self.n + 1) < n, 2, 1).astype(self.dtype)
         s = g % m
         if self.opname == "min":
             return (np.zeros_like(s) if n >= m else np.where(s + n - 1 < m, s, 0)).astype(self.dtype)
@@ -420,7 +428,90 @@ class _Barrier(Spec):
         return lambda: mpicoll.barrier(comm=comm, algorithm=alg)
 
 
+# -- the vector collectives and the scans -------------------------------------
+# The v specs lay out their buffers as the block ones (equal counts, blocks back to
+# back: OSU's v-benchmarks do the same) and pass the counts in mpi4py's
+# [buf, counts] form, which the raw column hands to mpi4py as it is.
+
+def _vcounts(c):
+    c.vcounts = [c.block] * c.n
+
+
+class _Gatherv(_Gather):
+    name = "gatherv"
+
+    def alloc(self, c):
+        super().alloc(c)
+        _vcounts(c)
+
+    def call(self, c, alg, comm):
+        recv = [c.recv, c.vcounts] if c.rank == c.root else None
+        return lambda: vc.gatherv(c.send, recv, c.root, comm=comm, algorithm=alg)
+
+
+class _Scatterv(_Scatter):
+    name = "scatterv"
+
+    def alloc(self, c):
+        super().alloc(c)
+        _vcounts(c)
+
+    def call(self, c, alg, comm):
+        send = [c.send, c.vcounts] if c.rank == c.root else None
+        return lambda: vc.scatterv(send, c.recv, c.root, comm=comm, algorithm=alg)
+
+
+class _Allgatherv(_Allgather):
+    name = "allgatherv"
+
+    def alloc(self, c):
+        super().alloc(c)
+        _vcounts(c)
+
+    def call(self, c, alg, comm):
+        recv = [c.recv, c.vcounts]
+        return lambda: vc.allgatherv(c.send, recv, comm=comm, algorithm=alg)
+
+
+class _Alltoallv(_Alltoall):
+    name = "alltoallv"
+
+    def alloc(self, c):
+        super().alloc(c)
+        _vcounts(c)
+
+    def call(self, c, alg, comm):
+        send, recv = [c.send, c.vcounts], [c.recv, c.vcounts]
+        return lambda: vc.alltoallv(send, recv, comm=comm, algorithm=alg)
+
+
+class _Scan(_Allreduce):
+    name = "scan"
+
+    def output_fn(self, c):
+        return lambda g: c.red_expected(g, c.rank + 1)
+
+    def call(self, c, alg, comm):
+        return lambda: vc.scan(c.send, c.recv, c.op, comm=comm, algorithm=alg)
+
+
+class _Exscan(_Allreduce):
+    name = "exscan"
+
+    def io(self, c):
+        # Rank 0's result is undefined in MPI: not checked (it keeps the sentinel).
+        return c.send, (c.recv if c.rank else None)
+
+    def output_fn(self, c):
+        return lambda g: c.red_expected(g, c.rank)
+
+    def call(self, c, alg, comm):
+        return lambda: vc.exscan(c.send, c.recv, c.op, comm=comm, algorithm=alg)
+
+
 #: primitive name -> spec, in mpicoll.PRIMITIVES order.
 SPECS = {s.name: s for s in (_Bcast(), _Reduce(), _Allreduce(), _Gather(), _Allgather(),
-                             _Scatter(), _ReduceScatter(), _Alltoall(), _Barrier())}
+                             _Scatter(), _ReduceScatter(), _Alltoall(), _Barrier(),
+                             _Gatherv(), _Scatterv(), _Allgatherv(), _Alltoallv(), _Scan(),
+                             _Exscan())}
 assert tuple(SPECS) == tuple(mpicoll.PRIMITIVES)

@@ -8,7 +8,8 @@ algorithms' real schedules instead of re-deriving them.
 from mpi4py import MPI
 
 from .. import coll as _coll  # noqa: F401  (fills the registry)
-from .._registry import lookup
+from .._registry import EXTENDED_PRIMITIVES, lookup
+from .._vcalls import call_arrays_v
 from .run import record
 
 __all__ = ["plan_of", "plans_of", "call_arrays"]
@@ -30,6 +31,8 @@ def call_arrays(primitive, size, rank, count, root=0, counts=None, op=MPI.SUM):
     each rank's block (gather, allgather, scatter, alltoall), or the total
     (reduce_scatter, split as ``counts`` or evenly).
     """
+    if primitive in EXTENDED_PRIMITIVES:
+        return call_arrays_v(primitive, size, rank, count, root, counts, op)
     A = _Len
     if primitive == "bcast":
         return (A(count), root)
@@ -63,7 +66,7 @@ def plan_of(primitive, algorithm, size, rank, count, itemsize=8, root=0, op=MPI.
     fn = lookup(primitive, algorithm)
     args = call_arrays(primitive, size, rank, count, root, counts, op)
     return record(fn, rank, size, args, itemsize, op if primitive in
-                  ("reduce", "allreduce", "reduce_scatter") else None)
+                  ("reduce", "allreduce", "reduce_scatter", "scan", "exscan") else None)
 
 
 def plans_of(primitive, algorithm, size, count, **kw):

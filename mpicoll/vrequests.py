@@ -1,0 +1,60 @@
+"""Nonblocking (``i...``) and persistent (``..._init``) forms of :mod:`mpicoll.vcollectives`.
+
+Same arguments as the blocking functions, a request back (see
+:mod:`mpicoll.requests`)::
+
+    req = mpicoll.vrequests.iallgatherv(x, [out, counts, displs])
+    ...
+    req.Wait()
+
+The vector collectives' exchange of counts (one small Allgather) happens
+when the call is made, blocking; the data moves in the background.
+"""
+from mpi4py import MPI
+
+from . import vcollectives as _v
+from .requests import _pair
+
+__all__ = ["igatherv", "gatherv_init", "iscatterv", "scatterv_init", "iallgatherv",
+           "allgatherv_init", "ialltoallv", "alltoallv_init", "iscan", "scan_init",
+           "iexscan", "exscan_init"]
+
+
+def _name(fns, blocking):
+    start, init = fns
+    start.__name__ = start.__qualname__ = "i" + blocking
+    init.__name__ = init.__qualname__ = blocking + "_init"
+    sig = getattr(_v, blocking).__doc__.splitlines()[0]
+    start.__doc__ = (f"Nonblocking :func:`mpicoll.{blocking}` (same arguments): returns a "
+                     f":class:`Request`; ``Wait()`` returns what {blocking} returns.\n\n{sig}")
+    init.__doc__ = (f"Persistent :func:`mpicoll.{blocking}` (same arguments): returns a "
+                    f":class:`PersistentRequest`; ``Start()`` then ``Wait()``, many times.\n\n{sig}")
+    return fns
+
+
+def _rooted_args(sendbuf, recvbuf=None, root=0):
+    return (lambda: (sendbuf, recvbuf)), root
+
+
+def _scatterv_args(sendbuf, recvbuf, root=0):
+    return (lambda: (sendbuf, recvbuf)), root
+
+
+def _two_args(sendbuf, recvbuf=None):
+    return ((lambda: (sendbuf, recvbuf)),)
+
+
+def _alltoallv_args(sendbuf, recvbuf):
+    return ((lambda: (sendbuf, recvbuf)),)
+
+
+def _scan_args(sendbuf, recvbuf=None, op=MPI.SUM):
+    return (lambda: (sendbuf, recvbuf)), op
+
+
+igatherv, gatherv_init = _name(_pair("gatherv", _v._gatherv, _rooted_args), "gatherv")
+iscatterv, scatterv_init = _name(_pair("scatterv", _v._scatterv, _scatterv_args), "scatterv")
+iallgatherv, allgatherv_init = _name(_pair("allgatherv", _v._allgatherv, _two_args), "allgatherv")
+ialltoallv, alltoallv_init = _name(_pair("alltoallv", _v._alltoallv, _alltoallv_args), "alltoallv")
+iscan, scan_init = _name(_pair("scan", _v._scan, _scan_args), "scan")
+iexscan, exscan_init = _name(_pair("exscan", _v._scan, _scan_args), "exscan")
