@@ -27,6 +27,7 @@ _stop = False
 _wake_lock = threading.Lock()
 _wake_req = None           # the generalized request the thread also waits on
 _woken = False             # _wake_req was completed; the thread makes a new one
+_idle = threading.Event()  # set by wake(): lets an idle thread sleep outside MPI
 
 
 def wanted():
@@ -81,6 +82,7 @@ def wake():
     """Make the thread look at the active requests again (a new one was started)."""
     global _woken
     with _wake_lock:
+        _idle.set()
         if _wake_req is not None and not _woken:
             _woken = True
             _wake_req.Complete()
@@ -101,4 +103,11 @@ def _loop(advance, pending_requests):
                 _wake_req, _woken = MPI.Grequest.Start(), False
             wake_req = _wake_req
         advance()
-        MPI.Request.Waitany(pending_requests() + [wake_req])
+        pending = pending_requests()
+        if not pending:
+            # Nothing in flight: sleep on a Python event, not in MPI (whose
+            # waits poll and would keep a core busy between collectives).
+            _idle.wait()
+            _idle.clear()
+            continue
+        MPI.Request.Waitany(pending + [wake_req])
