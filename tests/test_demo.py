@@ -15,7 +15,7 @@ import pytest
 
 import mpicoll
 import mpicoll.gpu
-from launch import HERE_MPI, ROOT, run_mpi
+from launch import HERE_MPI, ROOT, run_mpi, timed_out
 
 TIMEOUT = 120
 FAST = ["--sleep-scale", "0.05"]
@@ -424,7 +424,7 @@ def test_demo_device_gpu_without_gpu_fails_fast():
     proc = run_mpi(2, [sys.executable, "-m", "mpicoll.demo", "--device", "gpu"], timeout=60)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 3, (proc.returncode, out)
-    assert "TIMED OUT" not in out and "Traceback" not in out, out
+    assert not timed_out(proc) and "Traceback" not in out, out
     lines = [line for line in proc.stderr.splitlines() if "error:" in line]
     assert len(lines) == 1, proc.stderr                    # one line, by rank 0, for every rank
     assert lines[0].startswith("python -m mpicoll.demo: error: --device gpu: no usable GPU on any "

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import mpicoll.gpu
-from launch import ROOT, run_mpi
+from launch import ROOT, run_mpi, timed_out
 from test_demo import FAKE_GPU, by_rank, expected_walk, parse_lead, parse_printed, same_values, split
 
 TIMEOUT = 120
@@ -104,7 +104,7 @@ def test_example_device_gpu_without_gpu_fails_clearly(name):
                    timeout=60)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 3, (proc.returncode, out)
-    assert "TIMED OUT" not in out and "Traceback" not in out, out
+    assert not timed_out(proc) and "Traceback" not in out, out
     lines = [line for line in proc.stderr.splitlines() if "error:" in line]
     assert lines == [f"{name}.py: error: --device gpu: no usable GPU on any of the 2 ranks: "
                      f"{mpicoll.gpu.cupy_status()[1]}"], proc.stderr

@@ -1,9 +1,23 @@
-"""Run the MPI test suite (tests/mpi) at every world size from one pytest command.
+"""Run the MPI test suite (tests/mpi) at every world size, on MPICH and Open MPI, from one pytest command.
 
-Each size is one ``mpiexec -n N python -m mpi4py -m pytest --with-mpi`` launch:
-``python -m mpi4py`` turns a failing rank into MPI_Abort, ``MPIEXEC_TIMEOUT``
-kills a deadlocked job, and pytest-timeout (thread method) dumps the stacks
-of a hung test. The launch must exit 0 with every rank reporting a pass.
+Each (family, size) is one ``mpiexec -n N python -m mpi4py -m pytest --with-mpi``
+launch with that family's interpreter and launcher: this one's for its own MPI,
+otherwise a venv with the other family's PyPI wheel, built on first use
+(``tests/mpifamily.py``; skipped with the reason where it cannot be built).
+Nothing may hang: ``python -m mpi4py`` turns a failing rank into MPI_Abort,
+tests/mpi/conftest.py stops a rank at its first failure (the others may be
+waiting in that test's collectives) and aborts the job, ``MPIEXEC_TIMEOUT``
+(hydra and Open MPI's mpirun alike) kills a deadlocked job, and pytest-timeout
+(thread method) dumps the stacks of a hung test. The launch must exit 0 with
+every rank reporting a pass.
+
+Settings:
+  MPICOLL_TEST_MPI             mpich | openmpi | all (default all): the families to run
+  MPICOLL_TEST_SIZES           sizes for MPICH (default 1,2,3,4,5,8)
+  MPICOLL_TEST_SIZES_OPENMPI   sizes for Open MPI (default 1,2,3,4: each launch costs ~1.5 s
+                               more, and 8 oversubscribed ranks are slow under it)
+  MPICOLL_TEST_JOB_TIMEOUT     seconds before a launch is killed (default 900)
+  MPICOLL_OPENMPI_VENV / MPICOLL_MPICH_VENV   where the other family's venv lives
 """
 import os
 import re
@@ -11,21 +25,73 @@ import sys
 
 import pytest
 
-from launch import HERE_MPI, run_mpi
+import mpifamily
+from launch import HERE_MPI, run_mpi, timed_out
 
-SIZES = [int(s) for s in os.environ.get("MPICOLL_TEST_SIZES", "1,2,3,4,5,8").split(",")]
+DEFAULT_SIZES = {"mpich": "1,2,3,4,5,8", "openmpi": "1,2,3,4"}
+SIZE_VARS = {"mpich": "MPICOLL_TEST_SIZES", "openmpi": "MPICOLL_TEST_SIZES_OPENMPI"}
 # Generous bounds: 8 ranks share 2 cores. A hang ends the run, it never blocks it.
 JOB_TIMEOUT = int(os.environ.get("MPICOLL_TEST_JOB_TIMEOUT", "900"))
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-@pytest.mark.parametrize("n", SIZES)
-def test_mpi_suite(n):
-    argv = [sys.executable, "-m", "mpi4py", "-m", "pytest", "--with-mpi", "-q",
+def families():
+    try:
+        return mpifamily.selected()
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def sizes(family):
+    text = os.environ.get(SIZE_VARS[family], DEFAULT_SIZES[family])
+    return [int(s) for s in text.split(",") if s.strip()]
+
+
+CASES = [pytest.param(f, n, id=f"{f}-{n}") for f in families() for n in sizes(f)]
+
+
+@pytest.mark.parametrize("family, n", CASES)
+def test_mpi_suite(family, n, family_python):
+    python, why = family_python(family)
+    if python is None:
+        pytest.skip(f"no {family} environment: {why}")
+    # --color=no: Open MPI gives ranks a terminal, so pytest would colour its summaries.
+    argv = [python, "-m", "mpi4py", "-m", "pytest", "--with-mpi", "-q", "--color=no",
             "-p", "no:cacheprovider", "--timeout=600", "--timeout-method=thread", HERE_MPI]
-    proc = run_mpi(n, argv, timeout=JOB_TIMEOUT)
-    out = proc.stdout + proc.stderr
+    proc = run_mpi(n, argv, timeout=JOB_TIMEOUT, python=python)
+    out = ANSI.sub("", proc.stdout + proc.stderr)
+    lib = mpifamily.library_of(python)
+    assert not timed_out(proc), (
+        f"MPI suite on {lib} at N={n} hung until the {JOB_TIMEOUT} s limit "
+        f"({proc.elapsed:.0f} s):\n{out[-20000:]}")
     # Ranks share stdout, so summary lines can run together: count, don't anchor.
     summaries = re.findall(r"(\d+) passed(?:, \d+ \w+)* in ", out)
     assert proc.returncode == 0 and len(summaries) == n, (
-        f"MPI suite at N={n} failed (exit {proc.returncode}):\n{out[-20000:]}")
+        f"MPI suite on {lib} at N={n} failed (exit {proc.returncode}):\n{out[-20000:]}")
     assert not re.search(r"\b\d+ (failed|errors?)\b", out), out[-20000:]
+    assert mpifamily.family_of_version(lib) == family, lib
+    print(f"{family} N={n}: {summaries[0]} passed per rank in {proc.elapsed:.1f} s ({lib})")
+
+
+ONE_RANK_FAILS = os.path.join(HERE_MPI, "one_rank_fails.py")
+
+
+@pytest.mark.parametrize("mpi4py_main", [True, False], ids=["mpi4py-main", "plain-pytest"])
+@pytest.mark.parametrize("family", families())
+def test_one_rank_failing_ends_the_job(family, mpi4py_main, family_python):
+    """A test that fails on one rank while the others pass and wait in the next test's
+    collective: the job ends at once with a failure (with or without ``python -m mpi4py``),
+    it is not left to the time limit."""
+    python, why = family_python(family)
+    if python is None:
+        pytest.skip(f"no {family} environment: {why}")
+    limit = 120
+    head = [python, "-m", "mpi4py", "-m", "pytest"] if mpi4py_main else [python, "-m", "pytest"]
+    proc = run_mpi(3, head + ["--with-mpi", "-q", "--color=no", "-p", "no:cacheprovider",
+                              "--timeout=600", "--timeout-method=thread", ONE_RANK_FAILS],
+                   timeout=limit, python=python)
+    out = ANSI.sub("", proc.stdout + proc.stderr)
+    assert not timed_out(proc), f"hung until the {limit} s limit:\n{out[-8000:]}"
+    assert proc.returncode != 0, out[-8000:]
+    assert "deliberate failure on the last rank only" in out, out[-8000:]
+    assert proc.elapsed < limit / 2, (proc.elapsed, out[-8000:])

@@ -1,19 +1,31 @@
 """Force the MPI library's own algorithm for one collective (like for like).
 
 ``--native-algorithm ring`` makes the ``native[ring]`` rows run the MPI
-library's ring, so the hand-written ring is compared with MPICH's:
+library's ring, so the hand-written ring is compared with the library's:
 
 - MPICH: ``MPIR_CVAR_<COLL>_INTRA_ALGORITHM``, written at run time through
   the MPI tool interface (MPI_T, via ctypes: mpi4py has no MPI_T API). MPICH
   reads it on every call; every rank writes the same value, as the variable's
   scope requires, and the old value is restored afterwards.
-- Open MPI: ``coll_tuned_use_dynamic_rules`` + ``coll_tuned_<coll>_algorithm``,
-  written through MPI_T when the library allows it (coll/tuned reads them
-  when a communicator is created, so the forced rows run on a fresh Dup),
-  else taken from the launcher's environment
-  (``mpirun --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 4``).
-  Open MPI 5 may route a collective through coll/han before coll/tuned; launch
-  with ``--mca coll ^han`` when the forced tuned algorithm must be what runs.
+- Open MPI: ``coll_tuned_use_dynamic_rules`` (a bool) + ``coll_tuned_<coll>_algorithm``
+  (an enum: names from the library, e.g. ``ring``, ``recursive_doubling``,
+  ``basic_linear``, or the number), written through MPI_T before the forced rows'
+  communicator is created: coll/tuned copies the forced choice into a
+  communicator's module when it is created, so the rows run on a fresh
+  ``Dup_with_info`` that also carries ``ompi_comm_coll_preference=tuned``
+  (Open MPI 5): coll/tuned then serves that communicator's collectives even
+  where a higher-priority component would (coll/han across nodes, hcoll, ucc).
+  The old values are restored afterwards; communicators created before or after
+  keep the library's own choice. Where MPI_T refuses the write, the launcher's
+  environment must have set the variables
+  (``mpirun --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm ring``,
+  or ``OMPI_MCA_coll_tuned_...``): that is checked and recorded.
+
+Every forced row records what was done (``native_forced`` in the result
+records): the variables and values written, how (``MPI_T`` or
+``environment``), the values they replaced, the communicator info, and the
+equivalent launcher setting (``equivalent``) to reproduce the run without
+mpicoll.
 
 MPICH exposes its algorithm CVARs as plain ints without an MPI_T enum; their
 values follow the order of the names in the variable's description (checked
@@ -31,7 +43,12 @@ __all__ = ["family", "forcing", "cvar_names", "CVAR_COLL", "ForceError"]
 #: primitive -> the collective's name in MPICH CVARs / Open MPI MCA variables.
 CVAR_COLL = {"bcast": "bcast", "reduce": "reduce", "allreduce": "allreduce",
              "gather": "gather", "allgather": "allgather", "scatter": "scatter",
-             "reduce_scatter": "reduce_scatter", "alltoall": "alltoall", "barrier": "barrier"}
+             "reduce_scatter": "reduce_scatter", "alltoall": "alltoall", "barrier": "barrier",
+             "gatherv": "gatherv", "scatterv": "scatterv", "allgatherv": "allgatherv",
+             "alltoallv": "alltoallv", "scan": "scan", "exscan": "exscan"}
+
+#: Open MPI: the communicator info key that puts coll/tuned first for one communicator.
+OMPI_PREFERENCE = {"ompi_comm_coll_preference": "tuned"}
 
 
 class ForceError(RuntimeError):
@@ -50,7 +67,9 @@ def family():
 
 def cvar_names(primitive, fam=None):
     """The variables that select ``primitive``'s algorithm in this MPI library."""
-    coll = CVAR_COLL[primitive]
+    coll = CVAR_COLL.get(primitive)
+    if coll is None:
+        raise ForceError(f"--native-algorithm: no MPI library variable is known for {primitive}")
     fam = fam or family()
     if fam == "mpich":
         return [f"MPIR_CVAR_{coll.upper()}_INTRA_ALGORITHM"]
@@ -104,22 +123,36 @@ class _MPIT:
                 items[nm.value.decode()] = val.value
         return items
 
+    def ctype(self, idx):
+        """The C type of a control variable (Open MPI's flags are C bools, not ints)."""
+        dtype = self.info(idx)[0]
+        for name, ct in (("INT", ctypes.c_int), ("C_BOOL", ctypes.c_bool),
+                         ("UNSIGNED", ctypes.c_uint), ("LONG", ctypes.c_long),
+                         ("UNSIGNED_LONG", ctypes.c_ulong), ("LONG_LONG", ctypes.c_longlong),
+                         ("UNSIGNED_LONG_LONG", ctypes.c_ulonglong)):
+            mt = getattr(MPI, name, None)
+            if mt is not None and dtype == mt.handle:
+                return ct
+        return None
+
     def handle(self, idx):
         h, count = ctypes.c_void_p(), ctypes.c_int()
         rc = self.lib.MPI_T_cvar_handle_alloc(idx, None, ctypes.byref(h), ctypes.byref(count))
         if rc or count.value != 1:
             raise ForceError(f"MPI_T_cvar_handle_alloc failed (error {rc})")
+        h.ctype = self.ctype(idx) or ctypes.c_int
         return h
 
     def read(self, h):
-        v = ctypes.c_int()
+        v = getattr(h, "ctype", ctypes.c_int)()
         rc = self.lib.MPI_T_cvar_read(h, ctypes.byref(v))
         if rc:
             raise ForceError(f"MPI_T_cvar_read failed (error {rc})")
-        return v.value
+        return int(v.value)
 
     def write(self, h, value):
-        return self.lib.MPI_T_cvar_write(h, ctypes.byref(ctypes.c_int(value)))
+        ct = getattr(h, "ctype", ctypes.c_int)
+        return self.lib.MPI_T_cvar_write(h, ctypes.byref(ct(value)))
 
     def free(self, h):
         self.lib.MPI_T_cvar_handle_free(ctypes.byref(h))
@@ -157,6 +190,23 @@ def _check_mapping(mpit, var, choices):
                              "the name -> value mapping is not trustworthy here")
 
 
+def _equivalent(fam, want):
+    """The launcher setting that forces the same outside mpicoll."""
+    if fam == "openmpi":
+        return " ".join(f"--mca {v} {w}" for v, w in want.items())
+    return " ".join(f"{v}={w}" for v, w in want.items())
+
+
+def _env_forced(fam, want, value):
+    """True if the launcher's environment already sets every variable of ``want``."""
+    for v, w in want.items():
+        got = os.environ.get(f"OMPI_MCA_{v}" if fam == "openmpi" else v)
+        ok = {w, str(value)} if v == list(want)[-1] else {w, "true", "True"}
+        if got not in ok:
+            return False
+    return True
+
+
 @contextlib.contextmanager
 def forcing(primitive, name, comm):
     """Run the block with the library's ``name`` algorithm for ``primitive``.
@@ -186,7 +236,9 @@ def forcing(primitive, name, comm):
             raise ForceError(f"--native-algorithm {name}: {target} accepts "
                              f"{', '.join(choices)}")
         writes.append((target, value))
-        method = "MPI_T"
+        # What the launcher would set for the same effect (names, as users write them).
+        want = {var[0]: "1", target: name} if fam == "openmpi" else {target: name}
+        method, previous = "MPI_T", {}
         for vname, val in writes:
             vidx = mpit.index(vname)
             if vidx is None:
@@ -199,17 +251,29 @@ def forcing(primitive, name, comm):
                 method = None
                 break
             restore.append((h, old))
+            previous[vname] = old
         if method is None:       # not settable at run time: the launcher must have set it
-            env = {v: os.environ.get(f"OMPI_MCA_{v}") for v, _ in writes}
-            want = {var[0]: "1", target: name}
-            if any(env.get(v) not in (w, str(value)) for v, w in want.items()):
-                flags = " ".join(f"--mca {v} {w}" for v, w in want.items())
-                raise ForceError(f"{target} cannot be set at run time here; launch with "
-                                 f"`mpirun {flags} ...` (or OMPI_MCA_* variables)")
+            if not _env_forced(fam, want, value):
+                how = (f"`mpirun {_equivalent(fam, want)} ...` (or OMPI_MCA_* variables)"
+                       if fam == "openmpi" else f"`{_equivalent(fam, want)} mpiexec ...`")
+                raise ForceError(f"{target} cannot be set at run time here; launch with {how}")
             method = "environment"
         setting.update(variable=target, value=value, method=method,
-                       variables={v: val for v, val in writes})
-        fresh = comm.Dup()      # Open MPI's coll/tuned reads the forced values here
+                       variables={v: val for v, val in writes}, previous=previous,
+                       equivalent=_equivalent(fam, want))
+        if fam == "openmpi":
+            # coll/tuned reads the forced values when a communicator is created; the
+            # preference makes it serve this one even where han/hcoll/ucc rank higher.
+            info = MPI.Info.Create()
+            for k, v in OMPI_PREFERENCE.items():
+                info.Set(k, v)
+            try:
+                fresh = comm.Dup_with_info(info)
+            finally:
+                info.Free()
+            setting["comm_info"] = dict(OMPI_PREFERENCE)
+        else:
+            fresh = comm.Dup()
         try:
             yield fresh, setting
         finally:
