@@ -49,11 +49,12 @@ def _pair(primitive, impl, signature_of):
     return start, init
 
 
-def _name(fns, blocking):
+def _name(fns, blocking, module=_c):
+    """Name and document the pair made by :func:`_pair` after ``module.<blocking>``."""
     start, init = fns
     start.__name__ = start.__qualname__ = "i" + blocking
     init.__name__ = init.__qualname__ = blocking + "_init"
-    sig = getattr(_c, blocking).__doc__.splitlines()[0]
+    sig = getattr(module, blocking).__doc__.splitlines()[0]
     start.__doc__ = (f"Nonblocking :func:`mpicoll.{blocking}` (same arguments): returns a "
                      f":class:`Request`; ``Wait()`` returns what {blocking} returns.\n\n{sig}")
     init.__doc__ = (f"Persistent :func:`mpicoll.{blocking}` (same arguments): returns a "

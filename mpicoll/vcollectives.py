@@ -32,9 +32,8 @@ from . import coll as _coll  # noqa: F401  (importing it fills the registry)
 from ._buffers import as_array, check_no_alias, check_root, same_dtype, same_memory
 from ._device import empty
 from ._errors import ArgumentError
-from ._ops import check_op
 from ._vbuffers import layout, parse_vspec
-from .collectives import _is_in_place, _not_in_place, _recv_array, _run, _snapshot
+from .collectives import _allreduce, _is_in_place, _not_in_place, _run, _snapshot
 from .coll._common import offsets
 from ._call import Call
 
@@ -321,23 +320,9 @@ def alltoallv(sendbuf, recvbuf, *, comm=None, algorithm=None):
 # -- scan / exscan ---------------------------------------------------------
 
 def _scan(call, bufs, op, algorithm):
-    """Scan and exscan (``call.primitive`` says which)."""
-    with call.checking():
-        sendbuf, recvbuf = bufs()
-        if _is_in_place(sendbuf):
-            out = recvbuf
-            dest = as_array("recvbuf", recvbuf, writable=True)
-            data = None
-        else:
-            data = as_array("sendbuf", sendbuf)
-            out, dest = _recv_array("recvbuf", recvbuf, data, data.size,
-                                    "as many as sendbuf", sendbuf.shape)
-        check_op(op, dest.dtype)
-        fn = call.choose(algorithm, op=op, nbytes=dest.nbytes, count=dest.size,
-                         dtype=dest.dtype)
-    call.settle()
-    _run(call, dest.size, dest.itemsize, fn, data, dest, op)
-    return out
+    """Scan and exscan (``call.primitive`` says which): one vector in, one out, an op —
+    validated exactly as allreduce is, so the allreduce implementation serves."""
+    return _allreduce(call, bufs, op, algorithm)
 
 
 def scan(sendbuf, recvbuf=None, op=MPI.SUM, *, comm=None, algorithm=None):

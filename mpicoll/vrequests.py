@@ -13,7 +13,7 @@ when the call is made, blocking; the data moves in the background.
 from mpi4py import MPI
 
 from . import vcollectives as _v
-from .requests import _pair
+from .requests import _name as _name_after, _pair
 
 __all__ = ["igatherv", "gatherv_init", "iscatterv", "scatterv_init", "iallgatherv",
            "allgatherv_init", "ialltoallv", "alltoallv_init", "iscan", "scan_init",
@@ -21,15 +21,7 @@ __all__ = ["igatherv", "gatherv_init", "iscatterv", "scatterv_init", "iallgather
 
 
 def _name(fns, blocking):
-    start, init = fns
-    start.__name__ = start.__qualname__ = "i" + blocking
-    init.__name__ = init.__qualname__ = blocking + "_init"
-    sig = getattr(_v, blocking).__doc__.splitlines()[0]
-    start.__doc__ = (f"Nonblocking :func:`mpicoll.{blocking}` (same arguments): returns a "
-                     f":class:`Request`; ``Wait()`` returns what {blocking} returns.\n\n{sig}")
-    init.__doc__ = (f"Persistent :func:`mpicoll.{blocking}` (same arguments): returns a "
-                    f":class:`PersistentRequest`; ``Start()`` then ``Wait()``, many times.\n\n{sig}")
-    return fns
+    return _name_after(fns, blocking, _v)
 
 
 def _rooted_args(sendbuf, recvbuf=None, root=0):
