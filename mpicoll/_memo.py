@@ -24,7 +24,7 @@ from mpi4py import MPI
 from . import _context
 from . import _fingerprint as fpr
 from . import _ops
-from ._call import Call
+from ._call import _MODES, Call
 
 __all__ = ["run", "memoizable", "remember", "LIMIT"]
 
@@ -69,12 +69,12 @@ class _Entry:
                 return False
         return self.var is None or os.environ.get(self.var) == self.env
 
-    def run(self, primitive):
+    def run(self):
         state = self.state
         mode = state.mode
         if mode is None:
             raw = os.environ.get("MPICOLL_CHECK")
-            mode = "agree" if not raw else _MODE_OF.get(raw.strip().lower())
+            mode = "agree" if not raw else _MODES.get(raw.strip().lower())
             if mode is None:
                 return _MISS          # a junk MPICOLL_CHECK: the full path reports it
         seq = state.seq
@@ -108,11 +108,6 @@ class _Judge:
         self.mine, self.every = mine, every
 
 
-_MODE_OF = {"": "agree", "agree": "agree",
-            "0": "local", "local": "local", "off": "local", "false": "local", "no": "local",
-            "1": "checked", "checked": "checked", "on": "checked", "true": "checked",
-            "yes": "checked"}
-
 
 def remember(call, comm, algorithm, bufs, rest, out, steps, prologue):
     """Store a call that just ran on the memo's terms (``steps`` bound to host arrays)."""
@@ -143,7 +138,7 @@ def run(primitive, impl, comm, algorithm, bufs, rest, args):
     if not (_context._recorders or _context.trace_hook is not None or _ops.trace_hook is not None):
         e = _memo.get((primitive, id(comm), algorithm, *map(id, bufs), *map(id, rest)))
         if e is not None and e.valid(comm, bufs, rest):
-            res = e.run(primitive)
+            res = e.run()
             if res is _MISS:
                 pass
             elif type(res) is _Judge:

@@ -1,18 +1,14 @@
 """Small helpers shared by the algorithm modules (no communication here).
 
-Scratch space comes from :func:`empty` / :func:`empty_like`, which allocate
-in the memory of the array they are given (host or device), so one
-algorithm body serves NumPy and CuPy buffers alike.
+Algorithms get scratch space and copy through their ``ctx`` (``ctx.scratch``,
+``ctx.copy``), which allocate in the memory of the call's arrays (host or
+device) and are recorded in plans, so one algorithm body serves NumPy and
+CuPy buffers alike.
 """
-from .._device import data_ptr, empty
+from .._device import data_ptr
 
 __all__ = ["aliases", "split", "offsets", "pof2_below", "fold_rank", "unfold_rank", "first_rank",
-           "copy_in", "empty", "empty_like"]
-
-
-def empty_like(a):
-    """Uninitialised array shaped like ``a``, in the same memory as ``a``."""
-    return empty(a, a.shape)
+           "copy_in"]
 
 
 def split(n, parts):
