@@ -27,6 +27,7 @@ from mpi4py import MPI
 
 from ._device import empty, transport
 from ._ops import combine
+from ._topology import detect
 from .coll._common import copy_in
 
 __all__ = ["private_comm", "Ctx", "traffic", "Traffic", "CallTraffic"]
@@ -67,6 +68,9 @@ def private_comm(comm):
         # Dup through a plain Intracomm view so that a P2PComm's private
         # communicator is a plain one (its collectives must be MPI's own).
         dup = MPI.Intracomm(comm).Dup()
+        # Which node each rank is on, once per communicator (collective, as Dup is):
+        # node-aware algorithms, the two-level model and the traffic split read it.
+        detect(dup)
         comm.Set_attr(_keyval, dup)
     return dup
 

@@ -1,0 +1,129 @@
+"""Which node each rank runs on: detected once per private communicator.
+
+Node-aware (hierarchical) algorithms, the two-level cost model and the
+intra/inter-node traffic counters all read one :class:`Layout`, made when
+the private communicator is created (:func:`mpicoll._context.private_comm`)
+and kept as an attribute of it:
+
+- by default from ``Split_type(MPI.COMM_TYPE_SHARED)`` (ranks that can share
+  memory are one node) and an ``Allgather`` of each rank's node leader;
+- or, to study node-aware algorithms on one machine, from ``MPICOLL_NODES``:
+  ``K`` (blocks of K consecutive ranks, the last one shorter if N % K),
+  ``a,b,c`` (consecutive blocks of those sizes, summing to N) or
+  ``cyclic:K`` (rank r on node r % K: round-robin placement).
+
+Nodes are numbered by their lowest rank; every rank computes the same layout.
+"""
+import os
+
+from mpi4py import MPI
+
+from ._errors import ArgumentError
+
+__all__ = ["Layout", "detect", "layout", "parse_nodes"]
+
+_keyval = None
+
+
+class Layout:
+    """The node of every rank of one communicator (immutable, equal on every rank)."""
+
+    __slots__ = ("nodes", "members", "leaders", "contiguous", "source")
+
+    def __init__(self, nodes, source="shared-memory"):
+        # Renumber nodes by first appearance (= by their lowest rank).
+        first = {}
+        for n in nodes:
+            first.setdefault(n, len(first))
+        self.nodes = tuple(first[n] for n in nodes)
+        members = [[] for _ in first]
+        for r, n in enumerate(self.nodes):
+            members[n].append(r)
+        self.members = tuple(tuple(m) for m in members)
+        self.leaders = tuple(m[0] for m in self.members)
+        #: nodes are blocks of consecutive ranks in node order (block placement)
+        self.contiguous = list(self.nodes) == sorted(self.nodes)
+        #: where the layout came from: "shared-memory" or "MPICOLL_NODES=..."
+        self.source = source
+
+    @property
+    def n_nodes(self):
+        return len(self.members)
+
+    @property
+    def size(self):
+        return len(self.nodes)
+
+    def same_node(self, a, b):
+        return self.nodes[a] == self.nodes[b]
+
+    def describe(self):
+        """``2 nodes: [0 1 2] [3 4]`` — for the demo and bench headers."""
+        groups = " ".join("[" + " ".join(map(str, m)) + "]" for m in self.members)
+        return f"{self.n_nodes} node{'s' if self.n_nodes != 1 else ''}: {groups} ({self.source})"
+
+    def __eq__(self, other):
+        return isinstance(other, Layout) and self.nodes == other.nodes
+
+    def __hash__(self):
+        return hash(self.nodes)
+
+    def __repr__(self):
+        return f"Layout({self.describe()})"
+
+
+def parse_nodes(text, size):
+    """The node of each of ``size`` ranks described by an ``MPICOLL_NODES`` value."""
+    spec = text.strip()
+    where = f"MPICOLL_NODES={text!r}"
+    try:
+        if spec.startswith("cyclic:"):
+            k = int(spec[len("cyclic:"):])
+            if k < 1:
+                raise ValueError
+            return [r % k for r in range(size)]
+        parts = [int(p) for p in spec.split(",")]
+    except ValueError:
+        raise ArgumentError(
+            f"{where}: expected K (ranks per node), a,b,... (node sizes) or cyclic:K "
+            f"with positive integers") from None
+    if any(p < 1 for p in parts):
+        raise ArgumentError(f"{where}: node sizes must be positive; got {parts}")
+    if len(parts) == 1:
+        k = parts[0]
+        return [r // k for r in range(size)]
+    if sum(parts) != size:
+        raise ArgumentError(
+            f"{where}: node sizes add up to {sum(parts)}, but the communicator has {size} ranks")
+    return [n for n, p in enumerate(parts) for _ in range(p)]
+
+
+def detect(pcomm):
+    """Find the layout of ``pcomm`` (collective over it) and attach it; return it."""
+    global _keyval
+    size = pcomm.Get_size()
+    spec = os.environ.get("MPICOLL_NODES", "").strip()
+    if spec:
+        lay = Layout(parse_nodes(spec, size), f"MPICOLL_NODES={spec}")
+    elif size == 1:
+        lay = Layout([0])
+    else:
+        local = pcomm.Split_type(MPI.COMM_TYPE_SHARED)
+        try:
+            # The leader of my node: the lowest rank of pcomm sharing memory with me.
+            leader = local.allreduce(pcomm.Get_rank(), op=MPI.MIN)
+        finally:
+            local.Free()
+        lay = Layout(pcomm.allgather(leader))
+    if _keyval is None:
+        _keyval = MPI.Comm.Create_keyval()
+    pcomm.Set_attr(_keyval, lay)
+    return lay
+
+
+def layout(pcomm):
+    """The layout attached to private communicator ``pcomm`` (one rank, no MPI traffic)."""
+    lay = pcomm.Get_attr(_keyval) if _keyval is not None else None
+    if lay is None:
+        raise RuntimeError("mpicoll: no node layout on this communicator (not a private one?)")
+    return lay
