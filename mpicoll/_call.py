@@ -50,6 +50,7 @@ from ._defaults import default_algorithm
 from ._errors import ArgumentError, ArgumentTypeError, describe
 from ._fingerprint import CollectiveMismatchError
 from ._registry import algorithms, env_choice, lookup
+from ._topology import layout
 from .sched.nonblocking import keep_until_complete
 from .sched.run import PlanCache
 
@@ -136,8 +137,8 @@ class _CommState:
 
     __slots__ = ("seq", "mode", "raw", "plans", "nb_seq", "p_seq")
 
-    def __init__(self, size):
-        self.plans = PlanCache()     # recorded schedules and their scratch (mpicoll.sched)
+    def __init__(self, size, layout=None):
+        self.plans = PlanCache(layout)   # recorded schedules and their scratch (mpicoll.sched)
         self.nb_seq = 0              # nonblocking calls made (their tags)
         self.p_seq = 0               # persistent requests made (their tags)
         self.seq = 0                 # collective calls made on this communicator (this rank)
@@ -154,7 +155,7 @@ def _state(pcomm):
         _keyval = MPI.Comm.Create_keyval()
     st = pcomm.Get_attr(_keyval)
     if st is None:
-        st = _CommState(pcomm.Get_size())
+        st = _CommState(pcomm.Get_size(), layout(pcomm))
         pcomm.Set_attr(_keyval, st)
     return st
 
@@ -343,6 +344,11 @@ class Call:
                 f"algorithm: {primitive} algorithm {name!r} combines data out of rank order "
                 f"and needs a commutative op; got a non-commutative user op. "
                 f"Algorithms that keep rank order: {', '.join(capable)}", MPI.ERR_OP)
+        check_layout = getattr(fn, "check_layout", None)
+        if check_layout is not None:
+            why = check_layout(layout(self.pcomm), commutative)
+            if why:
+                raise ArgumentError(why, MPI.ERR_OP)
         self.algorithm = name
         self.desc = (name, op, dtype, count, root, counts)
         return fn

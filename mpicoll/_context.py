@@ -27,7 +27,7 @@ from mpi4py import MPI
 
 from ._device import empty, transport
 from ._ops import combine
-from ._topology import detect
+from ._topology import detect, layout
 from .coll._common import copy_in
 
 __all__ = ["private_comm", "Ctx", "traffic", "Traffic", "CallTraffic"]
@@ -70,7 +70,11 @@ def private_comm(comm):
         dup = MPI.Intracomm(comm).Dup()
         # Which node each rank is on, once per communicator (collective, as Dup is):
         # node-aware algorithms, the two-level model and the traffic split read it.
-        detect(dup)
+        try:
+            detect(dup)
+        except Exception:
+            dup.Free()
+            raise
         comm.Set_attr(_keyval, dup)
     return dup
 
@@ -79,9 +83,12 @@ class CallTraffic:
     """Messages and data one rank sent and received in one collective call."""
 
     __slots__ = ("primitive", "algorithm", "rank", "size", "count", "itemsize", "path",
-                 "sent_msgs", "sent_bytes", "recv_msgs", "recv_bytes")
+                 "sent_msgs", "sent_bytes", "recv_msgs", "recv_bytes",
+                 "inter_sent_msgs", "inter_sent_bytes", "inter_recv_msgs", "inter_recv_bytes",
+                 "nodes")
 
-    def __init__(self, primitive, algorithm, rank, size, count, itemsize, path="host"):
+    def __init__(self, primitive, algorithm, rank, size, count, itemsize, path="host",
+                 nodes=None):
         self.path = path            # "host", "cuda-aware" or "staged"
         self.primitive = primitive
         self.algorithm = algorithm
@@ -90,6 +97,31 @@ class CallTraffic:
         self.count = count
         self.itemsize = itemsize
         self.sent_msgs = self.sent_bytes = self.recv_msgs = self.recv_bytes = 0
+        # The part of it that crossed nodes (peer on another node: mpicoll._topology).
+        self.inter_sent_msgs = self.inter_sent_bytes = 0
+        self.inter_recv_msgs = self.inter_recv_bytes = 0
+        self.nodes = nodes          # node of each rank (None: one node)
+
+    def _count(self, sent, nbytes, peer):
+        if sent:
+            self.sent_msgs += 1
+            self.sent_bytes += nbytes
+        else:
+            self.recv_msgs += 1
+            self.recv_bytes += nbytes
+        nodes = self.nodes
+        if nodes is not None and nodes[peer] != nodes[self.rank]:
+            if sent:
+                self.inter_sent_msgs += 1
+                self.inter_sent_bytes += nbytes
+            else:
+                self.inter_recv_msgs += 1
+                self.inter_recv_bytes += nbytes
+
+    intra_sent_msgs = property(lambda self: self.sent_msgs - self.inter_sent_msgs)
+    intra_sent_bytes = property(lambda self: self.sent_bytes - self.inter_sent_bytes)
+    intra_recv_msgs = property(lambda self: self.recv_msgs - self.inter_recv_msgs)
+    intra_recv_bytes = property(lambda self: self.recv_bytes - self.inter_recv_bytes)
 
     @property
     def sent_elements(self):
@@ -100,7 +132,9 @@ class CallTraffic:
         return self.recv_bytes // self.itemsize if self.itemsize else 0
 
     def as_dict(self):
-        d = {k: getattr(self, k) for k in self.__slots__}
+        d = {k: getattr(self, k) for k in self.__slots__ if k != "nodes"}
+        for k in ("intra_sent_msgs", "intra_sent_bytes", "intra_recv_msgs", "intra_recv_bytes"):
+            d[k] = getattr(self, k)
         d["sent_elements"] = self.sent_elements
         d["recv_elements"] = self.recv_elements
         return d
@@ -125,6 +159,10 @@ class Traffic:
     recv_msgs = property(lambda self: self._total("recv_msgs"))
     recv_bytes = property(lambda self: self._total("recv_bytes"))
     sent_elements = property(lambda self: self._total("sent_elements"))
+    inter_sent_msgs = property(lambda self: self._total("inter_sent_msgs"))
+    inter_sent_bytes = property(lambda self: self._total("inter_sent_bytes"))
+    inter_recv_msgs = property(lambda self: self._total("inter_recv_msgs"))
+    inter_recv_bytes = property(lambda self: self._total("inter_recv_bytes"))
     recv_elements = property(lambda self: self._total("recv_elements"))
 
     def __repr__(self):
@@ -141,7 +179,10 @@ def traffic():
 
     Per rank, for every collective call: messages, bytes and elements sent and
     received by the hand-written algorithms (``native`` calls are recorded
-    with zero counts: their traffic is inside the MPI library)::
+    with zero counts: their traffic is inside the MPI library); on more than
+    one node (:mod:`mpicoll._topology`) the part that crossed nodes is
+    ``inter_sent_msgs``/``inter_sent_bytes``/``inter_recv_*``, the rest
+    ``intra_*``::
 
         with mpicoll.traffic() as t:
             mpicoll.allreduce(x, algorithm="ring")
@@ -178,45 +219,49 @@ class Ctx:
         self.size = comm.Get_size()
         self._rec = None
         if _recorders:
+            lay = layout(comm)
             rec = CallTraffic(primitive, algorithm, self.rank, self.size, count, itemsize,
-                              self.path)
+                              self.path, lay.nodes if lay.n_nodes > 1 else None)
             for r in _recorders:
                 r.calls.append(rec)
             self._rec = rec
         if trace_hook is not None:
             self.__class__ = _TracedCtx
 
-    # counting -----------------------------------------------------------
-    def _sent(self, buf):
-        if self._rec is not None:
-            self._rec.sent_msgs += 1
-            self._rec.sent_bytes += buf.nbytes
+    @property
+    def layout(self):
+        """The nodes of the communicator's ranks (:class:`mpicoll._topology.Layout`)."""
+        return layout(self.comm)
 
-    def _recvd(self, buf):
+    # counting -----------------------------------------------------------
+    def _sent(self, buf, peer):
         if self._rec is not None:
-            self._rec.recv_msgs += 1
-            self._rec.recv_bytes += buf.nbytes
+            self._rec._count(True, buf.nbytes, peer)
+
+    def _recvd(self, buf, peer):
+        if self._rec is not None:
+            self._rec._count(False, buf.nbytes, peer)
 
     # point-to-point -----------------------------------------------------
     def send(self, buf, dest):
-        self._sent(buf)
+        self._sent(buf, dest)
         self.mpi.Send(buf, dest, self.tag)
 
     def recv(self, buf, source):
-        self._recvd(buf)
+        self._recvd(buf, source)
         self.mpi.Recv(buf, source, self.tag)
 
     def sendrecv(self, sendbuf, dest, recvbuf, source):
-        self._sent(sendbuf)
-        self._recvd(recvbuf)
+        self._sent(sendbuf, dest)
+        self._recvd(recvbuf, source)
         self.mpi.Sendrecv(sendbuf, dest, self.tag, recvbuf, source, self.tag)
 
     def isend(self, buf, dest):
-        self._sent(buf)
+        self._sent(buf, dest)
         return self.mpi.Isend(buf, dest, self.tag)
 
     def irecv(self, buf, source):
-        self._recvd(buf)
+        self._recvd(buf, source)
         return self.mpi.Irecv(buf, source, self.tag)
 
     def waitall(self, requests):

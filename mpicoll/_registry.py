@@ -63,15 +63,49 @@ def algorithms(primitive):
     return tuple(_REGISTRY[primitive])
 
 
+_VARIANTS = {}
+
+
+def _options(primitive, name, text):
+    """``"inter=ring,intra=binomial"`` as a dict (names and values must be non-empty)."""
+    opts = {}
+    for item in text.split(","):
+        key, eq, value = (s.strip() for s in item.partition("="))
+        if not eq or not key or not value or key in opts:
+            raise ArgumentError(
+                f"algorithm: {primitive} algorithm {name!r}: expected options as "
+                f"'key=value,key=value' after ':'; got {text!r}")
+        opts[key] = value
+    return opts
+
+
 def lookup(primitive, name):
-    """The function registered as ``name`` for ``primitive``."""
+    """The function registered as ``name`` for ``primitive``.
+
+    ``"name:key=value,..."`` selects a configured variant of an algorithm that
+    takes options (its ``configure(name, options)`` builds it, e.g.
+    ``"hierarchical:inter=ring,intra=binomial"``); variants are made once and
+    kept, so plan caches see one function per configuration.
+    """
     _check_primitive(primitive)
     table = _REGISTRY[primitive]
-    if name not in table:
+    base, colon, text = name.partition(":")
+    if base not in table:
         valid = ", ".join(sorted(table))
         raise ArgumentError(
             f"algorithm: {primitive} has no algorithm {name!r}; valid: {valid}")
-    return table[name]
+    fn = table[base]
+    if not colon:
+        return fn
+    key = (primitive, name)
+    variant = _VARIANTS.get(key)
+    if variant is None:
+        configure = getattr(fn, "configure", None)
+        if configure is None:
+            raise ArgumentError(
+                f"algorithm: {primitive} algorithm {base!r} takes no options; got {name!r}")
+        variant = _VARIANTS[key] = configure(name, _options(primitive, name, text))
+    return variant
 
 
 def env_choice(primitive):
@@ -80,8 +114,9 @@ def env_choice(primitive):
     value = os.environ.get(var, "").strip()
     if not value:
         return None
-    if value not in _REGISTRY[primitive] and value != "auto":
-        valid = ", ".join(sorted(_REGISTRY[primitive]))
-        raise ArgumentError(
-            f"{var}: {primitive} has no algorithm {value!r}; valid: {valid} (or auto)")
+    if value != "auto":
+        try:
+            lookup(primitive, value)
+        except ArgumentError as exc:
+            raise ArgumentError(f"{var}: {exc}") from None
     return value

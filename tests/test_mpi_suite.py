@@ -16,6 +16,7 @@ Settings:
   MPICOLL_TEST_SIZES           sizes for MPICH (default 1,2,3,4,5,8)
   MPICOLL_TEST_SIZES_OPENMPI   sizes for Open MPI (default 1,2,3,4: each launch costs ~1.5 s
                                more, and 8 oversubscribed ranks are slow under it)
+  MPICOLL_NODES                simulated nodes for every launch (default: per size, see NODES)
   MPICOLL_TEST_JOB_TIMEOUT     seconds before a launch is killed (default 900)
   MPICOLL_OPENMPI_VENV / MPICOLL_MPICH_VENV   where the other family's venv lives
 """
@@ -49,6 +50,12 @@ def sizes(family):
 
 CASES = [pytest.param(f, n, id=f"{f}-{n}") for f in families() for n in sizes(f)]
 
+# Simulated nodes (MPICOLL_NODES, mpicoll._topology) at some sizes, so that the generated
+# matrix runs the node-aware algorithms across nodes too: blocks, uneven blocks, round
+# robin, one rank per node. Other sizes run as one node, as this machine is.
+NODES = {("mpich", 4): "cyclic:2", ("mpich", 5): "2,1,2", ("mpich", 8): "3",
+         ("openmpi", 3): "1", ("openmpi", 4): "2"}
+
 
 @pytest.mark.parametrize("family, n", CASES)
 def test_mpi_suite(family, n, family_python):
@@ -58,7 +65,8 @@ def test_mpi_suite(family, n, family_python):
     # --color=no: Open MPI gives ranks a terminal, so pytest would colour its summaries.
     argv = [python, "-m", "mpi4py", "-m", "pytest", "--with-mpi", "-q", "--color=no",
             "-p", "no:cacheprovider", "--timeout=600", "--timeout-method=thread", HERE_MPI]
-    proc = run_mpi(n, argv, timeout=JOB_TIMEOUT, python=python)
+    spec = os.environ.get("MPICOLL_NODES", NODES.get((family, n), ""))
+    proc = run_mpi(n, argv, timeout=JOB_TIMEOUT, python=python, env={"MPICOLL_NODES": spec})
     out = ANSI.sub("", proc.stdout + proc.stderr)
     lib = mpifamily.library_of(python)
     assert not timed_out(proc), (
@@ -70,7 +78,8 @@ def test_mpi_suite(family, n, family_python):
         f"MPI suite on {lib} at N={n} failed (exit {proc.returncode}):\n{out[-20000:]}")
     assert not re.search(r"\b\d+ (failed|errors?)\b", out), out[-20000:]
     assert mpifamily.family_of_version(lib) == family, lib
-    print(f"{family} N={n}: {summaries[0]} passed per rank in {proc.elapsed:.1f} s ({lib})")
+    print(f"{family} N={n}: {summaries[0]} passed per rank in {proc.elapsed:.1f} s ({lib}; "
+          f"MPICOLL_NODES={spec or '(one node)'})")
 
 
 ONE_RANK_FAILS = os.path.join(HERE_MPI, "one_rank_fails.py")

@@ -59,14 +59,18 @@ def call_arrays(primitive, size, rank, count, root=0, counts=None, op=MPI.SUM):
 
 
 def plan_of(primitive, algorithm, size, rank, count, itemsize=8, root=0, op=MPI.SUM,
-            counts=None):
-    """The :class:`~mpicoll.sched.plan.Plan` of ``rank`` (of ``size``) for one call."""
+            counts=None, layout=None):
+    """The :class:`~mpicoll.sched.plan.Plan` of ``rank`` (of ``size``) for one call.
+
+    ``layout``: a :class:`mpicoll._topology.Layout` of ``size`` ranks for node-aware
+    algorithms (default: one node).
+    """
     if algorithm == "native":
         raise ValueError("native: the MPI library's own collective has no mpicoll plan")
     fn = lookup(primitive, algorithm)
     args = call_arrays(primitive, size, rank, count, root, counts, op)
     return record(fn, rank, size, args, itemsize, op if primitive in
-                  ("reduce", "allreduce", "reduce_scatter", "scan", "exscan") else None)
+                  ("reduce", "allreduce", "reduce_scatter", "scan", "exscan") else None, layout)
 
 
 def plans_of(primitive, algorithm, size, count, **kw):

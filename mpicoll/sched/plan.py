@@ -77,14 +77,23 @@ class Sym:
 class Builder:
     """The ``ctx`` an algorithm sees while its plan is recorded (same methods as Ctx)."""
 
-    def __init__(self, rank, size, nargs, itemsize, user_op=False):
+    def __init__(self, rank, size, nargs, itemsize, user_op=False, layout=None):
         self.rank, self.size = rank, size
+        #: the :class:`~mpicoll._topology.Layout` node-aware algorithms read (None: one node)
+        self._layout = layout
         self.nargs = nargs
         self.itemsize = itemsize
         self.user_op = user_op
         self.ops = []
         self.scratch_sizes = []
         self.nreq = 0
+
+    @property
+    def layout(self):
+        if self._layout is None:
+            from .._topology import Layout
+            self._layout = Layout([0] * self.size)
+        return self._layout
 
     # point-to-point ------------------------------------------------------
     def send(self, buf, dest):

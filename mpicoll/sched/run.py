@@ -58,8 +58,12 @@ def signature(args, op):
     return tuple(key)
 
 
-def record(fn, rank, size, args, itemsize, op):
-    """Run ``fn`` on a :class:`Builder` with symbolic buffers; its :class:`Plan`."""
+def record(fn, rank, size, args, itemsize, op, layout=None):
+    """Run ``fn`` on a :class:`Builder` with symbolic buffers; its :class:`Plan`.
+
+    ``layout``: the ranks' nodes (:class:`mpicoll._topology.Layout`) for node-aware
+    algorithms; None records as if every rank were on one node.
+    """
     n = 0
     sym_args = []
     for a in args:
@@ -69,7 +73,7 @@ def record(fn, rank, size, args, itemsize, op):
         else:
             sym_args.append(a)
     user_op = op is not None and OPS.get(op.handle) is None
-    b = Builder(rank, size, n, itemsize, user_op)
+    b = Builder(rank, size, n, itemsize, user_op, layout)
     fn(b, *sym_args)
     return b.plan()
 
@@ -85,7 +89,8 @@ class _Entry:
 class PlanCache:
     """Plans of one private communicator, least recently used dropped past 64."""
 
-    def __init__(self):
+    def __init__(self, layout=None):
+        self.layout = layout          # the communicator's nodes, for node-aware plans
         self.entries = OrderedDict()
         self.direct = set()           # algorithms that cannot be recorded
 
@@ -99,7 +104,7 @@ class PlanCache:
             self.entries.move_to_end(key)
             return entry
         try:
-            plan = record(fn, rank, size, args, itemsize, op)
+            plan = record(fn, rank, size, args, itemsize, op, self.layout)
         except NotSchedulable:
             self.direct.add(fn)
             return None

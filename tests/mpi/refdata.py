@@ -79,3 +79,16 @@ def reduce_ref(blocks, opname, dtype):
         else:
             acc = UFUNC[opname](acc, b).astype(dtype)
     return acc.astype(dtype)
+
+
+def keeps_rank_order(fn, comm=MPI.COMM_WORLD):
+    """Whether algorithm ``fn`` takes non-commutative ops on ``comm`` (node-aware
+    algorithms do only where the nodes are blocks of consecutive ranks)."""
+    if fn.commutative_only:
+        return False
+    check = getattr(fn, "check_layout", None)
+    if check is None:
+        return True
+    from mpicoll._context import private_comm
+    from mpicoll._topology import layout
+    return check(layout(private_comm(comm)), False) is None

@@ -1,0 +1,294 @@
+"""Node-aware (hierarchical) algorithms: inside each node, between nodes, inside again.
+
+Where a message between nodes costs far more than one inside a node, the
+flat algorithms pay the expensive link on most of their steps. These run in
+three phases, as MPICH's and Open MPI's (HAN) node-aware collectives do:
+
+1. *intra*: the ranks of each node combine (reduce) or collect (gather)
+   their data at one rank of the node, its *head* — the node's lowest rank,
+   or the root when the root is on that node;
+2. *inter*: the heads, one per node, run an existing flat algorithm among
+   themselves — only this phase crosses nodes;
+3. *intra*: each head hands the result to its node (broadcast).
+
+Every phase is an ordinary flat algorithm run on a :class:`Group`, a view
+of the call's ``ctx`` restricted to some ranks, so the phases record into
+one plan and run on every engine (blocking, nonblocking, persistent, device
+transports) unchanged. The nodes come from ``ctx.layout``
+(:mod:`mpicoll._topology`: ``Split_type(COMM_TYPE_SHARED)``, or
+``MPICOLL_NODES`` to simulate nodes on one machine).
+
+Options, as ``"hierarchical:inter=ring,intra=linear"`` wherever an algorithm
+is named (``algorithm=``, ``P2PComm(comm, allreduce=...)``,
+``MPICOLL_ALLREDUCE_ALGORITHM``, the bench's ``--algorithms``):
+
+- ``inter``: the flat algorithm among heads (allreduce/bcast/reduce: that
+  primitive's algorithms; allgather: an ``allgatherv`` algorithm). Default:
+  chosen by message size (latency-bound below 64 KiB, bandwidth-bound above).
+- ``intra``: ``binomial`` (default) or ``linear``, for every intra phase.
+
+Costs, with L the largest number of ranks on a node, M the number of nodes,
+α/β/γ inside a node and α'/β' between nodes, n bytes per rank: an intra
+phase is ⌈log2 L⌉ steps (binomial), the inter phase is the inter algorithm's
+cost on M ranks at α', β'. Non-commutative ops keep rank order when nodes
+are blocks of consecutive ranks; on other placements they are refused.
+"""
+from .._errors import ArgumentError
+from .._registry import algorithms, lookup, register
+from .allgatherv import allgatherv_bruck, allgatherv_ring
+from .bcast import binomial_bcast, bcast_linear, bcast_scatter_allgather
+from .gather import binomial_gather, gather_linear
+from .reduce import binomial_reduce, reduce_linear, reduce_rabenseifner
+from .allreduce import allreduce_rabenseifner, allreduce_recursive_doubling
+
+__all__ = ["Group", "SMALL"]
+
+#: Below this many bytes per rank the default inter algorithm is latency-bound.
+SMALL = 64 * 1024
+
+_INTRA = {
+    "binomial": {"reduce": binomial_reduce, "bcast": binomial_bcast, "gather": binomial_gather},
+    "linear": {"reduce": reduce_linear, "bcast": bcast_linear, "gather": gather_linear},
+}
+
+
+class Group:
+    """``ctx`` seen by the ranks ``members`` only (a sub-communicator without MPI calls).
+
+    ``rank``/``size`` are positions in ``members``; peers are translated to
+    the call's ranks, so a flat algorithm runs on the group unchanged and
+    its messages keep the call's communicator and tag (phases run in order,
+    and MPI keeps messages between two ranks in order, so they never mix).
+    """
+
+    __slots__ = ("ctx", "members", "rank", "size")
+
+    def __init__(self, ctx, members):
+        self.ctx = ctx
+        self.members = members
+        self.rank = members.index(ctx.rank)
+        self.size = len(members)
+
+    op = property(lambda self: self.ctx.op)
+    like = property(lambda self: self.ctx.like)
+    tag = property(lambda self: self.ctx.tag)
+
+    def send(self, buf, dest):
+        self.ctx.send(buf, self.members[dest])
+
+    def recv(self, buf, source):
+        self.ctx.recv(buf, self.members[source])
+
+    def sendrecv(self, sendbuf, dest, recvbuf, source):
+        self.ctx.sendrecv(sendbuf, self.members[dest], recvbuf, self.members[source])
+
+    def isend(self, buf, dest):
+        return self.ctx.isend(buf, self.members[dest])
+
+    def irecv(self, buf, source):
+        return self.ctx.irecv(buf, self.members[source])
+
+    def waitall(self, requests):
+        self.ctx.waitall(requests)
+
+    def wait(self, request):
+        self.ctx.waitall([request])
+
+    def scratch(self, n):
+        return self.ctx.scratch(n)
+
+    def copy(self, dst, src):
+        self.ctx.copy(dst, src)
+
+    def reduce(self, lower, higher, out):
+        return self.ctx.reduce(lower, higher, out)
+
+
+def _heads(lay, root):
+    """Each node's head: its lowest rank, or ``root`` on the root's node."""
+    heads = list(lay.leaders)
+    if root is not None:
+        heads[lay.nodes[root]] = root
+    return heads
+
+
+def _local(ctx, lay):
+    return Group(ctx, lay.members[lay.nodes[ctx.rank]])
+
+
+def _default_inter(primitive, nbytes, commutative):
+    small = nbytes <= SMALL
+    if primitive == "allreduce":
+        return allreduce_recursive_doubling if small or not commutative else allreduce_rabenseifner
+    if primitive == "reduce":
+        return binomial_reduce if small or not commutative else reduce_rabenseifner
+    if primitive == "bcast":
+        return binomial_bcast if small else bcast_scatter_allgather
+    return allgatherv_bruck if small else allgatherv_ring        # allgather
+
+
+def _inter(primitive, inter, nbytes, commutative):
+    if inter is None:
+        return _default_inter(primitive, nbytes, commutative)
+    return lookup("allgatherv" if primitive == "allgather" else primitive, inter)
+
+
+@register("allreduce", "hierarchical")
+def allreduce_hierarchical(ctx, sendbuf, recvbuf, op, inter=None, intra="binomial"):
+    """Node-aware: reduce inside each node, allreduce among node leaders, broadcast inside.
+
+    Cost: 2⌈log2 L⌉(α + nβ) + ⌈log2 L⌉nγ inside nodes plus the inter
+    algorithm on M leaders (default recursive doubling below 64 KiB:
+    ⌈log2 M⌉(α' + nβ' + nγ); Rabenseifner above). Only leaders cross nodes.
+    Any op on block placements (rank order kept); see the module docstring.
+    """
+    lay = ctx.layout
+    local = _local(ctx, lay)
+    parts = _INTRA[intra]
+    data = sendbuf
+    if sendbuf is None:                 # in place: reduce reads a copy of recvbuf
+        data = ctx.scratch(recvbuf.size)
+        ctx.copy(data, recvbuf)
+    parts["reduce"](local, data, recvbuf if local.rank == 0 else None, op, 0)
+    if local.rank == 0 and lay.n_nodes > 1:
+        fn = _inter("allreduce", inter, recvbuf.nbytes, op.is_commutative)
+        fn(Group(ctx, lay.leaders), None, recvbuf, op)
+    parts["bcast"](local, recvbuf, 0)
+
+
+@register("reduce", "hierarchical")
+def reduce_hierarchical(ctx, sendbuf, recvbuf, op, root, inter=None, intra="binomial"):
+    """Node-aware: reduce inside each node to its head, then among heads to the root.
+
+    Heads: the root on its node, the lowest rank elsewhere. Cost:
+    ⌈log2 L⌉(α + nβ + nγ) inside nodes plus the inter algorithm on M heads
+    (default binomial below 64 KiB: ⌈log2 M⌉(α' + nβ' + nγ); Rabenseifner
+    above for commutative ops). Any op on block placements.
+    """
+    lay = ctx.layout
+    heads = _heads(lay, root)
+    local = _local(ctx, lay)
+    head = local.members.index(heads[lay.nodes[ctx.rank]])
+    part = None
+    if ctx.rank == root and lay.n_nodes == 1:
+        part = recvbuf
+    elif local.rank == head:
+        part = ctx.scratch(sendbuf.size)        # the node's partial result
+    _INTRA[intra]["reduce"](local, sendbuf, part, op, head)
+    if local.rank == head and lay.n_nodes > 1:
+        fn = _inter("reduce", inter, sendbuf.nbytes, op.is_commutative)
+        fn(Group(ctx, heads), part, recvbuf if ctx.rank == root else None, op, lay.nodes[root])
+
+
+@register("bcast", "hierarchical")
+def bcast_hierarchical(ctx, buf, root, inter=None, intra="binomial"):
+    """Node-aware: broadcast among node heads (the root and each node's lowest rank), then inside.
+
+    Cost: the inter algorithm on M heads (default binomial below 64 KiB:
+    ⌈log2 M⌉(α' + nβ'); scatter + allgather above) plus ⌈log2 L⌉(α + nβ)
+    inside nodes. No reduction, so no limits on ops or placements.
+    """
+    lay = ctx.layout
+    heads = _heads(lay, root)
+    local = _local(ctx, lay)
+    head = local.members.index(heads[lay.nodes[ctx.rank]])
+    if local.rank == head and lay.n_nodes > 1:
+        _inter("bcast", inter, buf.nbytes, True)(Group(ctx, heads), buf, lay.nodes[root])
+    _INTRA[intra]["bcast"](local, buf, head)
+
+
+@register("allgather", "hierarchical")
+def allgather_hierarchical(ctx, sendbuf, recvbuf, inter=None, intra="binomial"):
+    """Node-aware: gather inside each node, allgatherv of node blocks among leaders, broadcast inside.
+
+    Cost: ⌈log2 L⌉α + (L-1)nβ (gather) and ⌈log2 L⌉(α + Nnβ) (broadcast of
+    the whole result) inside nodes, plus the inter allgatherv of M node
+    blocks (default Bruck below 64 KiB per rank, ring above). Any placement:
+    nodes that are not blocks of consecutive ranks cost the leader one local
+    permutation of the result.
+    """
+    lay = ctx.layout
+    c = sendbuf.size
+    local = _local(ctx, lay)
+    order = [r for m in lay.members for r in m]         # ranks in node-major order
+    start = [0]
+    for m in lay.members:
+        start.append(start[-1] + len(m) * c)
+    me = lay.nodes[ctx.rank]
+    leader = local.rank == 0
+    if leader:
+        node_major = recvbuf if lay.contiguous else ctx.scratch(recvbuf.size)
+        mine = node_major[start[me]:start[me + 1]]
+    else:
+        mine = None
+    _INTRA[intra]["gather"](local, sendbuf, mine, 0)
+    if leader and lay.n_nodes > 1:
+        fn = _inter("allgather", inter, sendbuf.nbytes, True)
+        counts = [start[i + 1] - start[i] for i in range(lay.n_nodes)]
+        fn(Group(ctx, lay.leaders), None, node_major, counts, start[:-1])
+    if leader and node_major is not recvbuf:
+        i = 0                       # put runs of consecutive ranks back in rank order
+        while i < len(order):
+            j = i + 1
+            while j < len(order) and order[j] == order[j - 1] + 1:
+                j += 1
+            ctx.copy(recvbuf[order[i] * c:(order[j - 1] + 1) * c], node_major[i * c:j * c])
+            i = j
+    _INTRA[intra]["bcast"](local, recvbuf, 0)
+
+
+_PHASES = {"allreduce": ("reduce", "bcast"), "reduce": ("reduce",), "bcast": ("bcast",),
+           "allgather": ("gather", "bcast")}
+
+
+def _configure(base):
+    """``configure(name, options)`` of ``base``: a variant with ``inter``/``intra`` fixed."""
+    primitive = base.primitive
+    inter_of = "allgatherv" if primitive == "allgather" else primitive
+
+    def configure(name, options):
+        unknown = set(options) - {"inter", "intra"}
+        if unknown:
+            raise ArgumentError(
+                f"algorithm: {name!r}: unknown option(s) {', '.join(sorted(unknown))}; "
+                f"valid: inter, intra")
+        intra = options.get("intra", "binomial")
+        if intra not in _INTRA:
+            raise ArgumentError(
+                f"algorithm: {name!r}: intra must be one of {', '.join(_INTRA)}; got {intra!r}")
+        inter = options.get("inter")
+        commutative_only = False
+        if inter is not None:
+            flat = [a for a in algorithms(inter_of) if a not in ("native", "hierarchical")]
+            if inter not in flat:
+                raise ArgumentError(
+                    f"algorithm: {name!r}: inter must be a flat {inter_of} algorithm, one of "
+                    f"{', '.join(flat)}; got {inter!r}")
+            commutative_only = lookup(inter_of, inter).commutative_only
+
+        def variant(ctx, *args):
+            return base(ctx, *args, inter=inter, intra=intra)
+
+        variant.__doc__ = base.__doc__
+        variant.__name__ = variant.__qualname__ = base.__name__
+        variant.primitive = primitive
+        variant.algorithm = name
+        variant.commutative_only = commutative_only
+        variant.check_layout = base.check_layout
+        return variant
+    return configure
+
+
+def _check_layout(lay, commutative):
+    """Why this call cannot run on ``lay`` (None if it can)."""
+    if not commutative and not lay.contiguous:
+        return (f"algorithm: hierarchical needs nodes that are blocks of consecutive ranks "
+                f"to keep rank order for a non-commutative op; the nodes are "
+                f"{lay.describe()}. Use a flat algorithm, or a commutative op")
+    return None
+
+
+for _fn in (allreduce_hierarchical, reduce_hierarchical, bcast_hierarchical,
+            allgather_hierarchical):
+    _fn.check_layout = _check_layout
+    _fn.configure = _configure(_fn)

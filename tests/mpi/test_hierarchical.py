@@ -1,0 +1,269 @@
+"""Node-aware (hierarchical) algorithms on simulated node layouts, and the layout itself.
+
+The generated matrix (test_matrix.py) runs ``hierarchical`` on whatever
+layout the suite was launched with (tests/test_mpi_suite.py sets
+``MPICOLL_NODES`` at some sizes; a netns cluster gives real nodes). Here each
+test makes communicators under several layouts (``MPICOLL_NODES`` is read
+when a communicator's private duplicate is made): blocks, uneven nodes,
+round-robin placement, one rank per node — every option variant, every root,
+results against NumPy computed on the rank, in rank order.
+"""
+import contextlib
+import os
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import mpicoll
+from mpicoll._context import private_comm
+from mpicoll._topology import layout, parse_nodes
+from refdata import OPS, data, reduce_ref
+
+comm = MPI.COMM_WORLD
+N, RANK = comm.Get_size(), comm.Get_rank()
+
+VARIANTS = ["hierarchical", "hierarchical:intra=linear"]
+INTER = {"allreduce": ("ring", "rabenseifner", "reduce_bcast"),
+         "reduce": ("linear", "rabenseifner"), "bcast": ("linear", "pipeline", "scatter_allgather"),
+         "allgather": ("ring", "gatherv_bcast")}
+
+
+def layouts():
+    """MPICOLL_NODES values valid at this N: blocks, uneven, round robin, one per node."""
+    specs = ["1", "2", "cyclic:2"]
+    if N >= 3:
+        specs.append(",".join(["1", str(N - 2), "1"]))
+    if N >= 5:
+        specs.append("cyclic:3")
+    return specs
+
+
+@contextlib.contextmanager
+def nodes(spec):
+    """A fresh communicator whose ranks are on the nodes ``spec`` describes."""
+    old = os.environ.get("MPICOLL_NODES")
+    os.environ["MPICOLL_NODES"] = spec
+    c = comm.Dup()
+    try:
+        private_comm(c)             # the layout is read here
+    except Exception:
+        c.Free()
+        raise
+    finally:
+        if old is None:
+            del os.environ["MPICOLL_NODES"]
+        else:
+            os.environ["MPICOLL_NODES"] = old
+    try:
+        yield c
+    finally:
+        c.Free()
+
+
+def check_all(c, algo, counts=(0, 1, 2 * N + 1), dt="float64", opname="SUM"):
+    op = OPS[opname]
+    lay = layout(private_comm(c))
+    for n in counts:
+        mine = data(RANK, n, dt, opname)
+        every = [data(r, n, dt, opname) for r in range(N)]
+        red = reduce_ref(every, opname, dt)
+        what = f"{algo} {lay.describe()} count={n} dtype={dt} op={opname}"
+        got = mpicoll.allreduce(mine, op=op, comm=c, algorithm=algo)
+        assert np.array_equal(got, red), what
+        buf = mine.copy()
+        mpicoll.allreduce(MPI.IN_PLACE, buf, op, comm=c, algorithm=algo)
+        assert np.array_equal(buf, red), what + " in place"
+        for root in (range(N) if n < 1000 else sorted({0, N - 1})):
+            res = mpicoll.reduce(mine, None, op, root, comm=c, algorithm=algo)
+            if RANK == root:
+                assert np.array_equal(res, red), f"{what} reduce root={root}"
+                buf = mine.copy()
+                mpicoll.reduce(MPI.IN_PLACE, buf, op, root, comm=c, algorithm=algo)
+                assert np.array_equal(buf, red), f"{what} reduce in place root={root}"
+            else:
+                assert res is None
+                mpicoll.reduce(mine, None, op, root, comm=c, algorithm=algo)
+            if opname == "SUM":
+                buf = mine.copy() if RANK == root else np.zeros(n, dt)
+                mpicoll.bcast(buf, root, comm=c, algorithm=algo)
+                assert np.array_equal(buf, every[root]), f"{what} bcast root={root}"
+        if opname == "SUM":
+            want = np.array(every).reshape(N, n)
+            got = mpicoll.allgather(mine, comm=c, algorithm=algo)
+            assert np.array_equal(got, want), what + " allgather"
+            buf = np.zeros((N, n), dt)
+            buf[RANK] = mine
+            mpicoll.allgather(MPI.IN_PLACE, buf, comm=c, algorithm=algo)
+            assert np.array_equal(buf, want), what + " allgather in place"
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("spec", layouts())
+def test_every_variant_on_every_layout(spec):
+    with nodes(spec) as c:
+        lay = layout(private_comm(c))
+        assert list(lay.nodes) == _renumber(parse_nodes(spec, N))
+        for algo in VARIANTS:
+            check_all(c, algo)
+        # Above 64 KiB the default inter algorithms change (bandwidth-bound ones).
+        check_all(c, "hierarchical", counts=(9000,))
+        # A commutative user op and a non-exact integer op through the same phases.
+        check_all(c, "hierarchical", counts=(1, 7), dt="int32", opname="PROD")
+        check_all(c, "hierarchical", counts=(3,), dt="float64", opname="USER_ADD")
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("primitive", sorted(INTER))
+def test_every_inter_algorithm(primitive):
+    """Each flat algorithm named as ``inter`` runs among the leaders of uneven nodes."""
+    spec = "2" if N < 3 else ",".join(["1", str(N - 2), "1"])
+    with nodes(spec) as c:
+        for inter in INTER[primitive]:
+            algo = f"hierarchical:inter={inter}"
+            for n in (0, 5, 40000):
+                mine = data(RANK, n, "float64", "SUM")
+                every = [data(r, n, "float64", "SUM") for r in range(N)]
+                what = f"{primitive} {algo} count={n}"
+                if primitive == "allreduce":
+                    got = mpicoll.allreduce(mine, comm=c, algorithm=algo)
+                    assert np.array_equal(got, reduce_ref(every, "SUM", "float64")), what
+                elif primitive == "reduce":
+                    root = N - 1
+                    got = mpicoll.reduce(mine, None, MPI.SUM, root, comm=c, algorithm=algo)
+                    if RANK == root:
+                        assert np.array_equal(got, reduce_ref(every, "SUM", "float64")), what
+                elif primitive == "bcast":
+                    root = N // 2
+                    buf = mine.copy() if RANK == root else np.zeros(n)
+                    mpicoll.bcast(buf, root, comm=c, algorithm=algo)
+                    assert np.array_equal(buf, every[root]), what
+                else:
+                    got = mpicoll.allgather(mine, comm=c, algorithm=algo)
+                    assert np.array_equal(got, np.array(every).reshape(N, n)), what
+
+
+@pytest.mark.mpi
+def test_non_commutative_keeps_rank_order_on_blocks():
+    """AFFINE (associative, not commutative): rank order through all three phases."""
+    for spec in ("1", "2", ",".join(["1", str(max(N - 2, 1)), "1"]) if N >= 3 else "1"):
+        with nodes(spec) as c:
+            for algo in ("hierarchical", "hierarchical:intra=linear"):
+                check_all(c, algo, counts=(1, 2 * N + 1), dt="complex128", opname="AFFINE")
+
+
+@pytest.mark.mpi
+def test_non_commutative_refused_on_round_robin_nodes():
+    if N < 3:
+        pytest.skip("round-robin placement differs from blocks only at N >= 3")
+    x = data(RANK, 4, "complex128", "AFFINE")
+    with nodes("cyclic:2") as c:
+        for prim in ("allreduce", "reduce"):
+            with pytest.raises(mpicoll.ArgumentError) as err:
+                if prim == "allreduce":
+                    mpicoll.allreduce(x, op=OPS["AFFINE"], comm=c, algorithm="hierarchical")
+                else:
+                    mpicoll.reduce(x, None, OPS["AFFINE"], 0, comm=c, algorithm="hierarchical")
+            msg = str(err.value)
+            assert "blocks of consecutive ranks" in msg and "[0 2" in msg, msg
+        # Nothing was sent: the communicator still works, with a commutative op.
+        got = mpicoll.allreduce(np.ones(3), comm=c, algorithm="hierarchical")
+        assert np.array_equal(got, np.full(3, float(N)))
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("bad, words", [
+    ("hierarchical:inter=native", "inter must be a flat allreduce algorithm"),
+    ("hierarchical:inter=hierarchical", "inter must be a flat allreduce algorithm"),
+    ("hierarchical:intra=ring", "intra must be one of binomial, linear"),
+    ("hierarchical:depth=2", "unknown option(s) depth"),
+    ("hierarchical:inter", "expected options as 'key=value"),
+    ("ring:inter=ring", "takes no options"),
+])
+def test_bad_options_fail_on_every_rank(bad, words):
+    with pytest.raises(mpicoll.ArgumentError) as err:
+        mpicoll.allreduce(np.ones(2), algorithm=bad)
+    assert words in str(err.value), str(err.value)
+    assert np.array_equal(mpicoll.allreduce(np.ones(2), algorithm="hierarchical"), np.full(2, N))
+
+
+@pytest.mark.mpi
+def test_options_reach_p2pcomm_and_the_environment():
+    want = np.full(5, float(N))
+    with nodes("2") as c:
+        pc = mpicoll.P2PComm(c, allreduce="hierarchical:inter=ring,intra=linear")
+        got = np.empty(5)
+        pc.Allreduce(np.ones(5), got)
+        assert np.array_equal(got, want)
+        old = os.environ.get("MPICOLL_ALLREDUCE_ALGORITHM")
+        os.environ["MPICOLL_ALLREDUCE_ALGORITHM"] = "hierarchical:intra=linear"
+        try:
+            with mpicoll.traffic() as t:
+                got = mpicoll.allreduce(np.ones(5), comm=c)
+        finally:
+            if old is None:
+                del os.environ["MPICOLL_ALLREDUCE_ALGORITHM"]
+            else:
+                os.environ["MPICOLL_ALLREDUCE_ALGORITHM"] = old
+        assert np.array_equal(got, want)
+        assert t.calls[0].algorithm == "hierarchical:intra=linear"
+
+
+@pytest.mark.mpi
+def test_traffic_splits_intra_and_inter_node():
+    """Only node leaders cross nodes in hierarchical allreduce; the flat ring crosses on every rank."""
+    if N < 3:
+        pytest.skip("needs two nodes with more than one rank somewhere")
+    n = 1000
+    with nodes("2") as c:
+        lay = layout(private_comm(c))
+        with mpicoll.traffic() as t:
+            mpicoll.allreduce(np.ones(n), comm=c, algorithm="hierarchical")
+            mpicoll.allreduce(np.ones(n), comm=c, algorithm="ring")
+        h, ring = t.calls
+        leader = RANK in lay.leaders
+        assert (h.inter_sent_msgs > 0) == leader, (RANK, h)
+        assert h.intra_sent_msgs + h.inter_sent_msgs == h.sent_msgs
+        assert h.intra_sent_bytes + h.inter_sent_bytes == h.sent_bytes
+        # The ring: rank r sends to r + 1, which is on another node exactly at node ends.
+        crosses = lay.nodes[RANK] != lay.nodes[(RANK + 1) % N]
+        assert (ring.inter_sent_msgs == ring.sent_msgs) if crosses else ring.inter_sent_msgs == 0
+        # Every byte sent across nodes was received across nodes.
+        sent = c.allreduce(h.inter_sent_bytes + ring.inter_sent_bytes)
+        recv = c.allreduce(h.inter_recv_bytes + ring.inter_recv_bytes)
+        assert sent == recv
+        d = h.as_dict()
+        assert d["intra_sent_bytes"] + d["inter_sent_bytes"] == d["sent_bytes"]
+
+
+@pytest.mark.mpi
+def test_layout_from_shared_memory_or_environment():
+    """The layout every rank holds equals the nodes MPI reports (or MPICOLL_NODES names)."""
+    lay = layout(private_comm(comm))
+    every = comm.allgather(lay.nodes)
+    assert all(e == lay.nodes for e in every)
+    spec = os.environ.get("MPICOLL_NODES", "").strip()
+    if spec:
+        assert list(lay.nodes) == _renumber(parse_nodes(spec, N))
+        return
+    # Independently of mpicoll._topology: the world ranks of my shared-memory group.
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        mates = local.Get_group().Translate_ranks(list(range(local.Get_size())), comm.Get_group())
+    finally:
+        local.Free()
+    assert sorted(mates) == [r for r in range(N) if lay.nodes[r] == lay.nodes[RANK]]
+
+
+@pytest.mark.mpi
+def test_bad_node_spec_fails_on_every_rank():
+    for spec in ("0", "x", "cyclic:0", f"{N},1"):
+        with pytest.raises(mpicoll.ArgumentError) as err:
+            with nodes(spec):
+                pass
+        assert "MPICOLL_NODES" in str(err.value), str(err.value)
+
+
+def _renumber(nodes):
+    first = {}
+    return [first.setdefault(n, len(first)) for n in nodes]
