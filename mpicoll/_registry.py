@@ -118,5 +118,6 @@ def env_choice(primitive):
         try:
             lookup(primitive, value)
         except ArgumentError as exc:
-            raise ArgumentError(f"{var}: {exc}") from None
+            why = str(exc).removeprefix("algorithm: ")
+            raise ArgumentError(f"{var}: {why} (or auto)") from None
     return value

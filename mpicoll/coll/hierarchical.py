@@ -36,12 +36,12 @@ are blocks of consecutive ranks; on other placements they are refused.
 from .._errors import ArgumentError
 from .._registry import algorithms, lookup, register
 from .allgatherv import allgatherv_bruck, allgatherv_ring
-from .bcast import binomial_bcast, bcast_linear, bcast_scatter_allgather
+from .bcast import bcast_binomial, bcast_linear, bcast_scatter_allgather, binomial_bcast
 from .gather import binomial_gather, gather_linear
-from .reduce import binomial_reduce, reduce_linear, reduce_rabenseifner
+from .reduce import binomial_reduce, reduce_binomial, reduce_linear, reduce_rabenseifner
 from .allreduce import allreduce_rabenseifner, allreduce_recursive_doubling
 
-__all__ = ["Group", "SMALL"]
+__all__ = ["Group", "SMALL", "phases"]
 
 #: Below this many bytes per rank the default inter algorithm is latency-bound.
 SMALL = 64 * 1024
@@ -121,9 +121,9 @@ def _default_inter(primitive, nbytes, commutative):
     if primitive == "allreduce":
         return allreduce_recursive_doubling if small or not commutative else allreduce_rabenseifner
     if primitive == "reduce":
-        return binomial_reduce if small or not commutative else reduce_rabenseifner
+        return reduce_binomial if small or not commutative else reduce_rabenseifner
     if primitive == "bcast":
-        return binomial_bcast if small else bcast_scatter_allgather
+        return bcast_binomial if small else bcast_scatter_allgather
     return allgatherv_bruck if small else allgatherv_ring        # allgather
 
 
@@ -237,8 +237,26 @@ def allgather_hierarchical(ctx, sendbuf, recvbuf, inter=None, intra="binomial"):
     _INTRA[intra]["bcast"](local, recvbuf, 0)
 
 
-_PHASES = {"allreduce": ("reduce", "bcast"), "reduce": ("reduce",), "bcast": ("bcast",),
-           "allgather": ("gather", "bcast")}
+def phases(primitive, lay, nbytes, commutative=True, root=0, inter=None, intra="binomial"):
+    """The phases of ``primitive``'s hierarchical algorithm on ``lay``, as lines of text.
+
+    Read by the demo; it names what the functions above run, with the same
+    default choice of inter algorithm (``nbytes``: bytes per rank).
+    """
+    heads = _heads(lay, root if primitive in ("bcast", "reduce") else None)
+    fn = _inter(primitive, inter, nbytes, commutative)
+    name = fn.algorithm
+    flat = "allgatherv" if primitive == "allgather" else primitive
+    hs = " ".join(map(str, heads))
+    first = {"allreduce": "reduce", "reduce": "reduce", "allgather": "gather"}.get(primitive)
+    lines = []
+    if first:
+        lines.append(f"1. inside each node: {intra} {first} to the node's head (ranks {hs})")
+    lines.append(f"{len(lines) + 1}. between nodes: {name} {flat} among the heads {hs}"
+                 + ("" if lay.n_nodes > 1 else " (one node: nothing crosses)"))
+    if primitive != "reduce":
+        lines.append(f"{len(lines) + 1}. inside each node: {intra} bcast from the head")
+    return lines
 
 
 def _configure(base):

@@ -10,8 +10,11 @@ from .. import distributed as dist
 from .._buffers import check_dtype
 from .._errors import ArgumentError
 from .._plugins import PluginError, import_modules
-from .._registry import algorithms
+from .._context import private_comm
+from .._registry import algorithms, lookup
+from .._topology import layout
 from .device import NoDevice, device_header, use_device
+from .nodes import show_nodes
 from .output import CheckFailed, Out, on_host
 from .sections import show_barrier, show_ring, show_walk
 from .table import show_traffic
@@ -21,7 +24,7 @@ __all__ = ["main", "build_parser", "resolve", "UsageError", "SECTIONS", "TABLE"]
 
 #: The demo's sections in the seed's order; ``alltoall`` only has rows in the traffic table.
 SECTIONS = ("bcast", "reduce", "allreduce", "gather", "allgather", "scatter",
-            "reduce_scatter", "ring", "barrier")
+            "reduce_scatter", "ring", "nodes", "barrier")
 # The vector collectives and the scans (mpicoll._registry.EXTENDED_PRIMITIVES) are left
 # out of both: the demo walks through the seed's calls, and the traffic table reads
 # plans through mpicoll.sched.inspect.call_arrays, which does not build their arguments yet.
@@ -137,9 +140,13 @@ def resolve(args, size):
             if "=" in item:
                 prim, name = (s.strip() for s in item.split("=", 1))
                 prim = _names(prim, TABLE, "algorithm")[0]
-                if name not in algorithms(prim):
+                if name.partition(":")[0] not in algorithms(prim):
                     raise UsageError(f"--algorithm: {prim} has no algorithm {name!r}; "
                                      f"choose from {', '.join(algorithms(prim))}")
+                try:
+                    lookup(prim, name)          # options, e.g. hierarchical:intra=linear
+                except ArgumentError as exc:
+                    raise UsageError(f"--algorithm: {exc}") from None
                 chosen[prim] = name
             else:
                 hits = [p for p in (prims or TABLE) if item in algorithms(p)]
@@ -159,6 +166,9 @@ def _header(out, comm, args, dtype, device=None):
     out.say(f"mpicoll demo: N = {n} rank{'s' if n > 1 else ''}, {impl}, K = {args.count} "
             f"{dtype} elements, root {args.root}")
     out.say(f"MPI: {' '.join(MPI.Get_library_version().split()[:3])}")
+    lay = layout(private_comm(comm))
+    if lay.n_nodes > 1:
+        out.say(f"nodes: {lay.describe()}")
     if device is not None and comm.Get_rank() == 0:
         device_header(out, device["ranks"])
     if n == 1:
@@ -216,6 +226,8 @@ def main(argv=None):
                 show_walk(out, comm, prim, args.count, dtype, args.root, dev)
             elif prim == "ring":
                 show_ring(out, comm, args.count, dtype, args.plot, dev)
+            elif prim == "nodes":
+                show_nodes(out, comm, args.count, dtype, dev)
             else:
                 show_barrier(out, comm, args.sleep_scale)
         ring_only = {"allreduce": "ring"} if "ring" in shown and "allreduce" not in shown else {}
