@@ -47,7 +47,7 @@ def _is_datatype(x):
     return isinstance(x, (MPI.Datatype, str))
 
 
-def parse_vspec(argname, spec, *, bufspec=None):
+def parse_vspec(argname, spec, *, bufspec=None, derived=None):
     """An mpi4py v-buffer spec -> :class:`VSpec`; MPI.IN_PLACE and None pass through.
 
     ``bufspec``: ``P2PComm``'s :func:`mpicoll.comm.parse_bufspec`, handed in
@@ -56,6 +56,11 @@ def parse_vspec(argname, spec, *, bufspec=None):
     array.array, ...), viewed through the datatype, as mpi4py does. Without
     it the buffer must be a NumPy or CuPy array (the functional API), checked
     later with the other arrays.
+
+    ``derived``: ``P2PComm``'s handler of a derived datatype,
+    ``derived(argname, buf, counts, displs, datatype) -> VSpec`` (counts and
+    displacements as given, in entries and extents of the datatype); without
+    it derived datatypes are refused.
     """
     if spec is None or spec is MPI.IN_PLACE or isinstance(spec, VSpec):
         return spec
@@ -88,6 +93,9 @@ def parse_vspec(argname, spec, *, bufspec=None):
     else:
         buf = spec
     user = buf
+    if derived is not None and isinstance(datatype, MPI.Datatype) and \
+            datatype != MPI.DATATYPE_NULL and not datatype.is_predefined:
+        return derived(argname, buf, counts, displs, datatype)
     if bufspec is not None:
         # The whole buffer, typed by the datatype: counts and displs apply to it.
         flat = bufspec(argname, buf if datatype is None else [buf, datatype])

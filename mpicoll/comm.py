@@ -8,12 +8,26 @@
     comm.Allreduce(sendbuf, recvbuf, op=MPI.SUM)   # runs allreduce_ring
     comm.Send(...), comm.Split(...)                # the wrapped communicator's own
 
-Bcast, Reduce, Allreduce, Gather, Allgather, Scatter, Reduce_scatter_block,
-Reduce_scatter, Alltoall and Barrier accept mpi4py's buffer forms (``buf``,
+Overridden, in their blocking, nonblocking (``I...``) and persistent
+(``..._init``) faces: Bcast, Reduce, Allreduce, Gather, Allgather, Scatter,
+Reduce_scatter_block, Reduce_scatter, Alltoall, Barrier, and (parsed in
+:mod:`mpicoll._comm_v`) Gatherv, Scatterv, Allgatherv, Alltoallv, Scan,
+Exscan. Everything else — Alltoallw, the neighbourhood collectives, the
+lowercase pickle-based methods, point-to-point, communicator management —
+is the wrapped communicator's own.
+
+Buffers take every form mpi4py takes (:func:`parse_bufspec`): ``buf``,
 ``[buf, datatype]``, ``[buf, count]``, ``[buf, count, datatype]``,
-``[buf, (count, displ), datatype]``, ``MPI.IN_PLACE`` or None where MPI allows
-in-place), for predefined datatypes. Errors are :class:`mpicoll.ArgumentError`,
-an ``MPI.Exception`` with MPI's error class.
+``[buf, (count, displ), datatype]``, ``[buf, count, displ, datatype]``,
+``[None, datatype]`` (or ``[None, 0, datatype]``) for an empty message,
+``MPI.IN_PLACE`` or None where MPI allows in-place; ``buf`` is any object
+mpi4py takes — the buffer protocol, DLPack, ``__cuda_array_interface__``
+(:mod:`mpicoll._protocols`: viewed, never copied, so results land in the
+caller's object). Datatypes are predefined or derived; derived ones are
+packed and unpacked by MPI at the boundary of the call
+(:mod:`mpicoll._datatypes`), the algorithms running on the packed elements.
+Errors are :class:`mpicoll.ArgumentError`, an ``MPI.Exception`` with MPI's
+error class, raised on every rank before any message.
 """
 import operator
 
@@ -22,8 +36,10 @@ from mpi4py import MPI
 from mpi4py.util import dtlib
 
 from . import collectives as _c
-from ._buffers import is_device
+from ._buffers import check_counts
 from ._call import Call
+from ._datatypes import Boundary, is_derived, type_info
+from ._protocols import as_base_array
 from ._errors import ArgumentError, ArgumentTypeError, describe
 from ._comm_v import VMethods
 from ._registry import PRIMITIVES, lookup
@@ -34,21 +50,29 @@ __all__ = ["P2PComm"]
 def _faces(name, primitive, impl):
     """The blocking method ``name``, its nonblocking ``I<name>`` and persistent ``<name>_init``.
 
-    ``impl(self, call, *args)`` parses and runs one call; the faces differ
+    ``impl(self, call, bnd, *args)`` parses and runs one call (``bnd``: its
+    :class:`mpicoll._datatypes.Boundary`); the faces differ
     only in the kind of :class:`Call` they make and in what they return
     (nothing, or the :class:`mpicoll.Request`).
     """
     def blocking(self, *args, **kwargs):
-        impl(self, Call(primitive, self), *args, **kwargs)
+        call = Call(primitive, self)
+        bnd = Boundary(self)
+        impl(self, call, bnd, *args, **kwargs)
+        bnd.finish(call)              # derived datatypes: unpacked into the caller's buffers
 
     def start(self, *args, **kwargs):
         call = Call(primitive, self, "start")
-        impl(self, call, *args, **kwargs)
+        bnd = Boundary(self)
+        impl(self, call, bnd, *args, **kwargs)
+        bnd.finish(call)              # ... when the request completes
         return call.request
 
     def init(self, *args, info=None, **kwargs):   # info: accepted and ignored, as MPI allows
         call = Call(primitive, self, "init")
-        impl(self, call, *args, **kwargs)
+        bnd = Boundary(self)
+        impl(self, call, bnd, *args, **kwargs)
+        bnd.finish(call)              # ... packed and unpacked around every Start
         return call.request
 
     inames = ("I" + name.lower(), name + "_init")
@@ -63,7 +87,8 @@ def _faces(name, primitive, impl):
     return blocking, start, init
 
 
-def _to_dtype(argname, datatype):
+def _as_datatype(argname, datatype):
+    """A datatype argument (an ``MPI.Datatype`` or a type code such as ``'d'``) -> MPI.Datatype."""
     if isinstance(datatype, str):
         try:
             datatype = MPI.Datatype.fromcode(datatype)
@@ -72,30 +97,16 @@ def _to_dtype(argname, datatype):
     if not isinstance(datatype, MPI.Datatype) or datatype == MPI.DATATYPE_NULL:
         raise ArgumentTypeError(
             f"{argname}: expected an MPI datatype (e.g. MPI.DOUBLE); got {describe(datatype)}")
-    if not datatype.is_predefined:
-        raise ArgumentError(
-            f"{argname}: mpicoll supports predefined MPI datatypes; got a derived datatype "
-            f"({datatype.Get_name() or 'unnamed'})", MPI.ERR_TYPE)
+    return datatype
+
+
+def _to_dtype(argname, datatype):
+    """A predefined MPI datatype -> its NumPy dtype."""
     try:
         return dtlib.to_numpy_dtype(datatype)
     except (ValueError, KeyError, TypeError):
         raise ArgumentError(
             f"{argname}: datatype {datatype.Get_name()} has no NumPy equivalent", MPI.ERR_TYPE) from None
-
-
-def _base_array(argname, buf):
-    if isinstance(buf, np.ndarray) or is_device(buf):
-        return buf
-    try:
-        mem = memoryview(buf)
-    except TypeError:
-        raise ArgumentTypeError(
-            f"{argname}: expected a buffer (NumPy array, bytearray, array.array, ...) or an "
-            f"mpi4py buffer specification [buf, count, datatype]; got {describe(buf)}") from None
-    try:
-        return np.frombuffer(mem, dtype=np.dtype(mem.format)) if mem.format else np.frombuffer(mem, np.uint8)
-    except (ValueError, TypeError):
-        return np.frombuffer(mem, np.uint8)
 
 
 def _index(argname, value):
@@ -121,37 +132,91 @@ def _is_rank(root, rank):
         return False
 
 
-def parse_bufspec(argname, spec, *, blocks=1):
+_FORMS = ("buf, [buf, datatype], [buf, count], [buf, (count, displ)], [buf, count, datatype], "
+          "[buf, (count, displ), datatype] or [buf, count, displ, datatype]")
+
+
+def _split(argname, spec):
+    """mpi4py's forms of one message -> (buf, count, displ, datatype), missing parts None."""
+    if not isinstance(spec, (list, tuple)):
+        return spec, None, None, None
+    items = list(spec)
+    count = displ = datatype = None
+    if len(items) == 2:
+        buf, second = items
+        if isinstance(second, (MPI.Datatype, str)):
+            datatype = second
+        else:
+            count = second
+    elif len(items) == 3:
+        buf, count, datatype = items
+    elif len(items) == 4:
+        buf, count, displ, datatype = items
+        if not isinstance(datatype, (MPI.Datatype, str)) and datatype is not None:
+            raise ArgumentTypeError(
+                f"{argname}: expected an MPI datatype as the last item of a {type(spec).__name__} "
+                f"of 4 items ([buf, count, displ, datatype]); got {describe(datatype)}")
+    else:
+        raise ArgumentTypeError(
+            f"{argname}: expected {_FORMS}; got a {type(spec).__name__} of {len(items)} items "
+            f"(vector forms belong to the v-collectives)")
+    if isinstance(count, (list, tuple)):
+        if len(count) != 2 or displ is not None:
+            raise ArgumentTypeError(f"{argname}: expected count or (count, displ); got {count!r}")
+        count, displ = count
+    return buf, count, displ, datatype
+
+
+def _no_buffer(argname, buf, count, displ, datatype, bnd):
+    """``[None, datatype]`` (or MPI.BOTTOM) with no count or count 0: an empty message, as in mpi4py."""
+    what = "None" if buf is None else "MPI.BOTTOM"
+    if datatype is None:
+        raise ArgumentTypeError(
+            f"{argname}: [{what}, ...] describes an empty message and needs its MPI datatype "
+            f"([{what}, MPI.INT] or [{what}, 0, MPI.INT]); got no datatype")
+    n = 0 if count is None else _index(f"{argname} count", count)
+    if n:
+        why = (" (absolute addresses from MPI.BOTTOM are not supported: mpicoll cannot "
+               "check or read them)") if buf is not None else ""
+        raise ArgumentError(f"{argname}: buffer is {what} but count is {n}; {what} only "
+                            f"describes an empty message{why}", MPI.ERR_BUFFER)
+    if displ is not None and _index(f"{argname} displacement", displ):
+        raise ArgumentError(f"{argname}: displacement {displ} is beyond an empty ({what}) buffer",
+                            MPI.ERR_BUFFER)
+    if is_derived(datatype):
+        info = type_info(argname, datatype)
+        if bnd is not None:
+            bnd.types[argname] = info
+        return np.empty(0, info.elem)
+    return np.empty(0, _to_dtype(argname, datatype))
+
+
+def parse_bufspec(argname, spec, *, blocks=1, bnd=None, role="send"):
     """mpi4py buffer specification -> flat NumPy or CuPy array (or MPI.IN_PLACE).
 
     ``blocks``: for BufSpecB arguments (Gather's recvbuf, Scatter's sendbuf)
     a given count is per rank, so ``count * blocks`` elements are used.
+    ``bnd``: the call's :class:`mpicoll._datatypes.Boundary`, which takes
+    derived datatypes (packed or viewed there; ``role`` says whether the
+    buffer is read, written, or both) and records each datatype given;
+    without it derived datatypes are refused.
     """
     if spec is None or spec is MPI.IN_PLACE:
         return MPI.IN_PLACE
-    count = displ = datatype = None
-    if isinstance(spec, (list, tuple)):
-        items = list(spec)
-        if len(items) == 2:
-            buf, second = items
-            if isinstance(second, (MPI.Datatype, str)):
-                datatype = second
-            else:
-                count = second
-        elif len(items) == 3:
-            buf, count, datatype = items
-        else:
-            raise ArgumentTypeError(
-                f"{argname}: expected buf, [buf, datatype], [buf, count], [buf, count, datatype] "
-                f"or [buf, (count, displ), datatype]; got a {type(spec).__name__} of {len(items)} items "
-                f"(vector forms belong to the v-collectives)")
-        if isinstance(count, (list, tuple)):
-            if len(count) != 2:
-                raise ArgumentTypeError(f"{argname}: expected count or (count, displ); got {count!r}")
-            count, displ = count
-    else:
-        buf = spec
-    base = _base_array(argname, buf)
+    buf, count, displ, datatype = _split(argname, spec)
+    if datatype is not None:
+        datatype = _as_datatype(argname, datatype)
+    if bnd is not None:
+        bnd.given[argname] = datatype
+    if buf is None or buf is MPI.BOTTOM:
+        return _no_buffer(argname, buf, count, displ, datatype, bnd)
+    base = as_base_array(argname, buf)
+    if is_derived(datatype):
+        if bnd is None:
+            raise ArgumentError(
+                f"{argname}: derived datatypes are taken by P2PComm's methods, not here; got "
+                f"{datatype.Get_name() or 'a derived datatype'}", MPI.ERR_TYPE)
+        return bnd.simple(argname, base, count, displ, datatype, blocks, role)
     # Device (CuPy) arrays take the same path: reshape, view and slices are
     # views in device memory.
     if base.flags.c_contiguous:
@@ -166,8 +231,7 @@ def parse_bufspec(argname, spec, *, blocks=1):
             if flat.nbytes % dtype.itemsize:
                 raise ArgumentError(
                     f"{argname}: buffer of {flat.nbytes} bytes is not a whole number of "
-                    f"{datatype.Get_name() if isinstance(datatype, MPI.Datatype) else datatype} "
-                    f"elements", MPI.ERR_BUFFER)
+                    f"{datatype.Get_name()} elements", MPI.ERR_BUFFER)
             flat = flat.view(np.uint8).view(dtype)
     start = 0 if displ is None else _index(f"{argname} displacement", displ)
     if count is not None:
@@ -178,8 +242,21 @@ def parse_bufspec(argname, spec, *, blocks=1):
                 f"{flat.size} elements", MPI.ERR_TRUNCATE)
         flat = flat[start:start + n]
     elif start:
+        if start > flat.size:
+            raise ArgumentError(
+                f"{argname}: displacement {start} is beyond the buffer's {flat.size} elements",
+                MPI.ERR_TRUNCATE)
         flat = flat[start:]
     return flat
+
+
+def _missing(argname, given):
+    """mpi4py has no allocating form: a receive (or Bcast) buffer must be given."""
+    what = "None" if given is None else "MPI.IN_PLACE"
+    return ArgumentTypeError(
+        f"{argname}: expected a buffer (NumPy array, bytearray, array.array, DLPack or "
+        f"CUDA-array-interface object) or [buf, count, datatype] ([None, datatype] for an "
+        f"empty message); got {what}", MPI.ERR_BUFFER)
 
 
 class P2PComm(MPI.Intracomm, VMethods):
@@ -229,96 +306,135 @@ class P2PComm(MPI.Intracomm, VMethods):
         return new
 
     # -- collectives -------------------------------------------------------
-    def _bcast(self, call, buf, root=0):
-        _c._bcast(call, lambda: (parse_bufspec("buf", buf),), root,
-                  self._algo("bcast"))
-
-    def _reduce(self, call, sendbuf, recvbuf, op=MPI.SUM, root=0):
+    # Each ``_name(self, call, bnd, ...)`` parses mpi4py's arguments inside the
+    # core's checking block (``bufs``) and runs the one implementation in
+    # mpicoll.collectives; ``bnd`` (mpicoll._datatypes.Boundary) holds the
+    # derived-datatype conversions, finished by the face (see _faces).
+    def _bcast(self, call, bnd, buf, root=0):
         def bufs():
-            s = parse_bufspec("sendbuf", sendbuf)
-            is_root = _is_rank(root, self.Get_rank())
-            r = parse_bufspec("recvbuf", recvbuf) if is_root else None
+            role = "send" if _is_rank(root, self.Get_rank()) else "recv"
+            b = parse_bufspec("buf", buf, bnd=bnd, role=role)
+            if b is MPI.IN_PLACE:
+                raise _missing("buf", buf)
+            return (b,)
+        _c._bcast(call, bufs, root, self._algo("bcast"))
+
+    def _recv(self, argname, spec, s, bnd, blocks=1):
+        """A receive buffer that must be given; read too (``inout``) when sendbuf is in place."""
+        r = parse_bufspec(argname, spec, blocks=blocks, bnd=bnd,
+                          role="inout" if s is MPI.IN_PLACE else "recv")
+        if r is MPI.IN_PLACE:
+            raise _missing(argname, spec)
+        return r
+
+    def _reduce(self, call, bnd, sendbuf, recvbuf, op=MPI.SUM, root=0):
+        def bufs():
+            s = parse_bufspec("sendbuf", sendbuf, bnd=bnd)
+            r = None
+            if _is_rank(root, self.Get_rank()):     # elsewhere recvbuf is not looked at (mpi4py)
+                r = self._recv("recvbuf", recvbuf, s, bnd)
+            bnd.check_reduction(op)
             return s, r
         _c._reduce(call, bufs, op, root, self._algo("reduce"))
 
-    def _allreduce(self, call, sendbuf, recvbuf, op=MPI.SUM):
+    def _allreduce(self, call, bnd, sendbuf, recvbuf, op=MPI.SUM):
         def bufs():
-            s = parse_bufspec("sendbuf", sendbuf)
-            r = parse_bufspec("recvbuf", recvbuf)
-            if r is MPI.IN_PLACE:
-                raise ArgumentError("recvbuf: expected a buffer; got MPI.IN_PLACE", MPI.ERR_BUFFER)
+            s = parse_bufspec("sendbuf", sendbuf, bnd=bnd)
+            r = self._recv("recvbuf", recvbuf, s, bnd)
+            bnd.check_reduction(op)
             return s, r
         _c._allreduce(call, bufs, op, self._algo("allreduce"))
 
-    def _gather(self, call, sendbuf, recvbuf, root=0):
+    def _gather(self, call, bnd, sendbuf, recvbuf, root=0):
         n = self.Get_size()
 
         def bufs():
-            s = parse_bufspec("sendbuf", sendbuf)
-            is_root = _is_rank(root, self.Get_rank())
-            r = parse_bufspec("recvbuf", recvbuf, blocks=n) if is_root else None
+            s = parse_bufspec("sendbuf", sendbuf, bnd=bnd)
+            r = None
+            if _is_rank(root, self.Get_rank()):     # elsewhere recvbuf is not looked at (mpi4py)
+                r = self._recv("recvbuf", recvbuf, s, bnd, blocks=n)
             return s, r
         _c._gather(call, bufs, root, self._algo("gather"))
 
-    def _allgather(self, call, sendbuf, recvbuf):
+    def _allgather(self, call, bnd, sendbuf, recvbuf):
         n = self.Get_size()
-        _c._allgather(call,
-                      lambda: (parse_bufspec("sendbuf", sendbuf),
-                               parse_bufspec("recvbuf", recvbuf, blocks=n)),
-                      self._algo("allgather"))
 
-    def _scatter(self, call, sendbuf, recvbuf, root=0):
+        def bufs():
+            s = parse_bufspec("sendbuf", sendbuf, bnd=bnd)
+            return s, self._recv("recvbuf", recvbuf, s, bnd, blocks=n)
+        _c._allgather(call, bufs, self._algo("allgather"))
+
+    def _scatter(self, call, bnd, sendbuf, recvbuf, root=0):
         n = self.Get_size()
 
         def bufs():
             is_root = _is_rank(root, self.Get_rank())
-            s = parse_bufspec("sendbuf", sendbuf, blocks=n) if is_root else None
-            r = parse_bufspec("recvbuf", recvbuf)
+            s = None
+            if is_root:                              # elsewhere sendbuf is not looked at (mpi4py)
+                s = parse_bufspec("sendbuf", sendbuf, blocks=n, bnd=bnd)
+                if s is MPI.IN_PLACE:
+                    raise _missing("sendbuf", sendbuf)
+            r = parse_bufspec("recvbuf", recvbuf, bnd=bnd, role="recv")
             if r is MPI.IN_PLACE and not is_root:
-                r = None
+                r = None          # reported by the core: every rank but the root needs one
             return s, r
         _c._scatter(call, bufs, root, self._algo("scatter"))
 
-    def _reduce_scatter_block(self, call, sendbuf, recvbuf, op=MPI.SUM):
+    def _reduce_scatter_block(self, call, bnd, sendbuf, recvbuf, op=MPI.SUM):
         def bufs():
             # mpi4py: counts in these specs are per block; in place, recvbuf
             # holds all N blocks of input.
             n = self.Get_size()
-            s = parse_bufspec("sendbuf", sendbuf, blocks=n)
-            r = parse_bufspec("recvbuf", recvbuf, blocks=n if s is MPI.IN_PLACE else 1)
+            s = parse_bufspec("sendbuf", sendbuf, blocks=n, bnd=bnd)
+            r = self._recv("recvbuf", recvbuf, s, bnd, blocks=n if s is MPI.IN_PLACE else 1)
+            bnd.check_reduction(op)
             return s, r
         _c._reduce_scatter(call, bufs, None, op,
                            self._algo("reduce_scatter"))
 
-    def _reduce_scatter(self, call, sendbuf, recvbuf, recvcounts=None, op=MPI.SUM):
+    def _reduce_scatter(self, call, bnd, sendbuf, recvbuf, recvcounts=None, op=MPI.SUM):
+        # The core validates ``counts`` after calling bufs(); bufs() fills it, in
+        # flat elements (recvcounts are in entries of the datatype).
+        counts, parsed = [], []
+
+        def parse():
+            s = parse_bufspec("sendbuf", sendbuf, bnd=bnd)
+            r = self._recv("recvbuf", recvbuf, s, bnd)
+            bnd.check_reduction(op)
+            return s, r
+
         if recvcounts is None:
             # mpi4py's rule: each rank's receive count comes from its recvbuf.
             # Exchanged through the agreement step, so a bad recvbuf on one rank
             # (or another collective called meanwhile) raises on every rank.
             mine = -1
             with call.checking():
-                r = parse_bufspec("recvbuf", recvbuf)
-                if not (isinstance(r, np.ndarray) or is_device(r)):
+                if sendbuf is None or sendbuf is MPI.IN_PLACE:
                     raise ArgumentError(
-                        "recvcounts: None needs a sized recvbuf on every rank to take counts "
-                        "from; pass recvcounts explicitly", MPI.ERR_COUNT)
-                mine = r.size
-            recvcounts = call.exchange(mine)
+                        "recvcounts: expected the counts with sendbuf=MPI.IN_PLACE (recvbuf then "
+                        "holds the whole input, so it cannot give this rank's count); got None",
+                        MPI.ERR_COUNT)
+                parsed[:] = parse()
+                mine = parsed[1].size
+            counts[:] = call.exchange(mine)
 
         def bufs():
-            s = parse_bufspec("sendbuf", sendbuf)
-            r = parse_bufspec("recvbuf", recvbuf)
+            s, r = parsed if parsed else parse()
+            if recvcounts is not None:
+                k = bnd.per_entry("recvbuf", "sendbuf")
+                counts[:] = [c * k for c in check_counts("recvcounts", recvcounts, self.Get_size())]
             return s, r
-        _c._reduce_scatter(call, bufs, recvcounts, op, self._algo("reduce_scatter"))
+        _c._reduce_scatter(call, bufs, counts, op, self._algo("reduce_scatter"))
 
-    def _alltoall(self, call, sendbuf, recvbuf):
+    def _alltoall(self, call, bnd, sendbuf, recvbuf):
         n = self.Get_size()
-        _c._alltoall(call,
-                     lambda: (parse_bufspec("sendbuf", sendbuf, blocks=n),
-                              parse_bufspec("recvbuf", recvbuf, blocks=n)),
-                     self._algo("alltoall"))
 
-    def _barrier(self, call):
+        def bufs():
+            s = parse_bufspec("sendbuf", sendbuf, blocks=n, bnd=bnd)
+            return s, self._recv("recvbuf", recvbuf, s, bnd, blocks=n)
+        _c._alltoall(call, bufs, self._algo("alltoall"))
+
+    def _barrier(self, call, bnd):
         _c._barrier(call, self._algo("barrier"))
 
     # Blocking, nonblocking (I...) and persistent (..._init) faces of each.
@@ -338,6 +454,7 @@ class P2PComm(MPI.Intracomm, VMethods):
     # The v-collectives and scans (parsing in mpicoll._comm_v, which gets
     # parse_bufspec from here: it cannot import this module).
     _bufspec = staticmethod(parse_bufspec)
+    _base = staticmethod(as_base_array)
     Gatherv, Igatherv, Gatherv_init = _faces('Gatherv', 'gatherv', VMethods._gatherv)
     Scatterv, Iscatterv, Scatterv_init = _faces('Scatterv', 'scatterv', VMethods._scatterv)
     Allgatherv, Iallgatherv, Allgatherv_init = _faces('Allgatherv', 'allgatherv',

@@ -116,6 +116,20 @@ class Request:
         step = self._steps[self._pc]
         return [self._reqs[i] for i in step] if type(step) is tuple else []
 
+    def then(self, fn):
+        """Run ``fn()`` as the call's last step (at once if it already completed without error).
+
+        For work that belongs to the call, e.g. unpacking a derived datatype's
+        receive buffer (:mod:`mpicoll._datatypes`).
+        """
+        with _lock:                    # the progress thread may be running the steps
+            if not self._done:
+                self._steps = tuple(self._steps) + (fn,)
+                return
+            ok = self._error is None
+        if ok:
+            fn()
+
     # -- public --------------------------------------------------------
     def Test(self, status=None):
         """Advance every active request; True (and raise its error, if any) once this one is complete."""
@@ -255,6 +269,26 @@ class PersistentRequest(Request):
         _activate(self)
 
     start = Start
+
+    def around_start(self, before=None, after=None):
+        """Make every ``Start`` run ``before()`` first and ``after()`` as its last step."""
+        if self._program is not None:
+            steps, reqs, finish = self._program
+            steps = tuple(steps)
+            if before is not None:
+                steps = (before,) + steps
+            if after is not None:
+                steps = steps + (after,)
+            self._program = (steps, reqs, finish)
+        eager = self._eager
+        if eager is not None:
+            def run():
+                if before is not None:
+                    before()
+                eager()
+                if after is not None:
+                    after()
+            self._eager = run
 
     def Free(self):
         """Release the request (it must be inactive)."""
