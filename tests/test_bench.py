@@ -193,19 +193,29 @@ def test_report_and_plot(sweeps, tmp_path):
 
 
 def test_fit_writes_a_model(tmp_path):
-    proc, text = bench(2, ["fit", "-b", "8", "-e", "512", "-f", "64", "-n", "2", "-w", "1",
-                           "--primitive", "allreduce,barrier", "--fit-maxbytes", "16K",
-                           "-o", "model.json"], tmp_path)
+    args = ["fit", "-b", "8", "-e", "512", "-f", "64", "-n", "2", "-w", "1",
+            "--primitive", "allreduce,barrier", "--fit-maxbytes", "16K", "-o", "model.json"]
+    proc = run_mpi(2, BENCH + args, timeout=TIMEOUT, cwd=str(tmp_path),
+                   env={"MPICOLL_NODES": ""})         # one node, whatever the caller set
+    text = proc.stdout + proc.stderr
     assert proc.returncode == 0, text[-4000:]
     with open(tmp_path / "model.json") as f:
         model = json.load(f)
     for key in ("alpha_s", "beta_s_per_byte", "gamma_s_per_byte", "overhead_s"):
         assert model[key] >= 0
     got = {(r["primitive"], r["algorithm"]) for r in model["comparison"]}
-    assert got == {("allreduce", a) for a in COSTS["allreduce"]} | \
-        {("barrier", a) for a in COSTS["barrier"]}
+    assert got == {("allreduce", a) for a in HAND_WRITTEN["allreduce"]} | \
+        {("barrier", a) for a in HAND_WRITTEN["barrier"]}
+    assert all(r["model"] == "formula" for r in model["comparison"]
+               if r["algorithm"] in COSTS[r["primitive"]])
     assert all(r["measured_us"] > 0 and r["error"] is not None for r in model["comparison"])
     assert "predicted(us)" in text
+    # One node (no MPICOLL_NODES): both levels written, inter = intra, and the file says so.
+    assert model["layout"]["n_nodes"] == 1
+    assert model["levels"]["inter"].startswith("not measured")
+    assert (model["alpha_inter_s"], model["beta_inter_s_per_byte"]) == \
+        (model["alpha_intra_s"], model["beta_intra_s_per_byte"]) == \
+        (model["alpha_s"], model["beta_s_per_byte"])
 
 
 def test_predict_names_crossovers(tmp_path):

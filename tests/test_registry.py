@@ -169,9 +169,12 @@ def test_toy_algorithm_in_the_bench(toy):
     assert toy_rows and all(r["model"] == "plan" and r["predicted_us"] > 0 for r in toy_rows)
     direct = [r for r in rows if r["algorithm"] == "direct_ring"]
     assert direct and all(r["model"] == "none" and r["predicted_us"] is None for r in direct)
-    assert {r["model"] for r in rows if r["algorithm"] not in ("toy_linear", "direct_ring")} \
-        == {"formula"}
-    assert "# model plan (no formula in mpicoll/bench/costs.py): allreduce/toy_linear," in out
+    # Node-aware algorithms are priced from their plans on the run's layout (two-level model).
+    assert {r["model"] for r in rows if r["algorithm"] == "hierarchical"} == {"plan"}
+    assert {r["model"] for r in rows
+            if r["algorithm"] not in ("toy_linear", "direct_ring", "hierarchical")} == {"formula"}
+    planned = re.search(r"# model plan \(no formula in mpicoll/bench/costs.py\): ([^\n]*)", out)
+    assert planned and "allreduce/toy_linear," in planned.group(1), out
 
     mpi(["mpicoll.bench", "tune", "-b", "8", "-e", "1K", "-f", "32", "-n", "2", "-w", "1",
          "--primitive", "allreduce", "--import", "toy.py", "-o", "table.json"], toy)
@@ -189,4 +192,4 @@ def test_toy_algorithm_in_the_bench(toy):
            "for N <= 64; left out above" in proc.stdout
     with open(toy / "pred.json") as f:
         pred = json.load(f)["primitives"]["allreduce"]
-    assert pred["plan_modelled"]["algorithms"] == ["toy_linear"]
+    assert pred["plan_modelled"]["algorithms"] == ["hierarchical", "toy_linear"]

@@ -6,7 +6,7 @@ mpi4py call), a third panel: each algorithm's speedup over raw (raw time /
 time; above the line at 1 is faster than what a user would otherwise call).
 Needs matplotlib (the ``plot`` extra).
 """
-__all__ = ["add_parser", "plot_results", "plot_predictions", "need_matplotlib"]
+__all__ = ["add_parser", "plot_results", "plot_predictions", "plot_two_level", "need_matplotlib"]
 
 
 def add_parser(sub):
@@ -175,6 +175,59 @@ def plot_predictions(out, ns, path):
                  f"β={m['beta_s_per_byte'] * 1e9:.3g} ns/B, γ={m['gamma_s_per_byte'] * 1e9:.3g} ns/B",
                  fontsize=9)
     fig.subplots_adjust(left=0.06, right=0.98, bottom=0.04, top=0.95, hspace=0.45, wspace=0.25)
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def plot_two_level(out, ns, path):
+    """``predict --ranks-per-node``: model time vs N, one row per (K, primitive), one column
+    per n; flat algorithms thin, hierarchical thick black, where it overtakes marked."""
+    import numpy as np
+    from .units import fmt_size
+    plt = need_matplotlib()
+    panels = [(K, p, nb, curves) for K, per_k in out["two_level"].items()
+              for p, res in per_k["primitives"].items()
+              for nb, curves in res.get("_curves", {}).items()]
+    rows = [(K, p) for K, per_k in out["two_level"].items() for p in per_k["primitives"]]
+    cols = max(1, max((len(res.get("_curves", {})) for per_k in out["two_level"].values()
+                       for res in per_k["primitives"].values()), default=1))
+    fig, axes = plt.subplots(len(rows), cols, figsize=(4.6 * cols, 3.1 * len(rows)),
+                             squeeze=False)
+    used, col_of = set(), {}
+    for K, p, nb, curves in panels:
+        r = rows.index((K, p))
+        c = col_of[(K, p)] = col_of.get((K, p), -1) + 1
+        ax = axes[r][c]
+        used.add((r, c))
+        for alg, ts in curves.items():
+            if alg == "hierarchical":
+                ax.plot(ns, [t * 1e6 for t in ts], label=alg, color="black", linewidth=2.2)
+            else:
+                ax.plot(ns, [t * 1e6 for t in ts], label=alg, linewidth=1.0, alpha=0.8)
+        entry = next(e for e in out["two_level"][K]["primitives"][p]["by_ranks"]
+                     if e["bytes"] == nb)
+        hv = entry.get("hierarchical_vs_flat", {})
+        for fam in ("pow2", "other"):
+            for x in hv.get(fam, {}).get("overtakes", {}):
+                ax.axvline(x, color="grey", linestyle=":", linewidth=1)
+                ax.annotate(f"N={x}", (x, ax.get_ylim()[0]), fontsize=6, rotation=90,
+                            va="bottom", ha="right")
+        ax.set(xscale="log", yscale="log", xlabel="ranks N", ylabel="predicted time (µs)",
+               title=f"{p}, n = {fmt_size(nb)}, {K} ranks/node")
+        ax.minorticks_off()
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=6, loc="upper left")
+    for (r, c), ax in np.ndenumerate(axes):
+        if (r, c) not in used:
+            fig.delaxes(ax)
+    m = out["model"]
+    fig.suptitle(f"two-level model ({m['source']}): intra α={m['alpha_intra_s'] * 1e6:.3g} µs, "
+                 f"β={m['beta_intra_s_per_byte'] * 1e9:.3g} ns/B; inter "
+                 f"α={m['alpha_inter_s'] * 1e6:.3g} µs, β={m['beta_inter_s_per_byte'] * 1e9:.3g}"
+                 f" ns/B; link α={m['link_alpha_s'] * 1e6:.3g} µs, "
+                 f"β={m['link_beta_s_per_byte'] * 1e9:.3g} ns/B", fontsize=9)
+    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.03,
+                        top=1 - 0.9 / (3.1 * len(rows)), hspace=0.5, wspace=0.25)
     fig.savefig(path, dpi=80)
     plt.close(fig)
 

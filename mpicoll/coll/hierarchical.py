@@ -41,7 +41,7 @@ from .gather import binomial_gather, gather_linear
 from .reduce import binomial_reduce, reduce_binomial, reduce_linear, reduce_rabenseifner
 from .allreduce import allreduce_rabenseifner, allreduce_recursive_doubling
 
-__all__ = ["Group", "SMALL", "phases"]
+__all__ = ["Group", "SMALL", "phases", "default_inter"]
 
 #: Below this many bytes per rank the default inter algorithm is latency-bound.
 SMALL = 64 * 1024
@@ -116,7 +116,8 @@ def _local(ctx, lay):
     return Group(ctx, lay.members[lay.nodes[ctx.rank]])
 
 
-def _default_inter(primitive, nbytes, commutative):
+def default_inter(primitive, nbytes, commutative):
+    """The flat algorithm run among node heads when ``inter`` is not given (``nbytes`` per rank)."""
     small = nbytes <= SMALL
     if primitive == "allreduce":
         return allreduce_recursive_doubling if small or not commutative else allreduce_rabenseifner
@@ -129,7 +130,7 @@ def _default_inter(primitive, nbytes, commutative):
 
 def _inter(primitive, inter, nbytes, commutative):
     if inter is None:
-        return _default_inter(primitive, nbytes, commutative)
+        return default_inter(primitive, nbytes, commutative)
     return lookup("allgatherv" if primitive == "allgather" else primitive, inter)
 
 
