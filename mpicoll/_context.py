@@ -26,6 +26,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ._device import empty, transport
+from . import _ipc  # noqa: F401  (registers the ipc transport with _device)
 from ._ops import combine
 from ._topology import detect, layout
 from .coll._common import copy_in
@@ -85,11 +86,11 @@ class CallTraffic:
     __slots__ = ("primitive", "algorithm", "rank", "size", "count", "itemsize", "path",
                  "sent_msgs", "sent_bytes", "recv_msgs", "recv_bytes",
                  "inter_sent_msgs", "inter_sent_bytes", "inter_recv_msgs", "inter_recv_bytes",
-                 "nodes")
+                 "nodes", "_paths")
 
     def __init__(self, primitive, algorithm, rank, size, count, itemsize, path="host",
                  nodes=None):
-        self.path = path            # "host", "cuda-aware" or "staged"
+        self.path = path            # "host", "cuda-aware", "staged" or "ipc"
         self.primitive = primitive
         self.algorithm = algorithm
         self.rank = rank
@@ -101,6 +102,7 @@ class CallTraffic:
         self.inter_sent_msgs = self.inter_sent_bytes = 0
         self.inter_recv_msgs = self.inter_recv_bytes = 0
         self.nodes = nodes          # node of each rank (None: one node)
+        self._paths = None          # set by a transport whose messages take several paths (ipc)
 
     def _count(self, sent, nbytes, peer):
         if sent:
@@ -118,6 +120,14 @@ class CallTraffic:
                 self.inter_recv_msgs += 1
                 self.inter_recv_bytes += nbytes
 
+    @property
+    def paths(self):
+        """Which transport moved what: ``{path: [sent_msgs, sent_bytes, recv_msgs, recv_bytes]}``
+        ("ipc" for same-node device messages mapped through CUDA IPC)."""
+        if self._paths is not None:
+            return self._paths
+        return {self.path: [self.sent_msgs, self.sent_bytes, self.recv_msgs, self.recv_bytes]}
+
     intra_sent_msgs = property(lambda self: self.sent_msgs - self.inter_sent_msgs)
     intra_sent_bytes = property(lambda self: self.sent_bytes - self.inter_sent_bytes)
     intra_recv_msgs = property(lambda self: self.recv_msgs - self.inter_recv_msgs)
@@ -132,7 +142,8 @@ class CallTraffic:
         return self.recv_bytes // self.itemsize if self.itemsize else 0
 
     def as_dict(self):
-        d = {k: getattr(self, k) for k in self.__slots__ if k != "nodes"}
+        d = {k: getattr(self, k) for k in self.__slots__ if k not in ("nodes", "_paths")}
+        d["paths"] = {p: list(c) for p, c in self.paths.items()}
         for k in ("intra_sent_msgs", "intra_sent_bytes", "intra_recv_msgs", "intra_recv_bytes"):
             d[k] = getattr(self, k)
         d["sent_elements"] = self.sent_elements
@@ -225,6 +236,8 @@ class Ctx:
             for r in _recorders:
                 r.calls.append(rec)
             self._rec = rec
+            if hasattr(self.mpi, "record"):
+                self.mpi.record(rec)      # the transport counts each message under its path
         if trace_hook is not None:
             self.__class__ = _TracedCtx
 
@@ -267,9 +280,10 @@ class Ctx:
     def waitall(self, requests):
         """Complete ``requests`` (from isend/irecv); received data is then in place."""
         if requests:
-            MPI.Request.Waitall(requests)
-            if self.mpi is not self.comm:
-                self.mpi.finish(requests)     # staged receives land on the device
+            if self.mpi is self.comm:
+                MPI.Request.Waitall(requests)
+            else:
+                self.mpi.waitall(requests)    # staged receives land, ipc messages complete
 
     def wait(self, request):
         self.waitall([request])

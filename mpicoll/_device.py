@@ -18,9 +18,18 @@ communicator (same method names and signatures as ``MPI.Comm``):
   message through page-locked host memory from a per-thread, per-device
   :class:`PinnedArena` that is reused across calls, so MPI never sees a
   device pointer (a non-aware MPI would dereference it on the host and
-  crash the process).
+  crash the process);
+- device arrays, peers on the same node: :class:`mpicoll._ipc.IpcTransport`
+  maps the peer's allocation through CUDA IPC and moves (or reduces) the
+  payload device to device; other peers take one of the two above.
+
+:func:`set_transport` / ``MPICOLL_GPU_TRANSPORT=auto|ipc|aware|staged``
+chooses (:func:`transport_choice`); ``auto`` takes ``ipc`` for same-node
+peers where the array library's IPC works, and for the others the CUDA-aware
+path where MPI is CUDA-aware, else the staged one.
 """
 import contextlib
+import os
 import sys
 import threading
 
@@ -31,7 +40,8 @@ from ._cuda_probe import cuda_aware_report
 
 __all__ = ["adapter_of", "register_adapter", "data_ptr", "empty", "transport",
            "PinnedArena", "AwareTransport", "StagedTransport", "set_cuda_aware",
-           "cuda_aware_decision", "staging_stats", "release_staging"]
+           "cuda_aware_decision", "staging_stats", "release_staging", "set_transport",
+           "transport_choice", "ipc_support", "TRANSPORTS"]
 
 
 class CupyAdapter:
@@ -90,6 +100,67 @@ class CupyAdapter:
     @staticmethod
     def asnumpy(a):
         return a.get()
+
+    # -- CUDA IPC (mpicoll._ipc) ---------------------------------------------
+    _ipc_status = None
+    _exports = None
+
+    def ipc_supported(self):
+        """(ok, why): can this process export and map device memory through CUDA IPC?"""
+        if self._ipc_status is None:
+            self._ipc_status = self._probe_ipc()
+        return self._ipc_status
+
+    def _probe_ipc(self):
+        rt = self.cupy.cuda.runtime
+        if getattr(rt, "is_hip", False):
+            return False, "ROCm/HIP build of CuPy (mpicoll's IPC transport is CUDA only)"
+        if not sys.platform.startswith("linux"):
+            return False, f"CUDA IPC is supported on Linux only (here: {sys.platform})"
+        if not hasattr(rt, "ipcGetMemHandle"):
+            return False, "this CuPy has no cupy.cuda.runtime.ipcGetMemHandle"
+        try:
+            from ._cuda_driver import cuda_driver
+            cuda_driver()
+        except (OSError, AttributeError) as exc:
+            return False, f"the CUDA driver library cannot be loaded ({exc})"
+        return True, "CUDA IPC (cudaIpcGetMemHandle / cudaIpcOpenMemHandle)"
+
+    def ipc_export(self, a):
+        """(base, generation, handle, offset, size) of the allocation holding ``a``."""
+        from ._cuda_driver import cuda_driver
+        drv = cuda_driver()
+        ptr = a.data.ptr
+        base, size = drv.address_range(ptr)
+        gen = drv.buffer_id(base)
+        if self._exports is None:
+            self._exports = {}
+        hit = self._exports.get(base)
+        if hit is None or hit[0] != gen:
+            if not drv.ipc_capable(base):
+                raise ValueError("memory not from cudaMalloc (stream-ordered or managed)")
+            if len(self._exports) >= 4096:
+                self._exports.clear()
+            hit = self._exports[base] = (gen, self.cupy.cuda.runtime.ipcGetMemHandle(base))
+        return base, gen, hit[1], ptr - base, size
+
+    def ipc_open(self, handle, size):
+        # Lazy peer access: a peer on another GPU is mapped where deviceCanAccessPeer allows.
+        return self.cupy.cuda.runtime.ipcOpenMemHandle(handle)
+
+    def ipc_close(self, mapping):
+        self.cupy.cuda.runtime.ipcCloseMemHandle(mapping)
+
+    def ipc_array(self, mapping, offset, dtype, count):
+        cp = self.cupy
+        nbytes = count * np.dtype(dtype).itemsize
+        mem = cp.cuda.UnownedMemory(mapping + offset, nbytes, None)
+        return cp.ndarray((count,), dtype, cp.cuda.MemoryPointer(mem, 0))
+
+    def copy(self, dst, src):
+        """``dst[...] = src`` device to device on the current stream (asynchronous)."""
+        if src.nbytes:
+            dst.data.copy_from_device_async(src.data, src.nbytes)
 
 
 _adapters = []           # registered adapter instances (tests add stand-ins)
@@ -314,6 +385,9 @@ class AwareTransport:
         self.adapter.sync()
         return self.comm.Irecv(buf, source, tag)
 
+    def waitall(self, requests):
+        MPI.Request.Waitall(requests)
+
     def finish(self, requests):
         pass
 
@@ -397,6 +471,10 @@ class StagedTransport:
             self.pending[id(req)] = (req, buf if lands else None, host)
         return req
 
+    def waitall(self, requests):
+        MPI.Request.Waitall(requests)
+        self.finish(requests)
+
     def finish(self, requests):
         """After ``requests`` completed: land staged receives, free their slots."""
         if not self.pending:
@@ -439,10 +517,88 @@ class StagedTransport:
         return run
 
 
-def transport(comm, adapter, device):
-    """What the point-to-point layer talks to for arrays of ``adapter`` (None = host)."""
-    if adapter is None:
-        return comm
-    if cuda_aware_decision()[0]:
+# -- which transport -----------------------------------------------------------
+
+#: The choices of ``MPICOLL_GPU_TRANSPORT`` / :func:`set_transport`.
+TRANSPORTS = ("auto", "ipc", "aware", "staged")
+_transport_override = None
+
+
+def set_transport(name):
+    """Choose how device messages move: ``"auto"``, ``"ipc"``, ``"aware"``, ``"staged"``, or
+    None (read ``MPICOLL_GPU_TRANSPORT`` again). Set it alike on every rank.
+
+    - ``ipc``: peers on the same node through CUDA IPC mappings (a buffer that
+      cannot be exported, or a peer that cannot map it, goes inline through the
+      fallback); other peers through the CUDA-aware path where MPI is
+      CUDA-aware, else staged;
+    - ``aware``: every device message handed to MPI (point-to-point; the
+      library's own collectives follow :func:`collectives_aware`);
+    - ``staged``: every device message through pinned host memory;
+    - ``auto`` (default): ``ipc`` where the array library's IPC works, else the
+      CUDA-aware or staged path as :func:`cuda_aware_decision` says.
+    """
+    global _transport_override
+    if name is not None and name not in TRANSPORTS:
+        from ._errors import ArgumentError, describe
+        raise ArgumentError(f"transport: expected one of {', '.join(TRANSPORTS)} or None; "
+                            f"got {describe(name)}")
+    _transport_override = name
+
+
+def transport_choice():
+    """(choice, source): :func:`set_transport`, else ``MPICOLL_GPU_TRANSPORT``, else auto."""
+    if _transport_override is not None:
+        return _transport_override, "mpicoll.gpu.set_transport"
+    raw = os.environ.get("MPICOLL_GPU_TRANSPORT", "").strip().lower()
+    if not raw:
+        return "auto", "default"
+    if raw not in TRANSPORTS:
+        from ._errors import ArgumentError
+        raise ArgumentError(f"MPICOLL_GPU_TRANSPORT: expected one of {', '.join(TRANSPORTS)}; "
+                            f"got {raw!r}")
+    return raw, "MPICOLL_GPU_TRANSPORT"
+
+
+def ipc_support(adapter):
+    """(ok, why): whether ``adapter``'s arrays can move through IPC mappings here."""
+    probe = getattr(adapter, "ipc_supported", None)
+    if probe is None:
+        return False, f"the {adapter.name} adapter has no IPC support"
+    return probe()
+
+
+def _fallback(comm, adapter, device, choice):
+    if choice == "staged":
+        return StagedTransport(comm, adapter, device)
+    if choice == "aware" or cuda_aware_decision()[0]:
         return AwareTransport(comm, adapter, device)
     return StagedTransport(comm, adapter, device)
+
+
+def transport(comm, adapter, device):
+    """What the point-to-point layer talks to for arrays of ``adapter`` (None = host).
+
+    ``comm`` is a private communicator (its node layout decides which peers
+    are on this rank's node).
+    """
+    if adapter is None:
+        return comm
+    choice = transport_choice()[0]
+    fallback = _fallback(comm, adapter, device, choice)
+    if choice == "ipc" or (choice == "auto" and ipc_support(adapter)[0]):
+        from ._topology import layout
+        nodes = layout(comm).nodes
+        rank = comm.Get_rank()
+        # Every rank decides alike for a pair: same layout, same choice (and, with
+        # auto, the same IPC support on one node's ranks).
+        if nodes.count(nodes[rank]) > 1 and IPC is not None:
+            made = IPC(comm, adapter, device, fallback, nodes)
+            if made is not None:
+                return made
+    return fallback
+
+
+#: ``make(comm, adapter, device, fallback, nodes)`` -> the ipc transport or None;
+#: set by :mod:`mpicoll._ipc` when imported (it sits above this module: no import cycle).
+IPC = None

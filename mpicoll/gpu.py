@@ -12,8 +12,12 @@ loaded MPI library itself:
 The PyPI MPICH and Open MPI wheels are built without CUDA: passing them a
 device pointer crashes the process, so there every message of a CuPy buffer
 is staged through reusable pinned host memory (``mpicoll._device``).
-:func:`device_path` says which path device buffers take, and
-``mpicoll.traffic()`` records it per call (``CallTraffic.path``).
+Between ranks of one node, the ``ipc`` transport (:mod:`mpicoll._ipc`) maps
+the peer's device memory through CUDA IPC instead, with any MPI library:
+:func:`set_transport` / ``MPICOLL_GPU_TRANSPORT=auto|ipc|aware|staged``
+chooses. :func:`device_path` says which path device buffers take, and
+``mpicoll.traffic()`` records it per call (``CallTraffic.path``, and per
+transport in ``CallTraffic.paths``).
 
 Device selection: :func:`select_device` puts each rank on GPU
 ``local_rank % device_count`` (local rank from ``MPICOLL_DEVICE``,
@@ -24,11 +28,11 @@ import os
 
 from . import _device
 from ._cuda_probe import cuda_aware_report
-from ._device import release_staging, set_cuda_aware, staging_stats
+from ._device import release_staging, set_cuda_aware, set_transport, staging_stats
 
 __all__ = ["cuda_aware", "cuda_aware_report", "cupy_status", "device_path", "set_cuda_aware",
            "staging_stats", "release_staging", "local_rank", "device_precheck", "no_gpu_reason",
-           "select_device", "nccl_status"]
+           "select_device", "nccl_status", "set_transport", "ipc_stats", "mps_status"]
 
 
 def cuda_aware():
@@ -62,13 +66,81 @@ def device_path(buf=None):
     (``set_cuda_aware(None)`` makes it again). ``collectives`` says the same
     for the MPI library's own collectives (``native``), decided apart: a
     library CUDA-aware in point-to-point only gets them staged.
+
+    ``mps``: whether an MPS control daemon serves this process (``running``,
+    ``how``), and, once :func:`mps_status` has run (collective), whether this
+    rank shares its GPU (``shared``, ``ranks_on_gpu``) and, when it does with
+    no server, ``advice`` naming the command that starts one.
+
+    ``transport`` is what moves device messages between ranks of this rank's
+    node: ``"ipc"`` (CUDA IPC mappings, :mod:`mpicoll._ipc`) or ``path``;
+    ``path`` stays how device buffers reach MPI (for peers on other nodes,
+    and for all of them without IPC). ``transport_choice`` is the choice in
+    force (:func:`set_transport`, ``MPICOLL_GPU_TRANSPORT``: auto, ipc,
+    aware, staged) and ``transport_source`` what set it; ``ipc_supported``
+    and ``ipc_reason`` say whether the array library here can use IPC.
     """
     if buf is not None and _device.adapter_of(buf) is None:
         return {"path": "host", "cuda_aware": None, "source": "NumPy array (host memory)"}
     aware, source = _device.cuda_aware_decision()
     coll, coll_source = _device.collectives_aware()
-    return {"path": "cuda-aware" if aware else "staged", "cuda_aware": aware, "source": source,
-            "collectives": "cuda-aware" if coll else "staged", "collectives_source": coll_source}
+    choice, choice_source = _device.transport_choice()
+    path = "staged" if choice == "staged" or not (aware or choice == "aware") else "cuda-aware"
+    ipc_ok, ipc_why = _ipc_support(buf)
+    used = choice == "ipc" or (choice == "auto" and ipc_ok)
+    if choice == "ipc" and not ipc_ok:
+        ipc_why += f"; same-node messages go inline ({path}) after a header"
+    return {"path": path, "cuda_aware": aware, "source": source,
+            "collectives": "cuda-aware" if coll else "staged", "collectives_source": coll_source,
+            "transport": "ipc" if used else path, "transport_choice": choice,
+            "transport_source": choice_source, "ipc_supported": ipc_ok, "ipc_reason": ipc_why,
+            "mps": _mps_info()}
+
+
+def _mps_info():
+    from . import _mps
+    info = _mps.server_status()
+    last = _mps.last_status()
+    if last is not None:
+        info.update({k: last[k] for k in ("gpu", "shared", "ranks_on_gpu", "advice")})
+        if last["shared"] and not info["running"] and not last["advice"]:
+            info["advice"] = f"start an MPS server: `{_mps.START}`"
+    info["start"] = _mps.START
+    return info
+
+
+def mps_status(comm=None):
+    """Collective: does this rank share its GPU with others, and does MPS serve them?
+
+    A dict (see :func:`mpicoll._mps.mps_status`): ``shared``, ``ranks_on_gpu``,
+    ``mps`` (an MPS control daemon serves this process), ``advice`` (None, or
+    the command that starts one, ``nvidia-cuda-mps-control -d``). The answer is
+    kept: :func:`device_path` reports it from then on.
+    """
+    from . import _mps
+    return _mps.mps_status(comm)
+
+
+def _ipc_support(buf=None):
+    """(ok, why) for ``buf``'s array library, or CuPy's when no buffer is given."""
+    if buf is not None:
+        return _device.ipc_support(_device.adapter_of(buf))
+    ok, why = cupy_status()
+    if not ok:
+        return False, why
+    from ._device import CupyAdapter
+    return _device.ipc_support(CupyAdapter())
+
+
+def ipc_stats(comm=None):
+    """This rank's IPC counters on ``comm`` (default COMM_WORLD): ``{(library, device):
+    {opens, closes, hits, invalidated, evicted, fused, nacks, sent_ipc, recv_ipc, ...,
+    mappings}}`` -- empty before the first device call on it."""
+    from mpi4py import MPI
+    from ._context import existing_private_comm
+    from ._ipc import ipc_stats as stats
+    pcomm = existing_private_comm(comm if comm is not None else MPI.COMM_WORLD)
+    return {} if pcomm is None else stats(pcomm)
 
 
 _LOCAL_ENV = ("SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
@@ -167,8 +239,13 @@ def select_device(comm=None, device=None):
     else:
         dev = lrank % count
     cupy.cuda.Device(dev).use()
+    try:
+        bus = cupy.cuda.runtime.deviceGetPCIBusId(dev)
+    except Exception:  # noqa: BLE001 - informative only
+        bus = None
     return {"device": dev, "local_rank": lrank, "how": how, "device_count": count,
-            "ranks_on_node": ranks_on_node, "shared": ranks_on_node > count}
+            "ranks_on_node": ranks_on_node, "shared": ranks_on_node > count,
+            "pci_bus_id": bus}
 
 
 def nccl_status():

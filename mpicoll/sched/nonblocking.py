@@ -316,7 +316,7 @@ def start(call, ctx, fn, args, op, entry, fast, run_now, prologue=None):
     persistent = call.kind == "init"
     req = PersistentRequest() if persistent else Request()
     call.request = req
-    staged = ctx.mpi is not ctx.comm and getattr(ctx.mpi, "path", "") == "staged"
+    staged = ctx.mpi is not ctx.comm and getattr(ctx.mpi, "path", "") in ("staged", "ipc")
     if entry is None or staged:
         if persistent:
             req._eager = run_now

@@ -190,7 +190,16 @@ def bind(plan, arrays, op, ctx, fast, nonblocking=False, persistent=False):
         add(partial(_post, reqs, slot, start))
         return slot
 
-    for o in plan.ops:
+    fused = {}
+    if not (fast or nonblocking) and op is not None and getattr(ctx.mpi, "fuses", False):
+        from .._ipc import fusions     # receive + reduce in one pass over the peer's memory
+        fused = fusions(plan, op, ctx, view)
+
+    for i, o in enumerate(plan.ops):
+        if i in fused:
+            if fused[i] is not None:
+                add(fused[i])
+            continue
         k = o[0]
         if nonblocking and k in (SEND, RECV, SENDRECV):
             if k == SEND:

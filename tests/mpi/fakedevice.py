@@ -11,11 +11,31 @@ the count must stay zero.
 
 ``FakeAdapter`` is its :mod:`mpicoll._device` adapter; it counts stream
 synchronisations, copies each way and pinned allocations.
+
+IPC (:func:`enable_ipc`): the stand-in of CUDA IPC for :mod:`mpicoll._ipc`.
+Device memory then comes from :data:`POOL`, whose *allocations* are files in
+``/dev/shm`` mapped into the process: arrays under 64 KiB are carved out of
+shared 1 MiB allocations (at offsets, like CuPy's pool blocks), larger ones
+get their own. An allocation has a virtual *base address* -- reused for a
+new allocation of the same size once the old one is freed, as ``cudaMalloc``
+reuses addresses -- and a *generation* that is new every time (the stand-in
+of ``CU_POINTER_ATTRIBUTE_BUFFER_ID``). An exported handle names the file;
+another rank opens it by mapping the file. An allocation is freed when the
+last array viewing it goes away (its file is unlinked then; mappings other
+ranks hold stay valid). The adapter counts exports, opens, closes and
+device-to-device copies; ``ipc_refuse`` makes this rank fail to open any
+handle (a peer it cannot map).
 """
+import atexit
+import mmap
+import os
+import weakref
+
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
-__all__ = ["FakeDeviceArray", "FakeAdapter", "ADAPTER", "install", "to_device", "to_host"]
+__all__ = ["FakeDeviceArray", "FakeAdapter", "ADAPTER", "POOL", "install", "to_device",
+           "to_host", "enable_ipc", "device_empty"]
 
 
 class _Device:
@@ -141,8 +161,12 @@ class FakeAdapter:
     def __init__(self):
         self.reset()
 
+    ipc_enabled = False        # device memory in shared memory, IPC handles exported
+    ipc_refuse = False         # opening a peer's handle fails on this rank
+
     def reset(self):
         self.syncs = self.d2h = self.h2d = self.pinned_blocks = 0
+        self.ipc_exports = self.ipc_opens = self.ipc_closes = self.d2d = 0
 
     @staticmethod
     def matches(obj):
@@ -177,9 +201,48 @@ class FakeAdapter:
         self.pinned_blocks += 1
         return np.empty(nbytes, np.uint8)
 
+    def empty(self, like, shape, dtype):
+        return device_empty(shape, dtype)
+
+    # -- IPC --------------------------------------------------------------------
+    def ipc_supported(self):
+        if self.ipc_enabled:
+            return True, "fake IPC: /dev/shm allocations (tests/mpi/fakedevice.py)"
+        return False, "fake IPC is off (fakedevice.enable_ipc())"
+
+    def ipc_export(self, a):
+        ptr = self.ptr(a)
+        seg = POOL.find(ptr)
+        if seg is None:
+            raise ValueError("not in a shared-memory allocation (a private fake array)")
+        self.ipc_exports += 1
+        return seg.base, seg.gen, seg.name.encode(), ptr - seg.start, seg.size
+
+    def ipc_open(self, handle, size):
+        if self.ipc_refuse:
+            raise RuntimeError("fake: this rank cannot map its peers' memory (ipc_refuse)")
+        fd = os.open(os.path.join(_SHM, handle.decode()), os.O_RDWR)
+        try:
+            mm = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+        self.ipc_opens += 1
+        return mm
+
+    def ipc_close(self, mapping):
+        self.ipc_closes += 1
+        try:
+            mapping.close()
+        except BufferError:        # a view of it is still alive: unmapped when it goes
+            pass
+
     @staticmethod
-    def empty(like, shape, dtype):
-        return FakeDeviceArray(np.empty(shape, dtype=dtype))
+    def ipc_array(mapping, offset, dtype, count):
+        return FakeDeviceArray(np.frombuffer(mapping, dtype, count, offset))
+
+    def copy(self, dst, src):
+        dst._a.reshape(-1)[...] = src._a.reshape(-1)
+        self.d2d += 1
 
     @staticmethod
     def ufunc(name):
@@ -206,8 +269,151 @@ def install():
     return ADAPTER
 
 
+def enable_ipc(on=True):
+    """Fake device memory in shared memory with IPC handles (True), or private (False)."""
+    ADAPTER.ipc_enabled = on
+
+
+def device_empty(shape, dtype):
+    """An uninitialised fake device array (in :data:`POOL` while IPC is on)."""
+    dtype = np.dtype(dtype)
+    if not ADAPTER.ipc_enabled:
+        return FakeDeviceArray(np.empty(shape, dtype=dtype))
+    n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if n == 0:
+        return FakeDeviceArray(np.empty(shape, dtype=dtype))
+    return FakeDeviceArray(POOL.alloc(n).view(dtype).reshape(shape))
+
+
 def to_device(a):
-    return FakeDeviceArray(np.array(a, copy=True))
+    a = np.asarray(a)
+    if not ADAPTER.ipc_enabled:
+        return FakeDeviceArray(np.array(a, copy=True))
+    d = device_empty(a.shape, a.dtype)
+    d._a[...] = a
+    return d
+
+
+# -- shared-memory "device" allocations -----------------------------------------
+
+_SHM = "/dev/shm"
+
+
+class _Segment:
+    __slots__ = ("name", "size", "base", "gen", "start")
+
+    def __init__(self, name, size, base, gen, start):
+        self.name, self.size, self.base, self.gen, self.start = name, size, base, gen, start
+
+
+class ShmPool:
+    """Fake device allocations: files in /dev/shm, a virtual address and a generation each."""
+
+    SMALL = 64 << 10           # smaller arrays share allocations of SEGMENT bytes
+    SEGMENT = 1 << 20
+    ALIGN = 256
+
+    def __init__(self):
+        self.live = {}         # real start address -> _Segment
+        self.free_bases = {}   # size -> virtual bases of freed allocations (reused first)
+        self.next_base = 0x7F00_0000_0000
+        self.next_gen = 1
+        self.counter = 0
+        self.current = None    # [segment, root array, top]: where small arrays are carved
+        self.allocated = self.freed = 0
+        self._sweep()
+        atexit.register(self.cleanup)
+
+    @staticmethod
+    def _sweep():
+        """Remove the allocations of processes that ended without cleaning up (MPI_Abort)."""
+        try:
+            names = os.listdir(_SHM)
+        except OSError:
+            return
+        for name in names:
+            if not name.startswith("mpicoll-fake-"):
+                continue
+            try:
+                pid = int(name.split("-")[2])
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                try:
+                    os.unlink(os.path.join(_SHM, name))
+                except OSError:
+                    pass
+            except (ValueError, IndexError, PermissionError):
+                pass
+
+    def alloc(self, nbytes):
+        """``nbytes`` of fake device memory (a uint8 view of a shared allocation)."""
+        if nbytes >= self.SMALL:
+            size = -(-nbytes // mmap.PAGESIZE) * mmap.PAGESIZE
+            _, root = self._segment(size)
+            return root[:nbytes]
+        cur = self.current
+        if cur is None or cur[2] + nbytes > cur[0].size:
+            seg, root = self._segment(self.SEGMENT)
+            cur = self.current = [seg, root, 0]
+        top = cur[2]
+        cur[2] = top + -(-nbytes // self.ALIGN) * self.ALIGN
+        return cur[1][top:top + nbytes]
+
+    def _segment(self, size):
+        name = f"mpicoll-fake-{os.getpid()}-{self.counter}"
+        self.counter += 1
+        path = os.path.join(_SHM, name)
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+        try:
+            os.ftruncate(fd, size)
+            mm = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+        root = np.frombuffer(mm, np.uint8)
+        bases = self.free_bases.get(size)
+        if bases:
+            base = bases.pop()             # a freed allocation's address, as cudaMalloc reuses
+        else:
+            base = self.next_base
+            self.next_base += -(-size // (2 << 20)) * (2 << 20)
+        seg = _Segment(name, size, base, self.next_gen, root.ctypes.data)
+        self.next_gen += 1
+        self.live[seg.start] = seg
+        self.allocated += 1
+        # Every array of this allocation is a view of root: freed when the last one goes.
+        weakref.finalize(root, self._free, seg)
+        return seg, root
+
+    def _free(self, seg):
+        if self.live.get(seg.start) is seg:
+            del self.live[seg.start]
+        self.free_bases.setdefault(seg.size, []).append(seg.base)
+        self.freed += 1
+        try:
+            os.unlink(os.path.join(_SHM, seg.name))
+        except OSError:
+            pass
+
+    def find(self, ptr):
+        """The live allocation holding real address ``ptr``, or None."""
+        for seg in self.live.values():
+            if seg.start <= ptr < seg.start + seg.size:
+                return seg
+        return None
+
+    def new_segment(self):
+        """Carve the next small arrays out of a fresh allocation."""
+        self.current = None
+
+    def cleanup(self):
+        for seg in list(self.live.values()):
+            try:
+                os.unlink(os.path.join(_SHM, seg.name))
+            except OSError:
+                pass
+
+
+POOL = ShmPool()
 
 
 def to_host(x):

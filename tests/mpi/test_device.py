@@ -6,9 +6,16 @@ Array kinds (``MPICOLL_TEST_XP``):
   stand-in for CuPy, with mpicoll forced onto the staged path (pinned host
   copies; the stand-in counts any device pointer MPI sees) or the CUDA-aware
   path (MPI follows ``__cuda_array_interface__``, here host memory);
+- ``fake-ipc`` (default, CPU): the stand-in with its IPC on (device memory in
+  ``/dev/shm``, handles mapped by the peers) and the ``ipc`` transport forced:
+  same-node peers read each other's memory, other nodes' are staged. It runs
+  fewer counts, dtypes and roots than the other kinds (the transport does not
+  depend on them; tests/mpi/test_ipc.py tests the protocol itself);
 - ``cupy``: real CuPy arrays on this rank's GPU (``select_device``), on the
-  path the MPI library supports. Without a GPU these cases are skipped with
-  the reason; ``MPICOLL_TEST_XP=cupy`` makes a missing GPU a failure.
+  path the MPI library supports; ``cupy-ipc``: the same through the ``ipc``
+  transport (CUDA IPC between ranks of a node). Without a GPU these cases are
+  skipped with the reason; ``MPICOLL_TEST_XP=cupy`` (or ``cupy-ipc``) makes a
+  missing GPU a failure.
 
 Results are compared with NumPy computed on the rank and, bitwise, with the
 native collective on the same device arrays (itself staged where MPI is not
@@ -24,6 +31,8 @@ import fakedevice as fd
 import mpicoll
 from mpicoll._registry import EXTENDED_PRIMITIVES
 from mpicoll import _device, gpu
+from mpicoll._context import private_comm
+from mpicoll._topology import layout
 from refdata import OPS, data, keeps_rank_order, reduce_ref
 from test_matrix import assert_same, run_case
 
@@ -31,7 +40,8 @@ comm = MPI.COMM_WORLD
 N, RANK = comm.Get_size(), comm.Get_rank()
 
 _REQUESTED = os.environ.get("MPICOLL_TEST_XP", "").strip()
-KINDS = _REQUESTED.split(",") if _REQUESTED else ["fake-staged", "fake-aware", "cupy"]
+KINDS = _REQUESTED.split(",") if _REQUESTED else ["fake-staged", "fake-aware", "fake-ipc", "cupy",
+                                                   "cupy-ipc"]
 
 _cupy_ready = None
 
@@ -41,8 +51,8 @@ def _cupy_kind():
     global _cupy_ready
     ok, why = gpu.cupy_status()
     if not ok:
-        if _REQUESTED == "cupy":
-            pytest.fail(f"MPICOLL_TEST_XP=cupy but {why}")
+        if _REQUESTED.startswith("cupy"):
+            pytest.fail(f"MPICOLL_TEST_XP={_REQUESTED} but {why}")
         pytest.skip(f"CuPy matrix needs a GPU: {why}")
     import cupy
     if _cupy_ready is None:
@@ -54,14 +64,18 @@ def _cupy_kind():
 def kind(request):
     """(name, dev, host): the array kind under test, its mpicoll path forced or detected."""
     name = request.param
-    if name == "cupy":
+    if name.startswith("cupy"):
         dev, host = _cupy_kind()
         _device.set_cuda_aware(None)
     else:
         fd.install()
         _device.set_cuda_aware(name == "fake-aware")
+        fd.enable_ipc(name == "fake-ipc")
         dev, host = fd.to_device, fd.to_host
+    _device.set_transport("ipc" if name.endswith("-ipc") else None)
     yield name, dev, host
+    _device.set_transport(None)
+    fd.enable_ipc(False)
     _device.set_cuda_aware(None)
 
 
@@ -87,13 +101,17 @@ REDUCE_CASES = [("float64", "SUM"), ("int32", "BXOR"), ("float32", "MIN"),
 MOVE_DTYPES = ["float64", "int16"]
 
 
-def device_cases(primitive, fn):
-    counts = sorted({0, 1, max(N - 1, 0), 2 * N + 1})
+def device_cases(primitive, fn, light=False):
+    """(dtype, op, count) cases; ``light``: counts 1 and 1003 of the first op and dtype, one
+    odd count of an integer op and of the user op, nothing else."""
+    counts = [1] if light else sorted({0, 1, max(N - 1, 0), 2 * N + 1})
     if primitive in ("reduce", "allreduce", "reduce_scatter"):
         for k, (dt, opname) in enumerate(REDUCE_CASES):
             if not OPS[opname].is_commutative and not keeps_rank_order(fn):
                 continue
-            for c in (counts + [1003] if k == 0 else [1, 2 * N + 1]):
+            if light and k and opname not in ("BXOR", "AFFINE"):
+                continue
+            for c in (counts + [1003] if k == 0 else [2 * N + 1] if light else [1, 2 * N + 1]):
                 yield dt, opname, c
     else:
         for k, dt in enumerate(MOVE_DTYPES):
@@ -114,10 +132,12 @@ def test_device_matrix(kind, primitive, algo):
     name, dev, host = kind
     fn = mpicoll.algorithm_info(primitive, algo)
     rooted = primitive in ("bcast", "reduce", "gather", "scatter")
-    roots = (list(range(N)) if N <= 5 else [0, N - 1]) if rooted else \
+    light = name == "fake-ipc"
+    roots = (list(range(N)) if N <= (3 if light else 5) else [0, N - 1]) if rooted else \
         [0, 1] if primitive == "reduce_scatter" else [0]
     calls = 0
-    for dt, opname, c in device_cases(primitive, fn):
+    moved = _ipc_messages() if name.endswith("-ipc") else None
+    for dt, opname, c in device_cases(primitive, fn, light):
         for root in roots:
             if root >= N:
                 continue
@@ -132,6 +152,13 @@ def test_device_matrix(kind, primitive, algo):
                 assert_same(got, native, what + " vs native")
                 calls += 1
     assert calls > 0
+    lay = layout(private_comm(comm))
+    if moved is not None and N > 1 and lay.n_nodes == 1:
+        assert _ipc_messages() > moved        # same-node peers did read each other's memory
+
+
+def _ipc_messages():
+    return sum(st.get("sent_ipc", 0) + st.get("recv_ipc", 0) for st in gpu.ipc_stats().values())
 
 
 # -- how the bytes reach MPI -------------------------------------------------

@@ -1,0 +1,629 @@
+"""The ``ipc`` transport: device messages between ranks of one node through CUDA IPC.
+
+A message to a peer on the same node (:meth:`mpicoll._topology.Layout.same_node`)
+never carries its payload through MPI. The protocol, per message, on the
+private communicator (``T`` is the call's tag; the control tags are
+``T + 32768`` for headers, ``T + 2*32768`` for acknowledgements and
+``T + 3*32768`` for payloads refused by the receiver):
+
+1. **Sender**: synchronises its stream (the data is produced), exports the
+   buffer's *base allocation* (``cuMemGetAddressRange``: a CuPy pool block may
+   be a slice of a larger ``cudaMalloc``) as an IPC handle, posts a receive for
+   the acknowledgement, then sends a 128-byte header: kind ``IPC``, byte
+   count, offset of the buffer in its allocation, the allocation's base
+   address and *generation* (``CU_POINTER_ATTRIBUTE_BUFFER_ID``: unique per
+   allocation in the process, so a freed and reallocated block at the same
+   address has a new one), its size and the 64-byte handle.
+2. **Receiver**: maps the allocation once per (peer, base) and keeps the
+   mapping (LRU, :data:`MAX_MAPPINGS`); a header naming a known base with
+   another generation closes the stale mapping and opens the new one. It then
+   moves the payload device-to-device on its current stream (or, fused,
+   reduces straight from the peer's memory: ``out = lower (op) peer``),
+   synchronises the stream and sends ``OK``.
+3. The sender's request completes only with that acknowledgement: until then
+   the peer may still be reading its buffer.
+
+A sender that cannot export a buffer (no IPC support, host memory, zero
+bytes, memory not from ``cudaMalloc``, a peer that refused before) sends an
+``INLINE`` header and the payload through the fallback transport (CUDA-aware
+or staged) on tag ``T``. A receiver that cannot map the allocation (another
+GPU without peer access, a container without a shared IPC namespace)
+answers ``NACK``; the sender then sends the payload through the fallback on
+``T + 3*32768`` and sends ``INLINE`` to that peer from then on. Headers from
+one peer are handled in the order they were posted, so acknowledgements reach
+the sender in the order of its messages. Peers on other nodes (and a rank's
+messages to itself) take the fallback transport alone.
+
+While it waits, the transport advances *every* message it has in flight
+(Testsome over all of them, yielding the processor between empty polls),
+the way MPI progresses all posted requests: a peer's header is answered even
+while this rank waits for something else, so the two-step protocol cannot
+deadlock where plain MPI would not. Reductions fuse with the receive only in
+blocking plans (:func:`fusions`, bound by :func:`mpicoll.sched.run.bind`):
+a receive from an IPC peer followed by the REDUCE of the received slice
+becomes one pass over the peer's memory.
+Mappings are closed when the private communicator is freed (with the user's
+communicator, or at MPI finalisation). The sender keeps no reference to its
+allocations: CUDA calls it undefined to ``cudaFree`` exported memory while a
+peer still maps it, so a process that hands its pool's blocks back to the
+driver (``MemoryPool.free_all_blocks``) should do it while no peer maps them
+(after freeing the communicator); reallocation at the same address is safe
+(the generation changes and the peer remaps).
+
+Nonblocking and persistent collectives on this transport run at the call, as
+on the staged one (the progress engine of :mod:`mpicoll.sched.nonblocking`
+does not drive the two-step protocol).
+"""
+import collections
+import os
+import threading
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+from . import _device, _ops
+from ._ops import OPS, combine
+from .sched.plan import COPY, IRECV, ISEND, RECV, REDUCE, SEND, SENDRECV
+
+__all__ = ["IpcTransport", "endpoint", "fusions", "ipc_stats", "cuda_driver", "tags_fit",
+           "MAX_MAPPINGS", "FUSE"]
+
+_K = 1 << 15
+HDR_TAG, ACK_TAG, NACK_TAG = _K, 2 * _K, 3 * _K
+_TOP_TAG = 28003 + 3 * _K          # highest tag used (mpicoll's tags stay below 28004)
+
+IPC, INLINE = 1, 2                 # header kinds
+OK, NACK = 1, 2                    # acknowledgements
+_HDR = 16                          # header words (uint64)
+_OK_BUF = np.array([OK], np.uint64)
+_NACK_BUF = np.array([NACK], np.uint64)
+
+#: Mappings kept per endpoint (private communicator x device); the least recently
+#: used one is closed beyond this.
+MAX_MAPPINGS = 256
+
+#: Fuse a receive from an IPC peer with the reduction that reads it (False: copy, then
+#: reduce, as on the other transports -- for comparisons).
+FUSE = True
+
+
+_yield = getattr(os, "sched_yield", lambda: None)
+_tag_ub = None
+
+
+def tags_fit(comm=None):
+    """True when the library's ``MPI_TAG_UB`` leaves room for the control tags."""
+    global _tag_ub
+    if _tag_ub is None:
+        _tag_ub = MPI.COMM_WORLD.Get_attr(MPI.TAG_UB) or 0
+    return _tag_ub >= _TOP_TAG
+
+
+from ._cuda_driver import cuda_driver  # noqa: F401  (re-exported: mpicoll._ipc.cuda_driver)
+
+
+# -- per (private communicator, device) state --------------------------------
+
+_keyval = None
+_keyval_lock = threading.Lock()
+
+
+def _delete(comm, keyval, table):
+    # MPI frees the private communicator (the user's was freed, or finalisation):
+    # every mapping opened through it is closed. Never raise from here.
+    for ep in list(table.values()):
+        try:
+            ep.close_all()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+class _Mapping:
+    __slots__ = ("gen", "handle", "size", "mapping")
+
+    def __init__(self, gen, handle, size, mapping):
+        self.gen, self.handle, self.size, self.mapping = gen, handle, size, mapping
+
+
+class Endpoint:
+    """One rank's IPC state on one private communicator and device: mappings, counters."""
+
+    def __init__(self, adapter, device, rank):
+        self.adapter, self.device, self.rank = adapter, device, rank
+        self.maps = collections.OrderedDict()     # (peer, base) -> _Mapping, LRU order
+        self.refused = set()                      # peers that could not map our memory
+        self.acks = []                            # acknowledgement sends in flight
+        self.stats = collections.Counter()
+
+    def mapping(self, peer, base, gen, handle, size):
+        """The receiver's mapping of ``peer``'s allocation at ``base`` (opened once)."""
+        key = (peer, base)
+        m = self.maps.get(key)
+        if m is not None:
+            if m.gen == gen and m.handle == handle:
+                self.maps.move_to_end(key)
+                self.stats["hits"] += 1
+                return m.mapping
+            # Freed and reallocated at the same address: the old mapping is stale.
+            del self.maps[key]
+            self._close(m)
+            self.stats["invalidated"] += 1
+        opened = self.adapter.ipc_open(handle, size)
+        self.stats["opens"] += 1
+        self.maps[key] = _Mapping(gen, handle, size, opened)
+        while len(self.maps) > MAX_MAPPINGS:
+            _, old = self.maps.popitem(last=False)
+            self._close(old)
+            self.stats["evicted"] += 1
+        return opened
+
+    def _close(self, m):
+        self.stats["closes"] += 1
+        self.adapter.sync()                # no queued copy may still read the mapping
+        self.adapter.ipc_close(m.mapping)
+
+    def close_all(self):
+        maps, self.maps = self.maps, collections.OrderedDict()
+        for m in maps.values():
+            self._close(m)
+
+    def finish_acks(self):
+        if self.acks:
+            MPI.Request.Waitall([r for r, _ in self.acks])
+            self.acks = []
+
+
+def endpoint(pcomm, adapter, device):
+    """The :class:`Endpoint` of ``adapter``'s arrays on ``device`` over ``pcomm``."""
+    global _keyval
+    if _keyval is None:
+        with _keyval_lock:
+            if _keyval is None:
+                _keyval = MPI.Comm.Create_keyval(delete_fn=_delete)
+    table = pcomm.Get_attr(_keyval)
+    if table is None:
+        table = {}
+        pcomm.Set_attr(_keyval, table)
+    key = (adapter.name, device)
+    ep = table.get(key)
+    if ep is None:
+        ep = table[key] = Endpoint(adapter, device, pcomm.Get_rank())
+    return ep
+
+
+def ipc_stats(pcomm):
+    """{(library, device): counters} of ``pcomm``'s endpoints (a private communicator)."""
+    table = pcomm.Get_attr(_keyval) if _keyval is not None else None
+    return {k: dict(ep.stats, mappings=len(ep.maps)) for k, ep in (table or {}).items()}
+
+
+# -- one message in flight -----------------------------------------------------
+
+_WAIT_ACK, _WAIT_HEADER, _WAIT_PAYLOAD, _ACKING, _DONE = range(5)
+
+
+class _Entry:
+    __slots__ = ("sent", "buf", "peer", "tag", "nbytes", "reduce", "req", "wait", "hreq",
+                 "hdr", "ack", "state", "path")
+
+    def __init__(self, sent, buf, peer, tag, reduce=None):
+        self.sent, self.buf, self.peer, self.tag, self.reduce = sent, buf, peer, tag, reduce
+        self.nbytes = buf.nbytes
+        self.req = self.wait = self.hreq = self.hdr = self.ack = None
+        self.state = _WAIT_PAYLOAD
+        self.path = None
+
+
+class IpcTransport:
+    """Same-node device messages through IPC mappings, the rest through ``fallback``."""
+
+    path = "ipc"
+    fuses = True                   # sched.run may bind fused receive+reduce steps
+
+    def __init__(self, comm, adapter, device, fallback, ep, nodes):
+        self.comm, self.adapter, self.device = comm, adapter, device
+        self.fallback = fallback
+        self.ep = ep
+        self.rank = comm.Get_rank()
+        self.nodes = nodes
+        self.can_export = bool(adapter.ipc_supported()[0])
+        self.entries = {}          # id(returned request) -> entry
+        self.active = []           # entries not done, in posting order
+        self.fifo = collections.defaultdict(collections.deque)   # (peer, tag) -> receives
+        self.to_ack = []           # (entry, OK | NACK) to send in this order
+        self.rec = None
+
+    # -- who goes where ------------------------------------------------------
+    def ipc_peer(self, peer):
+        return peer != self.rank and self.nodes[peer] == self.nodes[self.rank]
+
+    def record(self, rec):
+        """Count each message under the transport that moved it (``CallTraffic.paths``)."""
+        rec._paths = {}
+        self.rec = rec
+
+    def _count(self, e):
+        self.ep.stats[("sent_" if e.sent else "recv_") + e.path] += 1
+        if self.rec is not None:
+            c = self.rec._paths.setdefault(e.path, [0, 0, 0, 0])
+            i = 0 if e.sent else 2
+            c[i] += 1
+            c[i + 1] += e.nbytes
+
+    def _track(self, e, returned):
+        e.req = returned
+        self.entries[id(returned)] = e
+        self.active.append(e)
+        return returned
+
+    # -- posting ---------------------------------------------------------------
+    def Isend(self, buf, dest, tag):
+        if not self.ipc_peer(dest):
+            e = _Entry(True, buf, dest, tag)
+            e.wait = self.fallback.Isend(buf, dest, tag)
+            e.path = self.fallback.path
+            return self._track(e, e.wait)
+        e = _Entry(True, buf, dest, tag)
+        hdr = e.hdr = np.zeros(_HDR, np.uint64)
+        exported = self._export(buf, dest)
+        if exported is not None:
+            base, gen, handle, offset, size = exported
+            self.adapter.sync()            # the peer reads what the stream has written
+            hdr[:7] = (IPC, e.nbytes, offset, base, gen, size, len(handle))
+            hdr[7:15].view(np.uint8)[:len(handle)] = np.frombuffer(handle, np.uint8)
+            e.ack = np.zeros(1, np.uint64)
+            e.wait = self.comm.Irecv(e.ack, dest, tag + ACK_TAG)   # posted before the header
+            e.hreq = self.comm.Isend(hdr, dest, tag + HDR_TAG)
+            e.state = _WAIT_ACK
+        else:
+            hdr[:2] = (INLINE, e.nbytes)
+            e.hreq = self.comm.Isend(hdr, dest, tag + HDR_TAG)
+            e.wait = self.fallback.Isend(buf, dest, tag)
+            e.path = self.fallback.path
+        return self._track(e, e.wait)
+
+    def _export(self, buf, dest):
+        if not (self.can_export and buf.nbytes and dest not in self.ep.refused
+                and self.adapter.matches(buf)):
+            return None
+        try:
+            exported = self.adapter.ipc_export(buf)
+        except Exception:  # noqa: BLE001 - not exportable: the payload goes inline
+            self.ep.stats["not_exportable"] += 1
+            return None
+        if len(exported[2]) > 64:
+            return None
+        return exported
+
+    def Irecv(self, buf, source, tag, reduce=None):
+        """Receive into ``buf``; with ``reduce``, call ``reduce(data)`` on the message instead
+        of leaving it in ``buf`` (``data``: the peer's memory itself where it is mapped)."""
+        e = _Entry(False, buf, source, tag, reduce)
+        if not self.ipc_peer(source):
+            e.wait = self.fallback.Irecv(buf, source, tag)
+            e.path = self.fallback.path
+            return self._track(e, e.wait)
+        e.hdr = np.empty(_HDR, np.uint64)
+        e.wait = self.comm.Irecv(e.hdr, source, tag + HDR_TAG)
+        e.state = _WAIT_HEADER
+        self.fifo[(source, tag)].append(e)
+        return self._track(e, e.wait)
+
+    def Send(self, buf, dest, tag):
+        self.waitall([self.Isend(buf, dest, tag)])
+
+    def Recv(self, buf, source, tag):
+        self.waitall([self.Irecv(buf, source, tag)])
+
+    def Sendrecv(self, sbuf, dest, stag, rbuf, source, rtag):
+        r = self.Irecv(rbuf, source, rtag)
+        self.waitall([self.Isend(sbuf, dest, stag), r])
+
+    # -- completion --------------------------------------------------------------
+    def waitall(self, requests):
+        """Complete ``requests`` (from this transport); received data is then in place.
+
+        Polls (Testsome over every message in flight) and yields the processor
+        between polls that found nothing: the protocol waits on its peers twice
+        per message, and where ranks outnumber cores a rank spinning inside MPI
+        would keep the peer it waits for off the processor for a time slice.
+        """
+        want = [self.entries.get(id(r)) for r in requests]
+        foreign = [r for r, e in zip(requests, want) if e is None]
+        want = [e for e in want if e is not None]
+        try:
+            while not all(e.state == _DONE for e in want):
+                if not self._advance():
+                    _yield()
+        finally:
+            self._flush_acks()
+        for e in want:
+            self.entries.pop(id(e.req), None)
+        self.active = [e for e in self.active if e.state != _DONE]   # drop their buffers
+        if foreign:
+            MPI.Request.Waitall(foreign)
+        if not self.active:
+            self.ep.finish_acks()
+
+    def finish(self, requests):
+        # The transports' common interface; waitall has landed everything already.
+        pass
+
+    def _advance(self):
+        """Step every entry whose MPI request completed; True if any did."""
+        active = self.active = [e for e in self.active if e.state != _DONE]
+        if not active:
+            return False
+        reqs = [e.wait for e in active]
+        MPI.Request.Testsome(reqs)
+        # Completed requests are null now (so are any completed elsewhere); an entry
+        # whose request changed meanwhile (handled with an earlier header) waits on.
+        stepped = False
+        for e, r in zip(active, reqs):
+            if e.wait is r and r == MPI.REQUEST_NULL:
+                self._step(e)
+                stepped = True
+        self._flush_acks()
+        return stepped
+
+    def _step(self, e):
+        if e.state == _WAIT_HEADER:
+            self._headers(e)
+        elif e.state == _WAIT_ACK:
+            e.hreq.Wait()
+            if int(e.ack[0]) == OK:
+                e.path = "ipc"
+                self._done(e)
+            else:                          # the peer cannot map our memory: send it inline
+                self.ep.refused.add(e.peer)
+                self.ep.stats["nacks"] += 1
+                e.wait = self.fallback.Isend(e.buf, e.peer, e.tag + NACK_TAG)
+                e.path = self.fallback.path
+                e.state = _WAIT_PAYLOAD
+        elif e.state == _WAIT_PAYLOAD:
+            self.fallback.finish([e.wait])   # staged: the data lands on the device
+            if e.hreq is not None and e.sent:
+                e.hreq.Wait()
+            if e.reduce is not None:
+                e.reduce(e.buf)
+            self._done(e)
+
+    def _done(self, e):
+        e.state = _DONE
+        self._count(e)
+
+    def _headers(self, e):
+        """Handle the headers of ``e``'s peer and tag in posting order, up to ``e``'s."""
+        q = self.fifo[(e.peer, e.tag)]
+        while q:
+            f = q.popleft()
+            if f.wait != MPI.REQUEST_NULL:
+                f.wait.Wait()              # matched before e's header: completes at once
+            self._header(f)
+            if f is e:
+                break
+        if not q:
+            self.fifo.pop((e.peer, e.tag), None)
+
+    def _header(self, e):
+        h = e.hdr
+        kind, nbytes = int(h[0]), int(h[1])
+        if kind == IPC:
+            view = None
+            if nbytes == e.nbytes:
+                offset, base, gen, size, hlen = (int(x) for x in h[2:7])
+                handle = h[7:15].view(np.uint8)[:hlen].tobytes()
+                try:
+                    mapped = self.ep.mapping(e.peer, base, gen, handle, size)
+                    view = self.adapter.ipc_array(mapped, offset, e.buf.dtype, e.buf.size)
+                except Exception:  # noqa: BLE001 - cannot map it: ask for the payload
+                    self.ep.stats["open_failed"] += 1
+                    view = None
+            if view is None:
+                # NACK: the payload follows through the fallback (MPI then reports a
+                # size mismatch as it would for any message).
+                self.to_ack.append((e, NACK))
+                e.wait = self.fallback.Irecv(e.buf, e.peer, e.tag + NACK_TAG)
+                e.path = self.fallback.path
+                e.state = _WAIT_PAYLOAD
+                return
+            if e.reduce is not None:
+                e.reduce(view)             # one pass over the peer's memory: fused
+                self.ep.stats["fused"] += 1
+            elif self.adapter.matches(e.buf):
+                self.adapter.copy(e.buf, view)
+            else:
+                self.adapter.to_host(view, e.buf)
+            e.path = "ipc"
+            e.state = _ACKING
+            self.to_ack.append((e, OK))    # acknowledged once the stream has run the copy
+        else:
+            e.wait = self.fallback.Irecv(e.buf, e.peer, e.tag)
+            e.path = self.fallback.path
+            e.state = _WAIT_PAYLOAD
+
+    def _flush_acks(self):
+        """Acknowledge handled headers, in handling order (one stream sync for all)."""
+        if not self.to_ack:
+            return
+        todo, self.to_ack = self.to_ack, []
+        if any(a == OK for _, a in todo):
+            self.adapter.sync()            # the copies/reductions have read the peers' memory
+        for e, a in todo:
+            buf = _OK_BUF if a == OK else _NACK_BUF
+            self.ep.acks.append((self.comm.Isend(buf, e.peer, e.tag + ACK_TAG), buf))
+            if a == OK:
+                self._done(e)
+
+    # -- native collectives: the fallback's ---------------------------------------
+    def __getattr__(self, name):
+        if name == "fallback":
+            raise AttributeError(name)
+        return getattr(self.fallback, name)
+
+
+# -- fused receive + reduce (bound by mpicoll.sched.run for transports that fuse) ----
+
+def _reduce_into(op, other, out, lower, data):
+    if lower:
+        combine(op, data, other, out)
+    else:
+        combine(op, other, data, out)
+
+
+def recv_reduce(ctx, buf, source, reduce):
+    ctx._recvd(buf, source)
+    t0 = _now()
+    t = ctx.mpi
+    t.waitall([t.Irecv(buf, source, ctx.tag, reduce)])
+    _trace("recv", t0, source=source, recv_bytes=buf.nbytes)
+
+
+def sendrecv_reduce(ctx, sendbuf, dest, recvbuf, source, reduce):
+    ctx._sent(sendbuf, dest)
+    ctx._recvd(recvbuf, source)
+    t0 = _now()
+    t = ctx.mpi
+    r = t.Irecv(recvbuf, source, ctx.tag, reduce)
+    t.waitall([t.Isend(sendbuf, dest, ctx.tag), r])
+    _trace("sendrecv", t0, dest=dest, send_bytes=sendbuf.nbytes, source=source,
+           recv_bytes=recvbuf.nbytes)
+
+
+def _now():
+    # The bench's tracer sets one hook in mpicoll._context and mpicoll._ops alike;
+    # reading _ops's keeps this module below _context (no import cycle).
+    if _ops.trace_hook is None:
+        return None
+    return time.perf_counter()
+
+
+def _trace(kind, t0, **info):
+    hook = _ops.trace_hook
+    if t0 is not None and hook is not None:
+        hook(kind, t0, time.perf_counter(), info)
+
+
+def _same(a, b):
+    return a.buf == b.buf and a.start == b.start and a.stop == b.stop
+
+
+def _overlap(a, b):
+    return a.buf == b.buf and a.start < b.stop and b.start < a.stop and a.size and b.size
+
+
+def _uses(o):
+    """(read, written) buffers of one plan operation."""
+    k = o[0]
+    if k in (SEND, ISEND):
+        return (o[1],), ()
+    if k in (RECV, IRECV):
+        return (), (o[1],)
+    if k == SENDRECV:
+        return (o[1],), (o[3],)
+    if k == COPY:
+        return (o[2],), (o[1],)
+    if k == REDUCE:
+        return (o[1], o[2]), (o[3],)
+    return (), ()
+
+
+def _dead_after(ops, start, r):
+    """True when no operation from ``start`` on reads a byte of ``r`` before overwriting it."""
+    live = [(r.start, r.stop)]
+    for o in ops[start:]:
+        reads, writes = _uses(o)
+        for x in reads:
+            if x.buf == r.buf and x.size and any(x.start < b and a < x.stop for a, b in live):
+                return False
+        for w in writes:
+            if w.buf == r.buf and w.size:
+                live = [piece for a, b in live
+                        for piece in ((a, min(b, w.start)), (max(a, w.stop), b))
+                        if piece[0] < piece[1]]
+        if not live:
+            return True
+    return True
+
+
+def fusions(plan, op, ctx, view):
+    """Fused steps of ``plan`` for ``ctx``'s transport: ``{op index: step or None}``.
+
+    A receive (RECV, SENDRECV) from an IPC peer followed by the REDUCE of that
+    received slice with another becomes one step that reduces straight from
+    the peer's memory (``out = lower (op) peer``); the REDUCE's index maps to
+    None (skipped). Local copies between the two that neither touch the
+    received slice nor write what the step sends run first, inside the fused
+    step (the last step of the reduce-scatter ring copies its own block in
+    between). Only built-in ops (user ops reduce on the host), only where the
+    received slice is the output or is never read afterwards (a scratch
+    vector, overwritten or unused before any read), and only where the
+    reduction writes nothing the same step still sends (the peer reads it
+    until it acknowledges).
+    """
+    if not FUSE or OPS.get(op.handle) is None:
+        return {}
+    t = ctx.mpi
+    ops = plan.ops
+    fused = {}
+    for i, o in enumerate(ops):
+        if o[0] not in (RECV, SENDRECV):
+            continue
+        r, src = (o[1], o[2]) if o[0] == RECV else (o[3], o[4])
+        if not t.ipc_peer(src) or not r.size:
+            continue
+        sent = o[1] if o[0] == SENDRECV else None
+        j = i + 1
+        while j < len(ops) and j - i <= 2 and ops[j][0] == COPY:
+            dst, cs = ops[j][1], ops[j][2]
+            if _overlap(dst, r) or _overlap(cs, r) or (sent is not None and _overlap(dst, sent)):
+                break
+            j += 1
+        if j >= len(ops) or ops[j][0] != REDUCE:
+            continue
+        lo, hi, out = ops[j][1], ops[j][2], ops[j][3]
+        if _same(lo, r) and not _overlap(hi, r):
+            lower, other = True, hi
+        elif _same(hi, r) and not _overlap(lo, r):
+            lower, other = False, lo
+        else:
+            continue
+        if sent is not None and _overlap(sent, out):
+            continue                       # the peer may still be reading what we would write
+        if not _same(out, r):
+            if _overlap(out, r) or r.buf < plan.nargs or not _dead_after(ops, j + 1, r):
+                continue
+        reduce = _partial(_reduce_into, op, view(other), view(out), lower)
+        if o[0] == RECV:
+            step = _partial(recv_reduce, ctx, view(r), src, reduce)
+        else:
+            step = _partial(sendrecv_reduce, ctx, view(o[1]), o[2], view(r), src, reduce)
+        if j > i + 1:
+            copies = [(view(ops[k][1]), view(ops[k][2])) for k in range(i + 1, j)]
+            step = _partial(_copies_then, copies, step)
+        fused[i] = step
+        for k in range(i + 1, j + 1):
+            fused[k] = None
+    return fused
+
+
+def _copies_then(copies, step):
+    for dst, src in copies:
+        dst[...] = src
+    step()
+
+
+def _partial(fn, *args):
+    from functools import partial
+    return partial(fn, *args)
+
+
+def _make(comm, adapter, device, fallback, nodes):
+    """The ipc transport for ``comm``'s device messages, or None where its tags do not fit."""
+    if not tags_fit(comm):
+        return None
+    return IpcTransport(comm, adapter, device, fallback, endpoint(comm, adapter, device), nodes)
+
+
+_device.IPC = _make

@@ -1,0 +1,462 @@
+"""The ``ipc`` transport (mpicoll._ipc) on the CPU stand-in of CUDA IPC.
+
+tests/mpi/fakedevice.py with IPC on keeps fake device memory in ``/dev/shm``
+allocations; an exported handle names one, and a peer maps it, as CUDA IPC
+maps a peer's ``cudaMalloc`` block. Each test makes its own communicator,
+its ranks on the nodes it chooses (``MPICOLL_NODES``, read when the private
+duplicate is made), so the layout the suite was launched with does not matter.
+The device matrix on this transport is in test_device.py (kind ``fake-ipc``).
+"""
+import contextlib
+import gc
+import os
+import time
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import fakedevice as fd
+import mpicoll
+from mpicoll import _cuda_driver, _device, _ipc, gpu
+from mpicoll._context import Ctx, private_comm
+from refdata import OPS, data, reduce_ref
+
+comm = MPI.COMM_WORLD
+N, RANK = comm.Get_size(), comm.Get_rank()
+RIGHT, LEFT = (RANK + 1) % N, (RANK - 1) % N
+
+pytestmark = pytest.mark.mpi
+
+
+@pytest.fixture(autouse=True)
+def ipc_on():
+    """The stand-in with IPC, the ipc transport forced, staged for other peers."""
+    ad = fd.install()
+    fd.enable_ipc(True)
+    _device.set_cuda_aware(False)
+    _device.set_transport("ipc")
+    ad.reset()
+    ad.ipc_refuse = False
+    yield ad
+    ad.ipc_refuse = False
+    _ipc.FUSE = True
+    _device.set_transport(None)
+    _device.set_cuda_aware(None)
+    fd.enable_ipc(False)
+
+
+@contextlib.contextmanager
+def nodes(spec=None):
+    """A fresh communicator whose ranks are on the nodes ``spec`` says (default: one node)."""
+    old = os.environ.get("MPICOLL_NODES")
+    os.environ["MPICOLL_NODES"] = spec or str(N)
+    c = comm.Dup()
+    try:
+        private_comm(c)             # the layout is read here
+    finally:
+        if old is None:
+            del os.environ["MPICOLL_NODES"]
+        else:
+            os.environ["MPICOLL_NODES"] = old
+    try:
+        yield c
+    finally:
+        c.Free()
+
+
+def ctx_of(c):
+    """A point-to-point Ctx on ``c``'s private communicator for fake device arrays."""
+    return Ctx(private_comm(c), "p2p", "test", adapter=fd.ADAPTER, device=0)
+
+
+def stats(c):
+    return gpu.ipc_stats(c).get(("fake", 0), {})
+
+
+def test_export_names_the_base_allocation_and_the_offset(ipc_on):
+    """Small arrays are carved out of one allocation: same handle, base and generation,
+    different offsets; a slice is its array's offset plus its own."""
+    fd.POOL.new_segment()
+    a = fd.to_device(np.arange(10.0))
+    b = fd.to_device(np.arange(20.0))
+    ea, eb = ipc_on.ipc_export(a), ipc_on.ipc_export(b)
+    assert ea[:3] == eb[:3] and ea[4] == eb[4]           # base, generation, handle, size
+    assert eb[3] > ea[3] >= 0 and eb[3] % 256 == 0
+    es = ipc_on.ipc_export(b[5:15])
+    assert es[:3] == eb[:3] and es[3] == eb[3] + 5 * 8
+    big = fd.to_device(np.zeros(20_000))                 # 160 kB: an allocation of its own
+    assert ipc_on.ipc_export(big)[3] == 0 and ipc_on.ipc_export(big)[0] != ea[0]
+    with pytest.raises(ValueError, match="not in a shared-memory allocation"):
+        ipc_on.ipc_export(fd.FakeDeviceArray(np.zeros(3)))   # private memory: not exportable
+
+
+@pytest.mark.mpi(min_size=2)
+def test_slices_at_offsets_arrive_and_the_mapping_is_reused(ipc_on):
+    with nodes() as c:
+        ctx = ctx_of(c)
+        fd.POOL.new_segment()
+        x = fd.to_device(np.arange(300.0) + 1000 * RANK)   # one small allocation
+        got = fd.device_empty(100, np.float64)
+        for k in range(3):                                  # three offsets, one mapping
+            part = x[50 * k + 1:50 * k + 101]
+            ctx.sendrecv(part, RIGHT, got, LEFT)
+            want = np.arange(50 * k + 1, 50 * k + 101) + 1000.0 * LEFT
+            assert np.array_equal(fd.to_host(got), want)
+        st = stats(c)
+        assert st["opens"] == 1 and st["hits"] == 2 and st["recv_ipc"] == 3
+        assert ipc_on.ipc_exports == 3 and ipc_on.ipc_opens == 1
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_freed_and_reallocated_block_is_mapped_anew(ipc_on):
+    """Same base address, new generation: the receiver closes its stale mapping."""
+    with nodes() as c:
+        ctx = ctx_of(c)
+        got = fd.device_empty(10_000, np.float64)          # own allocations (80 kB)
+        x = fd.to_device(np.full(10_000, 1.0 + RANK))
+        for _ in range(2):
+            ctx.sendrecv(x, RIGHT, got, LEFT)
+        assert np.all(fd.to_host(got) == 1.0 + LEFT)
+        base, gen = ipc_on.ipc_export(x)[:2]
+        del x
+        gc.collect()                                        # the allocation is freed ...
+        y = fd.to_device(np.full(10_000, 7.0 + RANK))       # ... and its address reused
+        assert ipc_on.ipc_export(y)[0] == base and ipc_on.ipc_export(y)[1] != gen
+        ctx.sendrecv(y, RIGHT, got, LEFT)
+        assert np.all(fd.to_host(got) == 7.0 + LEFT)
+        st = stats(c)
+        assert st["opens"] == 2 and st["hits"] == 1 and st["invalidated"] == 1
+        assert st["closes"] == 1 and st["mappings"] == 1
+        closes = ipc_on.ipc_closes
+    # Freeing the communicator closes what it still maps.
+    assert ipc_on.ipc_closes == closes + 1
+
+
+@pytest.mark.mpi(min_size=2)
+def test_send_completes_only_after_the_receiver_copied(ipc_on):
+    """The sender overwrites its buffer as soon as send returns; the receiver, late on
+    purpose, still gets the old data (it reads the sender's memory directly)."""
+    with nodes() as c:
+        ctx = ctx_of(c)
+        x = fd.to_device(np.arange(5000.0) + RANK)
+        got = fd.device_empty(5000, np.float64)
+
+        def send():
+            ctx.send(x, RIGHT)
+            x[...] = -1.0                                   # reuse at once
+            x[...] = fd.to_device(np.arange(5000.0) + RANK)
+
+        def recv():
+            time.sleep(0.05)
+            ctx.recv(got, LEFT)
+            assert np.array_equal(fd.to_host(got), np.arange(5000.0) + LEFT)
+
+        for step in ((send, recv) if RANK % 2 == 0 else (recv, send)):
+            step()
+        assert stats(c)["sent_ipc"] == 1
+
+
+@pytest.mark.mpi(min_size=2)
+def test_many_outstanding_messages(ipc_on):
+    """Every rank posts 24 messages to and from every peer before one waitall (some ranks
+    sends first, some receives first), then waits for them in reverse order."""
+    K = 24
+    with nodes() as c:
+        ctx = ctx_of(c)
+        peers = [p for p in range(N) if p != RANK]
+        big = fd.to_device(np.arange(K * 64.0) + 1e4 * RANK)         # slices of one block
+        small = [fd.to_device(np.full(9, 100.0 * RANK + k)) for k in range(K)]
+        inbox = {p: [fd.device_empty(64 if k % 2 else 9, np.float64) for k in range(K)]
+                 for p in peers}
+        sends = lambda: [ctx.isend(big[k * 64:(k + 1) * 64] if k % 2 else small[k], p)
+                         for p in peers for k in range(K)]
+        recvs = lambda: [ctx.irecv(inbox[p][k], p) for p in peers for k in range(K)]
+        reqs = sends() + recvs() if RANK % 2 else recvs() + sends()
+        ctx.waitall(reqs[::-1])
+        for p in peers:
+            for k in range(K):
+                want = (np.arange(k * 64, (k + 1) * 64) + 1e4 * p if k % 2
+                        else np.full(9, 100.0 * p + k))
+                assert np.array_equal(fd.to_host(inbox[p][k]), want), (p, k)
+        st = stats(c)
+        assert st["recv_ipc"] == st["sent_ipc"] == K * len(peers)
+        # One mapping per (peer, allocation): the big block and the shared small ones.
+        assert st["opens"] <= 3 * len(peers)
+
+
+FUSED_CASES = [("allreduce", "ring"), ("allreduce", "recursive_doubling"),
+               ("allreduce", "rabenseifner"), ("allreduce", "reduce_bcast"),
+               ("reduce_scatter_block", "ring"), ("reduce_scatter_block", "recursive_halving"),
+               ("reduce", "binomial"), ("reduce", "rabenseifner")]
+
+
+def _call(c, primitive, algo, x, op):
+    if primitive == "allreduce":
+        return mpicoll.allreduce(x, None, op, comm=c, algorithm=algo)
+    if primitive == "reduce":
+        return mpicoll.reduce(x, None, op, 0, comm=c, algorithm=algo)
+    return mpicoll.reduce_scatter_block(x, None, op, comm=c, algorithm=algo)
+
+
+def fused_cases():
+    """Every reducing algorithm that can fuse on float64 SUM; the ring ones on other ops."""
+    for primitive, algo in FUSED_CASES:
+        yield "float64", "SUM", primitive, algo
+    for dt, opname in [("float32", "PROD"), ("int32", "BXOR"), ("float64", "MIN")]:
+        for primitive in ("allreduce", "reduce_scatter_block"):
+            yield dt, opname, primitive, "ring"
+
+
+@pytest.mark.mpi(min_size=2)
+def test_fused_reductions_match_copy_then_reduce_and_numpy(ipc_on):
+    """Reducing straight from the peer's memory gives, bit for bit, what copying then
+    reducing gives (ipc without fusion, and the staged transport), and NumPy's result."""
+    with nodes() as c:
+        for dt, opname, primitive, algo in fused_cases():
+            every = [data(r, 7 * N, dt, opname) for r in range(N)]
+            ref = reduce_ref(every, opname, dt)
+            out = {}
+            for how in ("fused", "copy", "staged"):
+                _ipc.FUSE = how == "fused"
+                _device.set_transport("staged" if how == "staged" else "ipc")
+                before = stats(c).get("fused", 0)
+                got = _call(c, primitive, algo, fd.to_device(every[RANK]), OPS[opname])
+                out[how] = None if got is None else fd.to_host(got)
+                if how == "copy":
+                    assert stats(c).get("fused", 0) == before
+                if how == "fused" and algo == "ring":
+                    assert stats(c)["fused"] > before       # the ring reduced from the peer
+            want = {"allreduce": ref, "reduce": ref if RANK == 0 else None,
+                    "reduce_scatter_block": ref[7 * RANK:7 * RANK + 7]}[primitive]
+            for how, got in out.items():
+                what = f"{primitive}/{algo} {dt} {opname} {how} rank {RANK}"
+                if want is None:
+                    assert got is None, what
+                else:
+                    assert got.dtype == want.dtype and np.array_equal(got, want), what
+
+
+@pytest.mark.mpi(min_size=3)
+def test_ipc_inside_nodes_staged_across(ipc_on):
+    """Two nodes (MPICOLL_NODES=2): same-node messages through IPC, the others staged;
+    the traffic record says which moved what."""
+    with nodes("2") as c:
+        x = fd.to_device(data(RANK, 1003, "float64"))
+        want = reduce_ref([data(r, 1003, "float64") for r in range(N)], "SUM", "float64")
+        for algo in ("ring", "recursive_doubling", "hierarchical"):
+            with mpicoll.traffic() as t:
+                got = mpicoll.allreduce(x, comm=c, algorithm=algo)
+            assert np.array_equal(fd.to_host(got), want), algo
+            (call,) = t.calls
+            paths = call.paths
+            alone = RANK == N - 1 and N % 2 == 1           # the last node holds one rank
+            assert call.path == ("staged" if alone else "ipc")
+            ipc = paths.get("ipc", [0, 0, 0, 0])
+            staged = paths.get("staged", [0, 0, 0, 0])
+            # Inside a node: IPC; across nodes: staged (mpicoll._topology's split).
+            assert ipc == [call.intra_sent_msgs, call.intra_sent_bytes,
+                           call.intra_recv_msgs, call.intra_recv_bytes], (algo, paths)
+            assert staged == [call.inter_sent_msgs, call.inter_sent_bytes,
+                              call.inter_recv_msgs, call.inter_recv_bytes], (algo, paths)
+            assert call.as_dict()["paths"] == {k: list(v) for k, v in paths.items()}
+        opened = stats(c).get("mappings", 0)
+        closes = ipc_on.ipc_closes
+    assert ipc_on.ipc_closes == closes + opened             # freed with the communicator
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_peer_that_cannot_map_gets_the_payload_inline(ipc_on):
+    """Rank 1 cannot open handles: it answers NACK once per sender, the payload comes
+    through the fallback, and from then on that sender sends to it inline."""
+    ipc_on.ipc_refuse = RANK == 1
+    with nodes() as c:
+        x = fd.to_device(data(RANK, 2 * N + 1, "float64"))
+        want = reduce_ref([data(r, 2 * N + 1, "float64") for r in range(N)], "SUM", "float64")
+        for _ in range(3):
+            got = mpicoll.allreduce(x, comm=c, algorithm="ring")
+            assert np.array_equal(fd.to_host(got), want)
+        st = stats(c)
+        if RANK == 0:                                     # rank 0 sends to rank 1 in the ring
+            assert st["nacks"] == 1 and st.get("sent_staged", 0) >= 2
+        if RANK == 1:
+            assert st["open_failed"] == 1 and st.get("opens", 0) == 0
+            assert st.get("recv_ipc", 0) == 0
+
+
+@pytest.mark.mpi(min_size=2)
+def test_unexportable_buffers_and_empty_messages_go_inline(ipc_on):
+    with nodes() as c:
+        ctx = ctx_of(c)
+        private = fd.FakeDeviceArray(np.arange(6.0) + RANK)     # not in shared memory
+        got = fd.device_empty(6, np.float64)
+        ctx.sendrecv(private, RIGHT, got, LEFT)
+        assert np.array_equal(fd.to_host(got), np.arange(6.0) + LEFT)
+        e = fd.device_empty(0, np.float64)
+        ctx.sendrecv(e, RIGHT, fd.device_empty(0, np.float64), LEFT)
+        st = stats(c)
+        assert st["not_exportable"] == 1 and st["sent_staged"] == 2 and st["recv_staged"] == 2
+        assert st.get("sent_ipc", 0) == 0
+
+
+def test_transport_choice(ipc_on, monkeypatch):
+    """set_transport beats MPICOLL_GPU_TRANSPORT beats auto; a bad name is refused."""
+    buf = fd.to_device(np.ones(2))
+    _device.set_transport(None)
+    monkeypatch.delenv("MPICOLL_GPU_TRANSPORT", raising=False)
+    assert _device.transport_choice() == ("auto", "default")
+    path = gpu.device_path(buf)
+    assert (path["transport"], path["path"], path["transport_choice"]) == ("ipc", "staged", "auto")
+    fd.enable_ipc(False)                           # auto without IPC support: staged
+    path = gpu.device_path(buf)
+    assert path["transport"] == "staged" and not path["ipc_supported"]
+    assert "enable_ipc" in path["ipc_reason"]
+    monkeypatch.setenv("MPICOLL_GPU_TRANSPORT", "ipc")   # forced: headers, payloads inline
+    path = gpu.device_path(buf)
+    assert path["transport"] == "ipc" and path["transport_source"] == "MPICOLL_GPU_TRANSPORT"
+    assert "inline" in path["ipc_reason"]
+    monkeypatch.setenv("MPICOLL_GPU_TRANSPORT", "Aware ")
+    assert gpu.device_path(buf)["transport"] == gpu.device_path(buf)["path"] == "cuda-aware"
+    gpu.set_transport("staged")
+    assert gpu.device_path(buf)["transport_choice"] == "staged"
+    assert gpu.device_path(buf)["transport_source"] == "mpicoll.gpu.set_transport"
+    with pytest.raises(mpicoll.ArgumentError, match="transport: expected one of auto, ipc"):
+        gpu.set_transport("nvlink")
+    gpu.set_transport(None)
+    monkeypatch.setenv("MPICOLL_GPU_TRANSPORT", "nvlink")
+    with pytest.raises(mpicoll.ArgumentError, match="MPICOLL_GPU_TRANSPORT: expected one of"):
+        _device.transport_choice()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_each_transport_when_chosen(ipc_on):
+    """auto picks ipc where IPC works; staged and aware when chosen; ipc without IPC
+    support still works (every payload inline); nonblocking calls complete."""
+    with nodes() as c:
+        x = fd.to_device(np.full(5, RANK + 1.0))
+        want = np.full(5, N * (N + 1) / 2)
+        for choice, ipc, path in [("auto", True, "ipc"), ("auto", False, "staged"),
+                                  ("staged", True, "staged"), ("aware", True, "cuda-aware"),
+                                  ("ipc", False, "ipc")]:
+            _device.set_transport(choice)
+            fd.enable_ipc(ipc)
+            with mpicoll.traffic() as t:
+                got = mpicoll.allreduce(fd.to_device(fd.to_host(x)), comm=c, algorithm="ring")
+                req = mpicoll.iallreduce(fd.to_device(fd.to_host(x)), comm=c, algorithm="ring")
+                got2 = req.Wait()
+            assert np.array_equal(fd.to_host(got), want) and np.array_equal(fd.to_host(got2), want)
+            assert [k.path for k in t.calls] == [path, path], choice
+            moved = set(t.calls[0].paths)
+            assert moved == ({"ipc"} if path == "ipc" and ipc else
+                             {"staged"} if path == "ipc" else {path}), (choice, ipc, moved)
+
+
+# -- MPS: ranks sharing a GPU (probes faked: no GPU needed) ---------------------
+
+def _proc(tmp_path, names):
+    """A fake /proc holding processes named ``names`` (as /proc/PID/comm shows them)."""
+    proc = tmp_path / f"proc{RANK}"
+    proc.mkdir()
+    for pid, name in enumerate(names, start=100):
+        (proc / str(pid)).mkdir()
+        (proc / str(pid) / "comm").write_text(name + "\n")
+    (proc / "self").mkdir()
+    return str(proc)
+
+
+def test_mps_server_status_reads_the_pipe_and_the_daemon(tmp_path, monkeypatch):
+    from mpicoll import _mps
+    pipe = tmp_path / f"mps{RANK}"
+    pipe.mkdir()
+    idle = _proc(tmp_path, ["python3", "bash"])
+    st = _mps.server_status(str(pipe), idle)
+    assert not st["running"] and "no MPS control daemon" in st["how"]
+    (pipe / "control").write_text("")
+    st = _mps.server_status(str(pipe), idle)
+    assert not st["running"] and "stale" in st["how"]
+    (tmp_path / "p2").mkdir()
+    daemon = _proc(tmp_path / "p2", ["bash", "nvidia-cuda-mps"])     # comm keeps 15 chars
+    st = _mps.server_status(str(pipe), daemon)
+    assert st["running"] and "pid 101" in st["how"]
+    assert _mps.server_status(str(pipe), str(tmp_path / "no-proc"))["running"]
+    st = _mps.server_status(str(tmp_path / "elsewhere"), daemon)
+    assert not st["running"] and "CUDA_MPS_PIPE_DIRECTORY" in st["how"]
+    monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", str(pipe))
+    assert _mps.pipe_dir() == str(pipe)
+    monkeypatch.delenv("CUDA_MPS_PIPE_DIRECTORY")
+    assert _mps.pipe_dir() == "/tmp/nvidia-mps"
+
+
+@pytest.fixture
+def mps_forget():
+    from mpicoll import _mps
+    yield
+    _mps._last = None              # the faked answers must not reach later tests
+
+
+def test_mps_status_finds_ranks_sharing_a_gpu(mps_forget):
+    """Every rank on one fake GPU: shared (N > 1) and, without a server, the advice names
+    the command that starts one; device_path reports it; one GPU per rank: not shared."""
+    from mpicoll import _mps
+    off = {"running": False, "how": "no MPS control daemon (faked)"}
+    st = _mps.mps_status(comm, key="0000:01:00.0", server=off)
+    assert st["ranks_on_gpu"] == N and st["shared"] == (N > 1) and not st["mps"]
+    if N > 1:
+        assert f"{N} ranks share GPU 0000:01:00.0" in st["advice"]
+        assert "nvidia-cuda-mps-control -d" in st["advice"]
+        mps = gpu.device_path(fd.to_device(np.ones(1)))["mps"]
+        assert mps["shared"] and "nvidia-cuda-mps-control -d" in mps["advice"]
+    else:
+        assert st["advice"] is None
+    on = {"running": True, "how": "faked"}
+    st = _mps.mps_status(comm, key="0000:01:00.0", server=on)
+    assert st["mps"] and st["advice"] is None
+    st = _mps.mps_status(comm, key=f"0000:{RANK + 1:02x}:00.0", server=off)
+    assert st["ranks_on_gpu"] == 1 and not st["shared"] and st["advice"] is None
+    assert gpu.device_path()["mps"]["start"] == "nvidia-cuda-mps-control -d"
+
+
+# -- the CuPy adapter's IPC calls, on stand-ins of cupy and the CUDA driver ------
+
+def test_cupy_adapter_exports_each_allocation_once_per_generation(monkeypatch):
+    """The handle is of the base allocation (cuMemGetAddressRange) with the offset beside
+    it; it is cached until the allocation's buffer id (its generation) changes."""
+    import sys
+    import types
+    exported = []
+
+    class Driver:
+        gen = 1
+
+        def address_range(self, ptr):
+            return 0x10000, 1 << 20
+
+        def buffer_id(self, ptr):
+            return self.gen
+
+        def ipc_capable(self, ptr):
+            return self.gen < 3
+
+    drv = Driver()
+    runtime = types.SimpleNamespace(
+        is_hip=False, ipcGetMemHandle=lambda p: exported.append(p) or bytes([len(exported)]) * 64)
+    fake = types.ModuleType("cupy")
+    fake.cuda = types.SimpleNamespace(runtime=runtime)
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setattr(_cuda_driver, "cuda_driver", lambda: drv)
+    ad = _device.CupyAdapter()
+    assert ad.ipc_supported() == (True, "CUDA IPC (cudaIpcGetMemHandle / cudaIpcOpenMemHandle)")
+    arr = types.SimpleNamespace(data=types.SimpleNamespace(ptr=0x10000 + 4608))
+    assert ad.ipc_export(arr) == (0x10000, 1, bytes([1]) * 64, 4608, 1 << 20)
+    assert ad.ipc_export(arr)[2] == bytes([1]) * 64 and exported == [0x10000]   # cached
+    drv.gen = 2                                     # freed, reallocated at the same address
+    assert ad.ipc_export(arr)[1:3] == (2, bytes([2]) * 64) and len(exported) == 2
+    drv.gen = 3                                     # stream-ordered memory: no legacy IPC
+    with pytest.raises(ValueError, match="not from cudaMalloc"):
+        ad.ipc_export(arr)
+
+    def no_driver():
+        raise OSError("libcuda.so.1: cannot open shared object file")
+    monkeypatch.setattr(_cuda_driver, "cuda_driver", no_driver)
+    ok, why = _device.CupyAdapter().ipc_supported()
+    assert not ok and "CUDA driver library cannot be loaded" in why
