@@ -826,5 +826,10 @@ def test_xp_cupy_selects_a_device_and_records_it(fake_cupy):
     assert lines[0].startswith(f"# device path: {am.path} (") and "CuPy 0.0-fake" in lines[0]
     assert lines[1].startswith("# rank 0: GPU 0 Fake GPU (0000:01:00.0)")
     assert lines[-1] == "# nccl: why; nccl column skipped"
+    # MPS on or off is recorded (one rank: nothing shares its GPU, so no advice).
+    assert prov["mps"]["mps"] in (True, False) and prov["mps"]["advice"] is None
+    assert any(line.startswith("# MPS: ") for line in lines), lines
+    shared = dict(prov["mps"], mps=False, advice="2 ranks share GPU x without an MPS server")
+    assert "# 2 ranks share GPU x without an MPS server" in provenance.gpu_lines(dict(prov, mps=shared))
     with pytest.raises(SystemExit, match=r"--device 3: .*\[0, 0\]; got 3"):
         specs.ArrayModule("cupy", MPI.COMM_SELF, device=3)

@@ -151,6 +151,12 @@ def gpu_lines(prov):
             lines.append(f"# rank {g['rank']}: GPU {g['device']} {g['name']} ({g['pci_bus_id']}) "
                          f"on {g['host']}, local rank {g['local_rank']} ({g['how']})"
                          + (", shared by several ranks" if g.get("shared") else ""))
+        mps = prov.get("mps")
+        if mps:
+            lines.append(f"# MPS: {'on' if mps.get('mps') else 'off'} ({mps.get('mps_how')}); "
+                         f"up to {mps.get('max_ranks_per_gpu')} ranks per GPU")
+            if mps.get("advice"):
+                lines.append(f"# {mps['advice']}")
     nccl = prov.get("nccl")
     if nccl:
         lines.append(f"# nccl: NCCL {nccl.get('nccl_version')}, one communicator for the run"

@@ -97,6 +97,8 @@ class ArrayModule:
         mine = dict(self.selection, rank=comm.Get_rank(), host=host, name=name,
                     pci_bus_id=bus)
         self.gpus = comm.allgather(mine)
+        from mpicoll.gpu import mps_status
+        self.mps = mps_status(comm)      # collective: ranks sharing a GPU, MPS on or off
 
     def provenance(self):
         """What the provenance records about the buffers (GPU details with cupy only)."""
@@ -104,7 +106,7 @@ class ArrayModule:
             return {"xp": self.name}
         rt = self.xp.cuda.runtime
         return {"xp": "cupy", "device_path": self._path["device_path"],
-                "cuda_aware_report": self._path["report"],
+                "cuda_aware_report": self._path["report"], "mps": self.mps,
                 "gpu": {"cupy": self.xp.__version__,
                         "cuda_runtime": _cuda_version(rt.runtimeGetVersion),
                         "cuda_driver": _cuda_version(rt.driverGetVersion),

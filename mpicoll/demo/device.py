@@ -52,7 +52,9 @@ def use_device(comm, device):
         raise NoDevice(f"--device gpu: rank {comm.Get_rank()}: {exc}", False) from None
     import cupy
     path = gpu.device_path()
+    mps = gpu.mps_status(comm)              # collective: ranks sharing a GPU, MPS on or off
     mine = dict(sel, host=MPI.Get_processor_name(), path=path["path"], source=path["source"],
+                transport=path.get("transport", path["path"]), mps=mps,
                 **_gpu_facts(cupy, sel["device"]))
     return {"dev": cupy.asarray, "ranks": comm.gather(mine, 0)}
 
@@ -96,3 +98,12 @@ def device_header(out, ranks):
             [i for i, r in enumerate(ranks) if (r["path"], r["source"]) == (path, source)])
         out.say(f"device path: {path}{who}: {what} (decided by {source}); "
                 f"the native reference runs on host copies of the same data")
+    transports = sorted({r.get("transport", r["path"]) for r in ranks})
+    if "ipc" in transports:
+        out.say("transport: ipc between ranks of one node (CUDA IPC: the receiver reads the "
+                "sender's memory; reductions fused), the device path above to other nodes")
+    advice = next((r["mps"]["advice"] for r in ranks if r.get("mps") and r["mps"].get("advice")),
+                  None)
+    if any(r.get("mps") for r in ranks):
+        state = "on" if all(r["mps"]["mps"] for r in ranks if r.get("mps")) else "off"
+        out.say(f"MPS: {state}" + (f" — {advice}" if advice else ""))
