@@ -75,8 +75,17 @@ def run_mpi(n, argv, *, timeout=120, cwd=ROOT, env=None, python=None, launcher=N
     if env:
         full_env.update(env)
     cmd = [launcher or mpiexec(python), "-n", str(n), *mpiexec_args] + list(argv)
+    return run_bounded(cmd, timeout, full_env, cwd)
+
+
+def run_bounded(cmd, timeout, env, cwd=ROOT):
+    """Run a launcher command whose own limit is ``timeout`` (``MPIEXEC_TIMEOUT`` in ``env``).
+
+    30 s past it the whole process group is killed. Returns the CompletedProcess
+    (text output) with ``elapsed`` and ``timed_out`` added.
+    """
     t0 = time.monotonic()
-    with subprocess.Popen(cmd, cwd=cwd, env=full_env, stdout=subprocess.PIPE,
+    with subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
                           start_new_session=True) as p:
         killed = False

@@ -29,7 +29,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -37,7 +36,7 @@ import time
 
 import pytest
 
-from launch import ROOT, mpi_env
+from launch import ROOT, mpi_env, run_bounded
 
 SCRIPT = os.path.join(ROOT, "scripts", "netns_cluster.sh")
 PROBE = os.path.join(ROOT, "tests", "netns_probe.py")
@@ -110,23 +109,7 @@ def run_across(hosts_spec, argv, timeout=120, *, env=None, mpiexec_args=(), cwd=
     full_env = mpi_env(timeout)
     full_env.update(env or {})
     cmd = ["bash", SCRIPT, "mpiexec", "-hosts", hosts_spec, "-n", str(n), *mpiexec_args, *argv]
-    t0 = time.monotonic()
-    with subprocess.Popen(cmd, cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True, stdin=subprocess.DEVNULL, start_new_session=True) as p:
-        killed = False
-        try:
-            out, err = p.communicate(timeout=timeout + 30)
-        except subprocess.TimeoutExpired:
-            killed = True
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            out, err = p.communicate()
-    proc = subprocess.CompletedProcess(cmd, p.returncode, out, err)
-    proc.elapsed = time.monotonic() - t0
-    proc.timed_out = killed or (proc.returncode != 0 and proc.elapsed >= timeout - 0.5)
-    return proc
+    return run_bounded(cmd, timeout, full_env, cwd)
 
 
 def probe_records(text):

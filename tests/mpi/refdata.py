@@ -5,6 +5,9 @@ expected result of a collective locally with NumPy, in rank order.
 Values are small integers (or exact binary fractions), so floating-point
 results are exact whatever the summation order and can be compared bitwise.
 """
+import contextlib
+import os
+
 import numpy as np
 from mpi4py import MPI
 from mpi4py.util import dtlib
@@ -92,3 +95,27 @@ def keeps_rank_order(fn, comm=MPI.COMM_WORLD):
     from mpicoll._context import private_comm
     from mpicoll._topology import layout
     return check(layout(private_comm(comm)), False) is None
+
+
+@contextlib.contextmanager
+def on_nodes(spec, comm=MPI.COMM_WORLD):
+    """A fresh ``comm.Dup()`` whose ranks are on the nodes ``MPICOLL_NODES=spec`` describes
+    (read when its private communicator is made, here); freed on exit."""
+    from mpicoll._context import private_comm
+    old = os.environ.get("MPICOLL_NODES")
+    os.environ["MPICOLL_NODES"] = spec
+    c = comm.Dup()
+    try:
+        private_comm(c)
+    except Exception:
+        c.Free()
+        raise
+    finally:
+        if old is None:
+            del os.environ["MPICOLL_NODES"]
+        else:
+            os.environ["MPICOLL_NODES"] = old
+    try:
+        yield c
+    finally:
+        c.Free()

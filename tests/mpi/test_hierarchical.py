@@ -8,7 +8,6 @@ when a communicator's private duplicate is made): blocks, uneven nodes,
 round-robin placement, one rank per node — every option variant, every root,
 results against NumPy computed on the rank, in rank order.
 """
-import contextlib
 import os
 
 import numpy as np
@@ -18,7 +17,7 @@ from mpi4py import MPI
 import mpicoll
 from mpicoll._context import private_comm
 from mpicoll._topology import layout, parse_nodes
-from refdata import OPS, data, reduce_ref
+from refdata import OPS, data, on_nodes, reduce_ref
 
 comm = MPI.COMM_WORLD
 N, RANK = comm.Get_size(), comm.Get_rank()
@@ -39,26 +38,9 @@ def layouts():
     return specs
 
 
-@contextlib.contextmanager
 def nodes(spec):
     """A fresh communicator whose ranks are on the nodes ``spec`` describes."""
-    old = os.environ.get("MPICOLL_NODES")
-    os.environ["MPICOLL_NODES"] = spec
-    c = comm.Dup()
-    try:
-        private_comm(c)             # the layout is read here
-    except Exception:
-        c.Free()
-        raise
-    finally:
-        if old is None:
-            del os.environ["MPICOLL_NODES"]
-        else:
-            os.environ["MPICOLL_NODES"] = old
-    try:
-        yield c
-    finally:
-        c.Free()
+    return on_nodes(spec, comm)
 
 
 def check_all(c, algo, counts=(0, 1, 2 * N + 1), dt="float64", opname="SUM"):

@@ -7,9 +7,7 @@ its ranks on the nodes it chooses (``MPICOLL_NODES``, read when the private
 duplicate is made), so the layout the suite was launched with does not matter.
 The device matrix on this transport is in test_device.py (kind ``fake-ipc``).
 """
-import contextlib
 import gc
-import os
 import time
 
 import numpy as np
@@ -20,7 +18,7 @@ import fakedevice as fd
 import mpicoll
 from mpicoll import _cuda_driver, _device, _ipc, gpu
 from mpicoll._context import Ctx, private_comm
-from refdata import OPS, data, reduce_ref
+from refdata import OPS, data, on_nodes, reduce_ref
 
 comm = MPI.COMM_WORLD
 N, RANK = comm.Get_size(), comm.Get_rank()
@@ -46,23 +44,9 @@ def ipc_on():
     fd.enable_ipc(False)
 
 
-@contextlib.contextmanager
 def nodes(spec=None):
     """A fresh communicator whose ranks are on the nodes ``spec`` says (default: one node)."""
-    old = os.environ.get("MPICOLL_NODES")
-    os.environ["MPICOLL_NODES"] = spec or str(N)
-    c = comm.Dup()
-    try:
-        private_comm(c)             # the layout is read here
-    finally:
-        if old is None:
-            del os.environ["MPICOLL_NODES"]
-        else:
-            os.environ["MPICOLL_NODES"] = old
-    try:
-        yield c
-    finally:
-        c.Free()
+    return on_nodes(spec or str(N), comm)
 
 
 def ctx_of(c):
