@@ -56,7 +56,7 @@ from mpi4py import MPI
 from mpi4py.util import dtlib
 
 from ._device import adapter_of, empty
-from ._errors import ArgumentError, ArgumentTypeError, describe
+from ._errors import ArgumentError, ArgumentTypeError, describe, non_negative
 from .coll._common import offsets, split
 
 __all__ = ["is_derived", "TypeInfo", "type_info", "byte_view", "Boundary"]
@@ -217,19 +217,7 @@ def byte_view(argname, base):
     return flat.view(np.uint8)
 
 
-def _index(argname, value, what="count"):
-    if isinstance(value, (bool, np.bool_)):
-        raise ArgumentTypeError(f"{argname}: expected a non-negative integer {what}; got {value!r}",
-                                MPI.ERR_COUNT)
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise ArgumentTypeError(
-            f"{argname}: expected a non-negative integer {what}; got {describe(value)}",
-            MPI.ERR_COUNT) from None
-    if value < 0:
-        raise ArgumentError(f"{argname}: expected a non-negative {what}; got {value}", MPI.ERR_COUNT)
-    return value
+_index = non_negative   # mpicoll._errors: one rule for counts and displacements
 
 
 def _integer(argname, value, what):

@@ -7,7 +7,7 @@ plain Python code can both catch it.
 """
 from mpi4py import MPI
 
-__all__ = ["ArgumentError", "ArgumentTypeError", "describe"]
+__all__ = ["ArgumentError", "ArgumentTypeError", "describe", "non_negative"]
 
 
 class ArgumentError(MPI.Exception, ValueError):
@@ -48,3 +48,24 @@ def describe(obj):
     if len(text) > 60:
         text = text[:57] + "..."
     return f"{type(obj).__name__} {text}"
+
+
+def non_negative(argname, value, what="count"):
+    """``value`` as an int >= 0 (a count or displacement), else the error naming ``argname``.
+
+    Not an integer (bools included) -> :class:`ArgumentTypeError`; negative ->
+    :class:`ArgumentError`; both with MPI's ``ERR_COUNT``.
+    """
+    import operator
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        raise ArgumentTypeError(
+            f"{argname}: expected a non-negative integer {what}; got {value!r}", MPI.ERR_COUNT)
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise ArgumentTypeError(
+            f"{argname}: expected a non-negative integer {what}; got {describe(value)}",
+            MPI.ERR_COUNT) from None
+    if value < 0:
+        raise ArgumentError(f"{argname}: expected a non-negative {what}; got {value}", MPI.ERR_COUNT)
+    return value

@@ -17,14 +17,13 @@ Parsing (:func:`parse_vspec`) only splits the form; :func:`layout` checks
 counts and displacements against the buffer and the communicator size.
 Every error is an :class:`ArgumentError` naming the argument. No messages.
 """
-import operator
 
 import numpy as np
 from mpi4py import MPI
 from mpi4py.util import dtlib
 
 from ._buffers import is_device
-from ._errors import ArgumentError, ArgumentTypeError, describe
+from ._errors import ArgumentError, ArgumentTypeError, describe, non_negative
 from .coll._common import offsets, split
 
 __all__ = ["VSpec", "parse_vspec", "layout"]
@@ -139,19 +138,7 @@ def _to_dtype(argname, datatype):
                             f"equivalent", MPI.ERR_TYPE) from None
 
 
-def _index(argname, value, what):
-    if isinstance(value, (bool, np.bool_)):
-        raise ArgumentError(f"{argname}: expected a non-negative integer {what}; got {value!r}",
-                            MPI.ERR_COUNT)
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise ArgumentError(
-            f"{argname}: expected a non-negative integer {what}; got {describe(value)}",
-            MPI.ERR_COUNT) from None
-    if value < 0:
-        raise ArgumentError(f"{argname}: expected a non-negative {what}; got {value}", MPI.ERR_COUNT)
-    return value
+_index = non_negative   # mpicoll._errors: one rule for counts and displacements
 
 
 def _per_rank(argname, values, size, what):

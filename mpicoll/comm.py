@@ -40,7 +40,7 @@ from ._buffers import check_counts
 from ._call import Call
 from ._datatypes import Boundary, is_derived, type_info
 from ._protocols import as_base_array
-from ._errors import ArgumentError, ArgumentTypeError, describe
+from ._errors import ArgumentError, ArgumentTypeError, describe, non_negative
 from ._comm_v import VMethods
 from ._registry import PRIMITIVES, lookup
 
@@ -109,17 +109,7 @@ def _to_dtype(argname, datatype):
             f"{argname}: datatype {datatype.Get_name()} has no NumPy equivalent", MPI.ERR_TYPE) from None
 
 
-def _index(argname, value):
-    if isinstance(value, (bool, np.bool_)):
-        raise ArgumentTypeError(f"{argname}: expected a non-negative integer count; got {value!r}")
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise ArgumentTypeError(
-            f"{argname}: expected a non-negative integer count; got {describe(value)}") from None
-    if value < 0:
-        raise ArgumentError(f"{argname}: expected a non-negative count; got {value}", MPI.ERR_COUNT)
-    return value
+_index = non_negative   # mpicoll._errors: one rule for counts and displacements
 
 
 def _is_rank(root, rank):
