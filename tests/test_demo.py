@@ -479,7 +479,7 @@ def test_demo_device_gpu_on_a_stand_in_device(n):
     assert ("3 ranks share a GPU" in out) == (n == 3)
     # The PyPI MPICH wheel is not CUDA-aware: staged, and the walk's traffic lines say so.
     assert re.search(r"^device path: staged: .* \(decided by MPIX_Query_cuda_support\)", out, re.M), out
-    assert len(re.findall(r"^traffic \(\w+, staged path\):", out, re.M)) == 7, out
+    assert len(re.findall(r"^traffic \(\w+, staged path\):", out, re.M)) == 8, out   # the 7 seed walkthroughs + scan
 
 
 def test_demo_device_gpu_native_impl_on_a_stand_in_device():

@@ -22,12 +22,14 @@ from .walk import WALKS
 
 __all__ = ["main", "build_parser", "resolve", "UsageError", "SECTIONS", "TABLE"]
 
-#: The demo's sections in the seed's order; ``alltoall`` only has rows in the traffic table.
+#: The demo's sections in the seed's order (then scan, which the seed leaves out, the ring
+#: step by step, the node-aware allreduce, the barrier); ``alltoall`` only has rows in the
+#: traffic table.
 SECTIONS = ("bcast", "reduce", "allreduce", "gather", "allgather", "scatter",
-            "reduce_scatter", "ring", "nodes", "barrier")
-# The vector collectives and the scans (mpicoll._registry.EXTENDED_PRIMITIVES) are left
-# out of both: the demo walks through the seed's calls, and the traffic table reads
-# plans through mpicoll.sched.inspect.call_arrays, which does not build their arguments yet.
+            "reduce_scatter", "scan", "ring", "nodes", "barrier")
+# The vector collectives (and scan) are not in the traffic table: it compares measured
+# counts with textbook formulas (mpicoll/demo/textbook.py), which it has for the seed's
+# nine primitives only.
 TABLE = ("bcast", "reduce", "allreduce", "gather", "allgather", "scatter",
          "reduce_scatter", "alltoall", "barrier")
 ALIASES = {"broadcast": "bcast", "all_reduce": "allreduce", "all_gather": "allgather",
@@ -139,7 +141,7 @@ def resolve(args, size):
         for item in items:
             if "=" in item:
                 prim, name = (s.strip() for s in item.split("=", 1))
-                prim = _names(prim, TABLE, "algorithm")[0]
+                prim = _names(prim, TABLE + ("scan",), "algorithm")[0]
                 if name.partition(":")[0] not in algorithms(prim):
                     raise UsageError(f"--algorithm: {prim} has no algorithm {name!r}; "
                                      f"choose from {', '.join(algorithms(prim))}")
@@ -149,7 +151,8 @@ def resolve(args, size):
                     raise UsageError(f"--algorithm: {exc}") from None
                 chosen[prim] = name
             else:
-                hits = [p for p in (prims or TABLE) if item in algorithms(p)]
+                hits = [p for p in (prims or TABLE) + (["scan"] if "scan" in shown else [])
+                        if item in algorithms(p)]
                 if not hits:
                     raise UsageError(f"--algorithm: no shown primitive has an algorithm {item!r}")
                 chosen.update((p, item) for p in hits if p not in chosen)

@@ -13,6 +13,7 @@ device pointer), and results are compared on the host.
 import numpy as np
 from mpi4py import MPI
 
+from .. import vcollectives as V
 from .. import distributed as dist
 from .._context import traffic
 from .output import fmt, fmt_list, host, same
@@ -33,6 +34,8 @@ TITLES = {
     "scatter": "scatter: rank {root}'s list [[i+1]*K for i] to rank i (dist.scatter)",
     "reduce_scatter": "reduce_scatter: the seed's powers; rank j gets the sum of everyone's "
                       "j-th tensor (dist.reduce_scatter, SUM)",
+    "scan": "scan: prefix sums; rank r gets the sum of [i+1]*K over ranks i <= r "
+            "(mpicoll.scan, SUM; torch.distributed has no scan)",
 }
 
 
@@ -175,6 +178,24 @@ def walk_reduce_scatter(comm, k, dtype, root, dev=_on_host):
     return s
 
 
+def walk_scan(comm, k, dtype, root, dev=_on_host):
+    """Inclusive prefix sums, the MPI_Scan the seed leaves out (rank order kept by every algorithm)."""
+    s, rank = Step(), comm.Get_rank()
+    mine = _ones(rank, k, dtype)
+    tensor = dev(mine.copy())
+    s.before = f"Before scan on rank {rank}: {fmt(tensor)}"
+    ref = np.zeros_like(mine)
+    comm.Scan(mine, ref, MPI.SUM)
+    with traffic() as t:
+        out = V.scan(tensor, op=MPI.SUM, algorithm=dist._algo("scan"))
+    s.traffic = t.calls
+    if rank == 0:
+        s.lead = ["rank r ends with 1 + 2 + ... + (r+1) in every element: the sum over ranks 0..r"]
+    s.after = f"After scan on rank {rank}: {fmt(out)}"
+    _check(s, out, ref, "scan")
+    return s
+
+
 WALKS = {"bcast": walk_bcast, "reduce": walk_reduce, "allreduce": walk_allreduce,
          "gather": walk_gather, "allgather": walk_allgather, "scatter": walk_scatter,
-         "reduce_scatter": walk_reduce_scatter}
+         "reduce_scatter": walk_reduce_scatter, "scan": walk_scan}
