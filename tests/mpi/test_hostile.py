@@ -440,8 +440,12 @@ def _():
     return lambda: _pc().Bcast([x, MPI.DOUBLE]), [x]
 
 
+# Open MPI 5.0 crashes in MPI_Pack_size on an uncommitted datatype, so mpicoll cannot ask it
+# (mpicoll/_datatypes.py: _ASKS_COMMIT); the case runs on MPICH only.
 @case("p_uncommitted_datatype", ArgumentError, "buf: expected a committed datatype", MPI.ERR_TYPE)
 def _():
+    if "Open MPI" in MPI.Get_library_version():
+        pytest.skip("Open MPI crashes in MPI_Pack_size on an uncommitted datatype")
     x = arange(4)
     dt = MPI.DOUBLE.Create_vector(2, 1, 2)      # derived types are fine once committed
 
