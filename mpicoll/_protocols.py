@@ -7,7 +7,12 @@ takes them too, through :func:`as_shared_array`, which returns a NumPy array
 (host memory) or a CuPy array (device memory) over the *same* memory — no
 copy, so what a collective writes lands in the caller's object:
 
-- DLPack on the host (``kDLCPU``): ``numpy.from_dlpack``.
+- DLPack on the host (``kDLCPU``): borrowed as mpi4py borrows it
+  (``MPI.buffer(obj)`` holds the capsule without consuming it, so the
+  producer's capsule destructor releases the tensor when the view dies, as
+  with mpi4py; ``numpy.from_dlpack`` would take ownership, which producers
+  that free the tensor with their capsule — mpi4py's own test helper among
+  them — do not survive), typed by the tensor's ``DLDataType``.
 - DLPack on a CUDA device (``kDLCUDA``, ``kDLCUDAManaged``):
   ``cupy.from_dlpack``, then mpicoll's device path (CUDA-aware MPI or
   staging through pinned memory); without CuPy, an error.
@@ -94,9 +99,10 @@ def _from_dlpack(argname, obj):
             f"{type(obj).__name__} has __dlpack__ but no usable __dlpack_device__") from None
     if kind == _CPU:
         try:
-            return np.from_dlpack(obj)
+            mem = MPI.buffer(obj)         # mpi4py's import: checks shape and contiguity
+            return np.frombuffer(mem, _dl_dtype(mem.obj))
         except (BufferError, TypeError, ValueError, RuntimeError) as exc:
-            raise ArgumentError(f"{argname}: NumPy cannot view this host DLPack object "
+            raise ArgumentError(f"{argname}: cannot view this host DLPack object "
                                 f"({type(obj).__name__}): {exc}", MPI.ERR_BUFFER) from None
     if kind in (_CUDA, _CUDA_MANAGED):
         cp = _cupy(argname, f"a DLPack object on a CUDA device ({_KDL[kind]})")
@@ -108,6 +114,56 @@ def _from_dlpack(argname, obj):
     raise ArgumentError(
         f"{argname}: expected host (kDLCPU) or CUDA (kDLCUDA) memory from DLPack; got device "
         f"type {_KDL.get(kind, kind)}, which mpicoll cannot read or reduce", MPI.ERR_BUFFER)
+
+
+_capsule_valid = ctypes.pythonapi.PyCapsule_IsValid
+_capsule_valid.restype = ctypes.c_int
+_capsule_valid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+class _DLDataType(ctypes.Structure):       # dlpack.h's DLDataType
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensorHead(ctypes.Structure):     # dlpack.h's DLTensor, up to its dtype
+    _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32),
+                ("device_id", ctypes.c_int32), ("ndim", ctypes.c_int32), ("dtype", _DLDataType)]
+
+
+class _DLManagedVersionedHead(ctypes.Structure):   # DLManagedTensorVersioned, up to dl_tensor
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
+                ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p),
+                ("flags", ctypes.c_uint64), ("dl_tensor", _DLTensorHead)]
+
+
+# The legacy DLManagedTensor starts with its DLTensor. Codes: kDLInt, kDLUInt, kDLFloat,
+# kDLComplex, kDLBool; float x 2 lanes is complex (mpi4py reads it so).
+_DL_CAPSULES = ((b"dltensor_versioned", _DLManagedVersionedHead.dl_tensor.offset),
+                (b"dltensor", 0))
+_DL_KINDS = {0: "i", 1: "u", 2: "f", 5: "c", 6: "b"}
+
+
+def _dl_dtype(capsule):
+    """The element dtype of a DLPack capsule's tensor; bytes (as mpi4py) for other types."""
+    for name, offset in _DL_CAPSULES:
+        if _capsule_valid(capsule, name):
+            dt = _DLDataType.from_address(_capsule_pointer(capsule, name) + offset
+                                          + _DLTensorHead.dtype.offset)
+            kind, bits, lanes = _DL_KINDS.get(dt.code), dt.bits, dt.lanes
+            if kind == "f" and lanes == 2:     # a complex number as 2 lanes of float, as mpi4py
+                kind, bits, lanes = "c", 2 * bits, 1
+            if kind is None or lanes != 1 or bits % 8:
+                return np.dtype(np.uint8)
+            if kind == "b":
+                return np.dtype(np.bool_) if bits == 8 else np.dtype(np.uint8)
+            try:
+                return np.dtype(f"{kind}{bits // 8}")
+            except TypeError:
+                return np.dtype(np.uint8)
+    raise BufferError("not a DLPack capsule")
 
 
 class _HostView:
