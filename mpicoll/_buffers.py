@@ -16,7 +16,8 @@ from ._device import adapter_of, data_ptr
 from ._errors import ArgumentError, ArgumentTypeError, describe
 
 __all__ = ["is_device", "as_array", "check_dtype", "same_dtype", "same_memory",
-           "check_size", "check_root", "check_counts", "check_no_alias", "IN_PLACE"]
+           "check_size", "check_root", "check_counts", "check_no_alias", "IN_PLACE", "ENTRIES",
+           "wire"]
 
 IN_PLACE = MPI.IN_PLACE
 
@@ -29,12 +30,24 @@ def is_device(obj):
 _dtype_ok = {}
 
 
+#: Metadata key of the NumPy ``void`` dtype of whole packed datatype entries
+#: (:mod:`mpicoll._user_ops`): such arrays travel as ``[array, MPI.BYTE]``.
+ENTRIES = "mpicoll.entries"
+
+
+def wire(buf):
+    """What mpi4py is handed for ``buf``: the array, or ``[buf, MPI.BYTE]`` for packed entries."""
+    return [buf, MPI.BYTE] if buf.dtype.kind == "V" else buf
+
+
 def check_dtype(argname, dtype):
     """Raise unless mpi4py maps ``dtype`` to a predefined MPI datatype."""
     ok = _dtype_ok.get(dtype)
     if ok is None:
         ok = ""
-        if dtype.byteorder not in "=|" and dtype.byteorder != ("<" if np.little_endian else ">"):
+        if dtype.metadata and dtype.metadata.get(ENTRIES):
+            pass        # packed entries of a derived datatype (mpicoll._user_ops): sent as bytes
+        elif dtype.byteorder not in "=|" and dtype.byteorder != ("<" if np.little_endian else ">"):
             ok = (f"expected data in native byte order; got byte-swapped dtype {dtype.str} "
                   f"(convert with .astype(a.dtype.newbyteorder('=')))")
         else:

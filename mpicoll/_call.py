@@ -51,6 +51,7 @@ from ._errors import ArgumentError, ArgumentTypeError, describe
 from ._fingerprint import CollectiveMismatchError
 from ._registry import algorithms, env_choice, lookup
 from ._topology import layout
+from ._user_ops import native_refusal
 from .sched.nonblocking import keep_until_complete
 from .sched.run import PlanCache
 
@@ -334,9 +335,16 @@ class Call:
                 f"algorithm: expected a name, one of {', '.join(algorithms(primitive))} "
                 f"or 'auto'; got {describe(name)}")
         commutative = True if op is None else op.is_commutative
-        if name == "auto":
+        auto = name == "auto"
+        if auto:
             name = default_algorithm(primitive, size=self.size, nbytes=nbytes,
                                      count=count, commutative=commutative)
+        if name == "native" and native_refusal(primitive, op):
+            if not auto:
+                raise ArgumentError(native_refusal(primitive, op), MPI.ERR_OP)
+            name = next(n for n in algorithms(primitive) if n != "native"
+                        and (commutative or not lookup(primitive, n).commutative_only)
+                        and getattr(lookup(primitive, n), "check_layout", None) is None)
         fn = lookup(primitive, name)
         if fn.commutative_only and not commutative:
             capable = [n for n in algorithms(primitive) if not lookup(primitive, n).commutative_only]

@@ -24,6 +24,7 @@ from mpi4py import MPI
 
 from . import vcollectives as _v
 from ._errors import ArgumentError
+from ._user_ops import wrap as _user_op
 from ._vbuffers import VSpec, parse_vspec
 
 __all__ = ["VMethods"]
@@ -101,10 +102,12 @@ class VMethods:
         _v._alltoallv(call, bufs, self._algo("alltoallv"))
 
     def _scan(self, call, bnd, sendbuf, recvbuf, op=MPI.SUM):
+        op = _user_op(op, self)      # a user op over a derived datatype: see _user_ops
         _v._scan(call, lambda: self._reduction_bufs(bnd, sendbuf, recvbuf, op, False), op,
                  self._algo("scan"))
 
     def _exscan(self, call, bnd, sendbuf, recvbuf, op=MPI.SUM):
+        op = _user_op(op, self)      # a user op over a derived datatype: see _user_ops
         # Rank 0's recvbuf is left as it was (MPI leaves it undefined): read it too, so that
         # a derived datatype's unpack writes back what was there.
         _v._scan(call, lambda: self._reduction_bufs(bnd, sendbuf, recvbuf, op, True), op,
@@ -116,8 +119,7 @@ class VMethods:
         if r is MPI.IN_PLACE:
             raise ArgumentError(f"recvbuf: expected a buffer; got "
                                 f"{'None' if recvbuf is None else 'MPI.IN_PLACE'}", MPI.ERR_BUFFER)
-        bnd.check_reduction(op)
-        return s, r
+        return bnd.reduction(op, s, r)
 
 
 def _role(sendbuf):

@@ -25,6 +25,7 @@ import time
 import numpy as np
 from mpi4py import MPI
 
+from ._buffers import wire
 from ._device import empty, transport
 from . import _ipc  # noqa: F401  (registers the ipc transport with _device)
 from ._ops import combine
@@ -258,24 +259,24 @@ class Ctx:
     # point-to-point -----------------------------------------------------
     def send(self, buf, dest):
         self._sent(buf, dest)
-        self.mpi.Send(buf, dest, self.tag)
+        self.mpi.Send(wire(buf), dest, self.tag)
 
     def recv(self, buf, source):
         self._recvd(buf, source)
-        self.mpi.Recv(buf, source, self.tag)
+        self.mpi.Recv(wire(buf), source, self.tag)
 
     def sendrecv(self, sendbuf, dest, recvbuf, source):
         self._sent(sendbuf, dest)
         self._recvd(recvbuf, source)
-        self.mpi.Sendrecv(sendbuf, dest, self.tag, recvbuf, source, self.tag)
+        self.mpi.Sendrecv(wire(sendbuf), dest, self.tag, wire(recvbuf), source, self.tag)
 
     def isend(self, buf, dest):
         self._sent(buf, dest)
-        return self.mpi.Isend(buf, dest, self.tag)
+        return self.mpi.Isend(wire(buf), dest, self.tag)
 
     def irecv(self, buf, source):
         self._recvd(buf, source)
-        return self.mpi.Irecv(buf, source, self.tag)
+        return self.mpi.Irecv(wire(buf), source, self.tag)
 
     def waitall(self, requests):
         """Complete ``requests`` (from isend/irecv); received data is then in place."""

@@ -27,9 +27,9 @@ Send and receive datatypes may differ as long as their signatures match
 (three contiguous doubles sent, received as a strided vector of three).
 Reductions follow MPI: a predefined op over a datatype whose elements are
 all one predefined type; the send and receive datatypes of a reduction are
-one and the same (mpi4py checks it too). User-defined ops on derived
-datatypes are refused: the op would see the packed elements, not the
-datatype it was written for.
+one and the same (mpi4py checks it too). A user-defined op over a derived
+datatype reduces whole packed entries through the datatype
+(:mod:`mpicoll._user_ops`): its function sees the layout it was written for.
 
 Checks, each an :class:`ArgumentError` naming the argument (raised inside
 ``call.checking()``, so every rank raises before any message): a datatype
@@ -55,9 +55,11 @@ import numpy as np
 from mpi4py import MPI
 from mpi4py.util import dtlib
 
+from ._buffers import ENTRIES
 from ._device import adapter_of, empty
 from ._errors import ArgumentError, ArgumentTypeError, describe, non_negative
 from .coll._common import offsets, split
+from ._user_ops import EntryOp
 
 __all__ = ["is_derived", "TypeInfo", "type_info", "byte_view", "Boundary"]
 
@@ -318,6 +320,7 @@ class Boundary:
         self.outputs = []         # unpacked after it
         self.types = {}           # argname -> TypeInfo of its derived datatype
         self.given = {}           # argname -> the MPI datatype given (None: from the buffer)
+        self.entry_type = None    # TypeInfo when a user op reduces whole packed entries
 
     # -- parsing -------------------------------------------------------
     def simple(self, argname, base, count, displ, dt, blocks, role):
@@ -440,30 +443,37 @@ class Boundary:
     # -- checks --------------------------------------------------------
     def per_entry(self, *argnames):
         """Flat elements per datatype entry of the first derived argument among ``argnames`` (else 1)."""
+        if self.entry_type is not None:
+            return 1                          # packed entries (a user op): one element each
         for name in argnames:
             info = self.types.get(name)
             if info is not None:
                 return info.per_entry
         return 1
 
-    def check_reduction(self, op, send="sendbuf", recv="recvbuf"):
-        """MPI's rules for a reduction over derived datatypes (ArgumentError if broken)."""
+    def reduction(self, op, sendbuf, recvbuf, send="sendbuf", recv="recvbuf"):
+        """MPI's rules for a reduction over derived datatypes (ArgumentError if broken).
+
+        Returns ``(sendbuf, recvbuf)``: as given, or — for a user-defined op
+        (an :class:`mpicoll._user_ops.EntryOp`) over a derived datatype —
+        viewed as whole packed entries, which the op then reduces through
+        the datatype (see :mod:`mpicoll._user_ops`).
+        """
         derived = [(n, self.types[n]) for n in (send, recv) if n in self.types]
         if not derived:
-            return
-        name, info = derived[0]
-        if isinstance(op, MPI.Op) and not op.is_predefined:
-            raise ArgumentError(
-                f"op: a user-defined op over derived datatype {info.name} ({name}) is not "
-                f"supported: mpicoll reduces the packed elements, so the op would be called with "
-                f"them, not with the datatype it was written for; use a predefined op or a "
-                f"predefined datatype", MPI.ERR_OP)
+            return sendbuf, recvbuf
+        self._same_datatype(send, recv)
+        if isinstance(op, EntryOp):
+            return self._entries(op, derived[0][1], sendbuf, recvbuf)
         for name, info in derived:
             if info.leaf is None:
                 raise ArgumentError(
                     f"{name}: MPI's predefined ops reduce a derived datatype only when every "
                     f"element is one predefined type; {info.name} has "
                     f"{', '.join(info.leaves) or 'no elements'}", MPI.ERR_OP)
+        return sendbuf, recvbuf
+
+    def _same_datatype(self, send, recv):
         if send in self.given and recv in self.given:
             s, r = self.given[send], self.given[recv]
             if s is None or r is None or s != r:
@@ -474,6 +484,24 @@ class Boundary:
                 raise ArgumentError(
                     f"{recv}: expected the datatype of {send} ({show(s)}): a reduction takes one "
                     f"datatype for both buffers; got {show(r)}", MPI.ERR_TYPE)
+
+    def _entries(self, op, info, sendbuf, recvbuf):
+        """The buffers as packed entries of ``info`` for user op ``op``."""
+        bufs = [b for b in (sendbuf, recvbuf) if b is not None and b is not MPI.IN_PLACE]
+        if any(adapter_of(b) is not None for b in bufs):
+            raise ArgumentError(
+                f"op: a user-defined op over derived datatype {info.name} runs on the host "
+                f"(MPI_Pack/MPI_Unpack around each local reduction); got device memory: use a "
+                f"predefined op, a predefined datatype, or host buffers", MPI.ERR_OP)
+        if info.size == 0:
+            return sendbuf, recvbuf           # nothing to reduce
+        op.entries = info
+        self.entry_type = info
+        entry = np.dtype((np.void, info.size), metadata={ENTRIES: True})
+
+        def view(b):
+            return b if b is None or b is MPI.IN_PLACE else b.view(np.uint8).view(entry)
+        return view(sendbuf), view(recvbuf)
 
     # -- completion ----------------------------------------------------
     def pack(self):

@@ -39,6 +39,7 @@ from . import collectives as _c
 from ._buffers import check_counts
 from ._call import Call
 from ._datatypes import Boundary, is_derived, type_info
+from ._user_ops import wrap as _user_op
 from ._protocols import as_base_array
 from ._errors import ArgumentError, ArgumentTypeError, describe, non_negative
 from ._comm_v import VMethods
@@ -318,21 +319,21 @@ class P2PComm(MPI.Intracomm, VMethods):
         return r
 
     def _reduce(self, call, bnd, sendbuf, recvbuf, op=MPI.SUM, root=0):
+        op = _user_op(op, self)      # a user op over a derived datatype: see _user_ops
         def bufs():
             s = parse_bufspec("sendbuf", sendbuf, bnd=bnd)
             r = None
             if _is_rank(root, self.Get_rank()):     # elsewhere recvbuf is not looked at (mpi4py)
                 r = self._recv("recvbuf", recvbuf, s, bnd)
-            bnd.check_reduction(op)
-            return s, r
+            return bnd.reduction(op, s, r)
         _c._reduce(call, bufs, op, root, self._algo("reduce"))
 
     def _allreduce(self, call, bnd, sendbuf, recvbuf, op=MPI.SUM):
+        op = _user_op(op, self)      # a user op over a derived datatype: see _user_ops
         def bufs():
             s = parse_bufspec("sendbuf", sendbuf, bnd=bnd)
             r = self._recv("recvbuf", recvbuf, s, bnd)
-            bnd.check_reduction(op)
-            return s, r
+            return bnd.reduction(op, s, r)
         _c._allreduce(call, bufs, op, self._algo("allreduce"))
 
     def _gather(self, call, bnd, sendbuf, recvbuf, root=0):
@@ -371,18 +372,19 @@ class P2PComm(MPI.Intracomm, VMethods):
         _c._scatter(call, bufs, root, self._algo("scatter"))
 
     def _reduce_scatter_block(self, call, bnd, sendbuf, recvbuf, op=MPI.SUM):
+        op = _user_op(op, self)      # a user op over a derived datatype: see _user_ops
         def bufs():
             # mpi4py: counts in these specs are per block; in place, recvbuf
             # holds all N blocks of input.
             n = self.Get_size()
             s = parse_bufspec("sendbuf", sendbuf, blocks=n, bnd=bnd)
             r = self._recv("recvbuf", recvbuf, s, bnd, blocks=n if s is MPI.IN_PLACE else 1)
-            bnd.check_reduction(op)
-            return s, r
+            return bnd.reduction(op, s, r)
         _c._reduce_scatter(call, bufs, None, op,
                            self._algo("reduce_scatter"))
 
     def _reduce_scatter(self, call, bnd, sendbuf, recvbuf, recvcounts=None, op=MPI.SUM):
+        op = _user_op(op, self)      # a user op over a derived datatype: see _user_ops
         # The core validates ``counts`` after calling bufs(); bufs() fills it, in
         # flat elements (recvcounts are in entries of the datatype).
         counts, parsed = [], []
@@ -390,8 +392,7 @@ class P2PComm(MPI.Intracomm, VMethods):
         def parse():
             s = parse_bufspec("sendbuf", sendbuf, bnd=bnd)
             r = self._recv("recvbuf", recvbuf, s, bnd)
-            bnd.check_reduction(op)
-            return s, r
+            return bnd.reduction(op, s, r)
 
         if recvcounts is None:
             # mpi4py's rule: each rank's receive count comes from its recvbuf.

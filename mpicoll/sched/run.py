@@ -25,6 +25,7 @@ from functools import partial
 import numpy as np
 from mpi4py import MPI
 
+from .._buffers import wire
 from .._device import adapter_of, data_ptr, empty
 from .._ops import OPS, combine
 from .plan import (COPY, IRECV, ISEND, RECV, REDUCE, SEND, SENDRECV, WAIT, Builder,
@@ -164,6 +165,10 @@ def bind(plan, arrays, op, ctx, fast, nonblocking=False, persistent=False):
     (``Send_init``/``Recv_init``) made here once; a post step is their ``Start``.
     """
     view = _views(plan, arrays)
+    msg = view
+    if fast and any(a.dtype.kind == "V" for a in arrays):
+        def msg(sym):             # packed entries (mpicoll._user_ops) travel as bytes
+            return wire(view(sym))
     reqs = [None] * plan.nreq
     steps = []
     add = steps.append
@@ -183,10 +188,10 @@ def bind(plan, arrays, op, ctx, fast, nonblocking=False, persistent=False):
             reqs.append(None)
         if persistent:
             init = comm.Send_init if kind is isend else comm.Recv_init
-            reqs[slot] = init(view(buf), peer, tag)
+            reqs[slot] = init(msg(buf), peer, tag)
             add(reqs[slot].Start)
             return slot
-        start = partial(kind, view(buf), peer, tag) if fast else partial(kind, view(buf), peer)
+        start = partial(kind, msg(buf), peer, tag) if fast else partial(kind, view(buf), peer)
         add(partial(_post, reqs, slot, start))
         return slot
 
@@ -210,12 +215,12 @@ def bind(plan, arrays, op, ctx, fast, nonblocking=False, persistent=False):
                 r = post(irecv, o[3], o[4])
                 add((post(isend, o[1], o[2]), r))
         elif k == SEND:
-            add(partial(send, view(o[1]), o[2], tag) if fast else partial(ctx.send, view(o[1]), o[2]))
+            add(partial(send, msg(o[1]), o[2], tag) if fast else partial(ctx.send, view(o[1]), o[2]))
         elif k == RECV:
-            add(partial(recv, view(o[1]), o[2], tag) if fast else partial(ctx.recv, view(o[1]), o[2]))
+            add(partial(recv, msg(o[1]), o[2], tag) if fast else partial(ctx.recv, view(o[1]), o[2]))
         elif k == SENDRECV:
             if fast:
-                add(partial(sendrecv, view(o[1]), o[2], tag, view(o[3]), o[4], tag))
+                add(partial(sendrecv, msg(o[1]), o[2], tag, msg(o[3]), o[4], tag))
             else:
                 add(partial(ctx.sendrecv, view(o[1]), o[2], view(o[3]), o[4]))
         elif k == ISEND:
