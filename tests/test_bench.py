@@ -487,8 +487,8 @@ class _FakeNccl:
     NCCL_INT64, NCCL_UINT64, NCCL_FLOAT16, NCCL_FLOAT32, NCCL_FLOAT64 = 4, 5, 6, 7, 8
     NCCL_SUM, NCCL_PROD, NCCL_MAX, NCCL_MIN = 0, 1, 2, 3
 
-    def __init__(self, fail_init=None, fail_uid=False):
-        self.fail_init, self.fail_uid = fail_init, fail_uid
+    def __init__(self, fail_init=None, fail_uid=False, version=22005):
+        self.fail_init, self.fail_uid, self.version = fail_init, fail_uid, version
         self.comms = []
 
     def get_unique_id(self):
@@ -497,7 +497,7 @@ class _FakeNccl:
         return tuple(range(128))
 
     def get_version(self):
-        return 22005
+        return self.version
 
     def NcclCommunicator(self, ndev, uid, rank):
         if self.fail_init is not None:
@@ -618,10 +618,44 @@ def test_nccl_skips_shared_gpus_and_failures():
     col = nccl.setup(_GatherComm(3, rank=1, peer=peer), _FakeAM("node1 0000:01:00.0"),
                      np.float32, nccl=f, status=ok)
     assert col.usable and col.info()["nccl_version"] == 22005
+    assert col.info()["multi_rank_gpu"] is False
     c = f.comms[-1]
     assert (c.ndev, c.rank, c.uid) == (3, 1, uid)
     col.close()
     assert c.destroyed
+
+
+def test_nccl_tries_multi_rank_mode_on_a_shared_gpu_from_2_30(monkeypatch):
+    """Ranks on one GPU: skipped before NCCL 2.30 (the reason says what would work); from 2.30
+    the communicator is tried with NCCL_MULTI_RANK_GPU_ENABLE=1, a failure naming that."""
+    from mpicoll.bench import nccl
+    assert [nccl.version_text(v) for v in (22805, 23000, 2708, None)] == [
+        "2.28.5", "2.30.0", "2.7.8", "unknown"]
+    monkeypatch.delenv(nccl.MULTI_RANK_GPU_VAR, raising=False)
+    ok = lambda: (True, "NCCL")                                         # noqa: E731
+    old = _FakeNccl(version=22805)
+    col = nccl.setup(_GatherComm(2), _FakeAM(), np.float32, nccl=old, status=ok)
+    assert not col.usable and not old.comms
+    assert "share one GPU" in col.reason and "NCCL 2.28.5 here: NCCL >= 2.30.0" in col.reason
+    assert nccl.MULTI_RANK_GPU_VAR not in os.environ
+    # one rank with an older NCCL: the oldest decides, on every rank
+    peer = lambda x, r: 22900 if isinstance(x, int) else x              # noqa: E731
+    col = nccl.setup(_GatherComm(2, peer=peer), _FakeAM(), np.float32,
+                     nccl=_FakeNccl(version=23100), status=ok)
+    assert not col.usable and "NCCL 2.29.0 here" in col.reason
+    new = _FakeNccl(version=23100)
+    uid = tuple(range(128))
+    peer = lambda x, r: (uid, None) if x == (None, None) else x        # noqa: E731
+    col = nccl.setup(_GatherComm(2, peer=peer), _FakeAM(), np.float32, nccl=new, status=ok)
+    assert col.usable and new.comms and col.info()["multi_rank_gpu"] is True
+    assert os.environ[nccl.MULTI_RANK_GPU_VAR] == "1"
+    monkeypatch.setenv(nccl.MULTI_RANK_GPU_VAR, "0")                     # the user's setting stays
+    col = nccl.setup(_GatherComm(2, peer=peer), _FakeAM(), np.float32,
+                     nccl=_FakeNccl(version=23100, fail_init="NCCL_ERROR_INVALID_USAGE"),
+                     status=ok)
+    assert not col.usable and os.environ[nccl.MULTI_RANK_GPU_VAR] == "0"
+    assert col.reason.endswith("(ranks share a GPU; tried NCCL 2.31.0's multi-rank mode, "
+                               "NCCL_MULTI_RANK_GPU_ENABLE=0)")
 
 
 def _simulate(calls, n, fake, cases):

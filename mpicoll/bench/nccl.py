@@ -13,16 +13,26 @@ scatter, alltoall and barrier have no NCCL collective and are skipped with
 that reason. The whole column is skipped, with the reason printed once and
 recorded in the provenance, when the buffers are not CuPy's, NCCL is not
 usable on some rank, the dtype has no NCCL type, several ranks share one
-GPU (NCCL refuses a communicator with one GPU twice) or the communicator
-cannot be created. Every such decision is taken collectively, so no rank
-waits in an NCCL call the others never make.
+GPU with an NCCL older than 2.30 (NCCL refuses a communicator with one GPU
+twice) or the communicator cannot be created. Every such decision is taken
+collectively, so no rank waits in an NCCL call the others never make.
+
+Ranks sharing a GPU with NCCL >= 2.30 on every rank: the column tries
+NCCL's multi-rank-per-GPU mode (``NCCL_MULTI_RANK_GPU_ENABLE=1``, set for
+the process unless the user set it; the name and version come from the
+project's GPU issue and were not verified against a 2.30 install here);
+if the communicator still cannot be created the column is skipped, the
+reason saying what was tried. The provenance records ``multi_rank_gpu``.
 """
+import os
+
 import numpy as np
 
 from mpicoll._device import data_ptr
 
 __all__ = ["LABEL", "METHODS", "Unsupported", "Skipped", "Column", "wanted", "setup",
-           "dtype_code", "op_code", "shared_gpu_reason", "call_args"]
+           "dtype_code", "op_code", "shared_gpu_reason", "call_args", "MULTI_RANK_GPU_VAR",
+           "MULTI_RANK_GPU_SINCE", "version_text"]
 
 LABEL = "nccl"
 
@@ -36,6 +46,28 @@ _DTYPES = {"int8": "NCCL_INT8", "uint8": "NCCL_UINT8", "int32": "NCCL_INT32",
            "float16": "NCCL_FLOAT16", "float32": "NCCL_FLOAT32", "float64": "NCCL_FLOAT64"}
 
 _OPS = ("sum", "prod", "min", "max")
+
+#: NCCL's switch for several ranks on one GPU, and the first version that has it
+#: (``ncclGetVersion``'s code: major * 10000 + minor * 100 + patch).
+MULTI_RANK_GPU_VAR = "NCCL_MULTI_RANK_GPU_ENABLE"
+MULTI_RANK_GPU_SINCE = 23000
+
+
+def version_text(code):
+    """NCCL's version code as 'major.minor.patch' ('unknown' for None)."""
+    if code is None:
+        return "unknown"
+    code = int(code)
+    if code >= 10000:
+        return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
+    return f"{code // 1000}.{code // 100 % 10}.{code % 100}"      # before 2.9: major*1000+minor*100
+
+
+def _version(nccl):
+    try:
+        return int(nccl.get_version())
+    except Exception:  # noqa: BLE001 - an unknown version is only provenance
+        return None
 
 
 class Unsupported(ValueError):
@@ -136,12 +168,14 @@ class Column:
     usable = True
     reason = None
 
-    def __init__(self, nccl, ncomm, dtype, am, version=None):
+    def __init__(self, nccl, ncomm, dtype, am, version=None, multi_rank_gpu=False):
         self.nccl, self.ncomm, self.am, self.version = nccl, ncomm, am, version
+        self.multi_rank_gpu = multi_rank_gpu
         self.dtype = dtype_code(nccl, dtype)
 
     def info(self):
-        return {"requested": True, "used": True, "reason": None, "nccl_version": self.version}
+        return {"requested": True, "used": True, "reason": None, "nccl_version": self.version,
+                "multi_rank_gpu": self.multi_rank_gpu}
 
     def skip_reason(self, spec, op):
         """Why ``spec``'s primitive has no nccl row (None: it has one). Same on every rank."""
@@ -203,8 +237,15 @@ def setup(comm, am, dtype, *, nccl=None, status=None):
     except Unsupported as exc:
         return Skipped(str(exc))
     reason = shared_gpu_reason([gid for _, _, gid in every])
-    if reason:
-        return Skipped(reason)
+    versions = comm.allgather(_version(nccl))
+    oldest = None if None in versions else min(versions)
+    shared = reason is not None
+    if shared:
+        if oldest is None or oldest < MULTI_RANK_GPU_SINCE:
+            return Skipped(f"{reason}; NCCL {version_text(oldest)} here: NCCL >= "
+                           f"{version_text(MULTI_RANK_GPU_SINCE)} could share it "
+                           f"({MULTI_RANK_GPU_VAR}=1)")
+        os.environ.setdefault(MULTI_RANK_GPU_VAR, "1")     # read by NCCL at communicator init
     uid = err = None
     if comm.Get_rank() == 0:
         try:
@@ -227,10 +268,8 @@ def setup(comm, am, dtype, *, nccl=None, status=None):
                 ncomm.destroy()
             except Exception:  # noqa: BLE001 - already skipping; keep the first reason
                 pass
+        tried = (f" (ranks share a GPU; tried NCCL {version_text(oldest)}'s multi-rank mode, "
+                 f"{MULTI_RANK_GPU_VAR}={os.environ.get(MULTI_RANK_GPU_VAR)})" if shared else "")
         return Skipped(f"nccl: NcclCommunicator failed on rank {failed[0][0]}: "
-                       f"{failed[0][1]}")
-    try:
-        version = nccl.get_version()
-    except Exception:  # noqa: BLE001 - the version is provenance only
-        version = None
-    return Column(nccl, ncomm, dtype, am, version)
+                       f"{failed[0][1]}{tried}")
+    return Column(nccl, ncomm, dtype, am, versions[comm.Get_rank()], multi_rank_gpu=shared)

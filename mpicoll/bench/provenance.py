@@ -159,6 +159,9 @@ def gpu_lines(prov):
                 lines.append(f"# {mps['advice']}")
     nccl = prov.get("nccl")
     if nccl:
-        lines.append(f"# nccl: NCCL {nccl.get('nccl_version')}, one communicator for the run"
+        from .nccl import version_text
+        shared = ", ranks sharing a GPU (multi-rank mode)" if nccl.get("multi_rank_gpu") else ""
+        lines.append(f"# nccl: NCCL {version_text(nccl.get('nccl_version'))}, one communicator "
+                     f"for the run{shared}"
                      if nccl.get("used") else f"# {nccl.get('reason')}; nccl column skipped")
     return lines
