@@ -109,8 +109,12 @@ class _Judge:
 
 
 
-def remember(call, comm, algorithm, bufs, rest, out, steps, prologue):
-    """Store a call that just ran on the memo's terms (``steps`` bound to host arrays)."""
+def remember(call, comm, algorithm, bufs, rest, out, steps, prologue, space=None):
+    """Store a call that just ran on the memo's terms (``steps`` bound to host arrays).
+
+    ``space``: the key's first part when not the primitive (P2PComm's methods,
+    whose argument rules are mpi4py's, keep entries of their own).
+    """
     if len(_memo) >= _MAX:
         _memo.clear()
     e = _Entry()
@@ -130,13 +134,16 @@ def remember(call, comm, algorithm, bufs, rest, out, steps, prologue):
     e.out = out if idx else None
     if out is not None and not idx:
         return                       # a result we allocated: a new one each call, no memo
-    _memo[_key(call.primitive, comm, algorithm, bufs, rest)] = e
+    _memo[_key(space or call.primitive, comm, algorithm, bufs, rest)] = e
 
 
-def run(primitive, impl, comm, algorithm, bufs, rest, args):
-    """One functional call through the memo: a hit runs it, a miss runs ``impl`` and remembers it."""
+def run(primitive, impl, comm, algorithm, bufs, rest, args, space=None):
+    """One functional call through the memo: a hit runs it, a miss runs ``impl`` and remembers it.
+
+    ``space``: see :func:`remember`.
+    """
     if not (_context._recorders or _context.trace_hook is not None or _ops.trace_hook is not None):
-        e = _memo.get((primitive, id(comm), algorithm, *map(id, bufs), *map(id, rest)))
+        e = _memo.get((space or primitive, id(comm), algorithm, *map(id, bufs), *map(id, rest)))
         if e is not None and e.valid(comm, bufs, rest):
             res = e.run()
             if res is _MISS:
@@ -155,6 +162,6 @@ def run(primitive, impl, comm, algorithm, bufs, rest, args):
         call.memo = []
         out = impl(call, lambda: bufs, *args, algorithm)
         if call.memo:
-            remember(call, comm, algorithm, bufs, rest, out, *call.memo)
+            remember(call, comm, algorithm, bufs, rest, out, *call.memo, space=space)
         return out
     return impl(Call(primitive, comm), lambda: bufs, *args, algorithm)

@@ -37,6 +37,7 @@ from mpi4py.util import dtlib
 
 from . import collectives as _c
 from ._buffers import check_counts
+from . import _memo
 from ._call import Call
 from ._datatypes import Boundary, is_derived, type_info
 from ._user_ops import wrap as _user_op
@@ -48,15 +49,34 @@ from ._registry import PRIMITIVES, lookup
 __all__ = ["P2PComm"]
 
 
-def _faces(name, primitive, impl):
+def _faces(name, primitive, impl, memo=None):
     """The blocking method ``name``, its nonblocking ``I<name>`` and persistent ``<name>_init``.
 
     ``impl(self, call, bnd, *args)`` parses and runs one call (``bnd``: its
     :class:`mpicoll._datatypes.Boundary`); the faces differ
     only in the kind of :class:`Call` they make and in what they return
     (nothing, or the :class:`mpicoll.Request`).
+
+    ``memo``: (buffer parameter names, ((other parameter, default), ...)) of
+    the blocking method, whose repeated calls on bare NumPy arrays then go
+    through :mod:`mpicoll._memo` as the functional API's do (a hit replays the
+    bound plan after the agreement; a miss runs ``impl`` and is remembered).
     """
+    space = f"P2PComm.{name}"
+
+    def run_impl(call, _bufs, comm, args, kwargs, algorithm):
+        bnd = Boundary(comm)
+        impl(comm, call, bnd, *args, **kwargs)
+        bnd.finish(call)
+        return None
+
     def blocking(self, *args, **kwargs):
+        if memo is not None:
+            bound = _memo_args(memo, args, kwargs)
+            if bound is not None:
+                _memo.run(primitive, run_impl, self, self._algo(primitive), bound[0], bound[1],
+                          (self, args, kwargs), space=space)
+                return
         call = Call(primitive, self)
         bnd = Boundary(self)
         impl(self, call, bnd, *args, **kwargs)
@@ -86,6 +106,33 @@ def _faces(name, primitive, impl):
     init.__doc__ = (f"Persistent ``{name}``: returns an :class:`mpicoll.PersistentRequest`; "
                     f"``Start()`` then ``Wait()``, as often as needed.")
     return blocking, start, init
+
+
+# Parameter names of the blocking methods, for _memo_args.
+_SR, _OP, _SUM = ("sendbuf", "recvbuf"), "op", MPI.SUM
+
+
+def _memo_args(memo, args, kwargs):
+    """(buffers, other arguments) of a blocking call the memo may serve, else None.
+
+    Only bare NumPy arrays, ``MPI.IN_PLACE`` or None as buffers, and only
+    arguments bound by name without surprises: anything else (a datatype, a
+    list spec, an unknown keyword, too many arguments) takes the full path,
+    which parses and reports it.
+    """
+    names, others = memo
+    params = list(names) + [p for p, _ in others]
+    if len(args) > len(params) or any(k not in params[len(args):] for k in kwargs):
+        return None
+    given = dict(zip(params, args), **kwargs)
+    if any(n not in given for n in names):
+        return None
+    bufs = [given[n] for n in names]
+    rest = [given.get(p, default) for p, default in others]
+    for b in bufs:
+        if b is not None and b is not MPI.IN_PLACE and type(b) is not np.ndarray:
+            return None
+    return tuple(bufs), tuple(rest)
 
 
 def _as_datatype(argname, datatype):
@@ -428,19 +475,22 @@ class P2PComm(MPI.Intracomm, VMethods):
     def _barrier(self, call, bnd):
         _c._barrier(call, self._algo("barrier"))
 
-    # Blocking, nonblocking (I...) and persistent (..._init) faces of each.
-    Bcast, Ibcast, Bcast_init = _faces('Bcast', 'bcast', _bcast)
-    Reduce, Ireduce, Reduce_init = _faces('Reduce', 'reduce', _reduce)
-    Allreduce, Iallreduce, Allreduce_init = _faces('Allreduce', 'allreduce', _allreduce)
-    Gather, Igather, Gather_init = _faces('Gather', 'gather', _gather)
-    Allgather, Iallgather, Allgather_init = _faces('Allgather', 'allgather', _allgather)
-    Scatter, Iscatter, Scatter_init = _faces('Scatter', 'scatter', _scatter)
+    # Blocking, nonblocking (I...) and persistent (..._init) faces of each; the memo specs
+    # name the blocking method's parameters (Reduce_scatter is left out: with recvcounts
+    # None each rank's count comes from its recvbuf, which the memo's key cannot see).
+    Bcast, Ibcast, Bcast_init = _faces('Bcast', 'bcast', _bcast, (('buf',), (('root', 0),)))
+    Reduce, Ireduce, Reduce_init = _faces('Reduce', 'reduce', _reduce, (_SR, ((_OP, _SUM), ('root', 0))))
+    Allreduce, Iallreduce, Allreduce_init = _faces('Allreduce', 'allreduce', _allreduce,
+                                                   (_SR, ((_OP, _SUM),)))
+    Gather, Igather, Gather_init = _faces('Gather', 'gather', _gather, (_SR, (('root', 0),)))
+    Allgather, Iallgather, Allgather_init = _faces('Allgather', 'allgather', _allgather, (_SR, ()))
+    Scatter, Iscatter, Scatter_init = _faces('Scatter', 'scatter', _scatter, (_SR, (('root', 0),)))
     (Reduce_scatter_block, Ireduce_scatter_block,
      Reduce_scatter_block_init) = _faces('Reduce_scatter_block', 'reduce_scatter',
-                                         _reduce_scatter_block)
+                                         _reduce_scatter_block, (_SR, ((_OP, _SUM),)))
     Reduce_scatter, Ireduce_scatter, Reduce_scatter_init = _faces('Reduce_scatter', 'reduce_scatter', _reduce_scatter)
-    Alltoall, Ialltoall, Alltoall_init = _faces('Alltoall', 'alltoall', _alltoall)
-    Barrier, Ibarrier, Barrier_init = _faces('Barrier', 'barrier', _barrier)
+    Alltoall, Ialltoall, Alltoall_init = _faces('Alltoall', 'alltoall', _alltoall, (_SR, ()))
+    Barrier, Ibarrier, Barrier_init = _faces('Barrier', 'barrier', _barrier, ((), ()))
 
     # The v-collectives and scans (parsing in mpicoll._comm_v, which gets
     # parse_bufspec from here: it cannot import this module).

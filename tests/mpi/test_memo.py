@@ -151,3 +151,76 @@ def test_large_calls_are_not_memoized():
     y = np.empty_like(x)
     assert hits(lambda: [mpicoll.allreduce(x, y) for _ in range(3)]) == 0
     assert (y == N).all()
+
+
+# -- P2PComm's blocking methods on bare NumPy arrays go through the memo too -----------------
+
+@pytest.mark.mpi
+def test_p2pcomm_methods_repeat_correctly_against_native():
+    """Every memoized P2PComm method, called repeatedly with new data in the same arrays
+    (positional and keyword forms, in place), gives what the native method gives."""
+    pc = mpicoll.P2PComm(comm)
+    plain = comm.Dup()
+    c = 3
+    send = np.empty((N, c))
+    recv, want = np.empty((N, c)), np.empty((N, c))
+    blk, wblk = np.empty(c), np.empty(c)
+    row = send[RANK]                       # one view object: the memo keys on identities
+
+    def both(method, *args, **kwargs):
+        """Run on P2PComm with (send, recv/blk), on native with (send, want/wblk)."""
+        swap = {id(recv): want, id(blk): wblk}
+        getattr(pc, method)(*args, **kwargs)
+        getattr(plain, method)(*[swap.get(id(a), a) for a in args],
+                               **{k: swap.get(id(v), v) for k, v in kwargs.items()})
+
+    def loop():
+        for k in range(4):
+            send[...] = np.arange(N * c).reshape(N, c) * (RANK + 1) + k
+            root = k % N
+            both("Allreduce", send, recv, MPI.SUM)
+            both("Allreduce", sendbuf=send, recvbuf=recv, op=MPI.MAX)
+            both("Reduce", send, recv, MPI.SUM, root)
+            both("Reduce", send, recv, root=root)
+            both("Gather", row, recv, root)
+            both("Allgather", row, recv)
+            both("Scatter", send, blk, root=root)
+            both("Reduce_scatter_block", send, blk, MPI.PROD)
+            both("Alltoall", send, recv)
+            blk[...] = send[0] if RANK == root else -1
+            wblk[...] = blk
+            both("Bcast", blk, root)
+            pc.Barrier()
+            np.testing.assert_array_equal(blk, wblk)
+            if RANK == root:
+                np.testing.assert_array_equal(recv, want)
+            recv[...] = send
+            want[...] = send
+            pc.Allreduce(MPI.IN_PLACE, recv)
+            plain.Allreduce(MPI.IN_PLACE, want)
+            np.testing.assert_array_equal(recv, want)
+    # 3 repeats of the 7 calls whose arguments do not change with the root (the others
+    # repeat too once the root comes round again)
+    assert hits(loop) >= 3 * 7
+    plain.Free()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_p2pcomm_memo_mismatch_and_bad_argument_raise_everywhere():
+    pc = mpicoll.P2PComm(comm, allreduce="recursive_doubling")
+    x, y = np.ones(4), np.empty(4)
+    for _ in range(3):
+        pc.Allreduce(x, y)
+        pc.Bcast(x, 0)
+    with pytest.raises(mpicoll.ArgumentError):
+        pc.Bcast(x, N + 2 if RANK == 1 else 0)
+    with pytest.raises(mpicoll.CollectiveMismatchError):   # both memo hits, different calls
+        if RANK == 1:
+            pc.Bcast(x, 0)
+        else:
+            pc.Allreduce(x, y)
+    x[...] = 1
+    pc.Allreduce(x, y)
+    assert (y == N).all()
+    with pytest.raises(mpicoll.ArgumentError):        # not a memo hit: a list spec, bad count
+        pc.Allreduce([x, 5 if RANK == 0 else 4, MPI.DOUBLE], [y, 4, MPI.DOUBLE])
