@@ -21,9 +21,10 @@ on MPICH (this venv), and N=2 with those two type codes on Open MPI (the
 venv of ``tests/mpifamily.py``; skipped with the reason where it cannot be
 built).
 
-``MPICOLL_MPI4PY_FULL=1``: every module, class and type code at N = 1..5
-(measured on the 2-core VM, 2026-12-01: 12 s, 28 s, 232 s, and see
-``FULL_TIMES``). ``MPICOLL_MPI4PY_TIMEOUT`` overrides the per-launch limit.
+``MPICOLL_MPI4PY_FULL=1``: every module, class and type code at N = 1..5 on
+both families (MPICH on the 2-core VM, 2026-12-01: 12, 28, 232, 234 and
+668 s; benchmarks/mpi4py_suite/README.md has the recorded runs).
+``MPICOLL_MPI4PY_TIMEOUT`` overrides the per-launch limit.
 """
 import json
 import os
