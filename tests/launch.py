@@ -45,7 +45,8 @@ def mpi_env(timeout, python=None):
     env.pop("PYTEST_ADDOPTS", None)
     for k, v in OPENMPI_ENV.items():
         env.setdefault(k, v)
-    if python and os.path.realpath(python) != os.path.realpath(sys.executable):
+    # abspath, not realpath: a venv's python is a symlink to the same interpreter binary.
+    if python and os.path.abspath(python) != os.path.abspath(sys.executable):
         # Another environment: this checkout's mpicoll, that environment's everything else.
         env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH")) if p)
         env["PATH"] = os.pathsep.join((os.path.dirname(python), env.get("PATH", "")))

@@ -30,7 +30,8 @@ def test_latency_records_every_face(tmp_path, primitive):
     algos = [a for a in mpicoll.algorithms(primitive) if a != "native"]
     assert {(r["bytes"], r["algorithm"]) for r in recs} == {(b, a) for b in (8, 1024) for a in algos}
     for r in recs:
-        assert set(r["us_per_call"]) == {"raw", "agree", "local", "persistent", "nonblocking"}
+        assert set(r["us_per_call"]) == {"raw", "agree", "p2pcomm", "local", "persistent",
+                                         "nonblocking"}
         assert all(v > 0 for v in r["us_per_call"].values()) and r["ranks"] == 2
     assert "x raw" in proc.stdout
 

@@ -3,8 +3,10 @@
 For each size and hand-written algorithm: the median time per call of
 the plain mpi4py call on the same buffers (``raw``: what a user would
 otherwise write), and of mpicoll in each of its faces — the blocking call
-in the default ``agree`` check mode, in ``local`` mode, a persistent
-request (``Start(); Wait()``) and a nonblocking call (``i...(...).Wait()``).
+in the default ``agree`` check mode, the same through the drop-in
+(``P2PComm(comm, <primitive>=<algorithm>).Allreduce(x, y)``: what mpi4py
+code switched to mpicoll pays), in ``local`` mode, a persistent request
+(``Start(); Wait()``) and a nonblocking call (``i...(...).Wait()``).
 Each figure is the median of ``--repeats`` blocks of ``-n`` calls (each
 block timed between barriers, the slowest rank's time per call), so a noisy
 machine shows as spread between blocks rather than as a bias. Results are
@@ -20,7 +22,7 @@ import mpicoll
 
 __all__ = ["add_parser", "latency", "FACES"]
 
-FACES = ("raw", "agree", "local", "persistent", "nonblocking")
+FACES = ("raw", "agree", "p2pcomm", "local", "persistent", "nonblocking")
 
 # primitive -> (raw call, functional call, nonblocking, persistent) on (comm, x, y)
 _CALLS = {
@@ -76,9 +78,11 @@ def _faces(primitive, comm, x, y, algo):
     def run_persistent():
         persistent.Start()
         persistent.Wait()
+    dropin = mpicoll.P2PComm(comm, **{primitive: algo})
     return {
         "raw": lambda: raw(comm, x, y),
         "agree": lambda: blocking(x, y, algo, comm),
+        "p2pcomm": lambda: raw(dropin, x, y),
         "local": lambda: blocking(x, y, algo, comm),
         "persistent": run_persistent,
         "nonblocking": lambda: start(x, y, algo, comm).Wait(),
@@ -99,7 +103,7 @@ def latency(args):
         print(f"# median of {args.repeats} blocks x {args.iters} calls, slowest rank per block; "
               f"µs per call")
         print(f"# {'bytes':>8} {'algorithm':<20} " + " ".join(f"{f:>11}" for f in FACES)
-              + "  (x raw: agree local persistent)")
+              + "  (x raw: agree p2pcomm local persistent)")
     for nbytes in sizes:
         n = max(1, nbytes // 8)
         for algo in algos:
@@ -115,7 +119,7 @@ def latency(args):
             if prim == "allreduce":     # the check: the last call's result
                 assert np.all(y == size * (size + 1) / 2), f"{algo}: wrong allreduce result"
             if rank == 0:
-                ratios = " ".join(f"{times[f] / times['raw']:.2f}" for f in FACES[1:4])
+                ratios = " ".join(f"{times[f] / times['raw']:.2f}" for f in FACES[1:5])
                 print(f"  {nbytes:>8} {algo:<20} " + " ".join(f"{times[f]:>11.2f}" for f in FACES)
                       + f"  ({ratios})")
                 if out:
