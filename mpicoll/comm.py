@@ -501,5 +501,6 @@ class P2PComm(MPI.Intracomm, VMethods):
     Allgatherv, Iallgatherv, Allgatherv_init = _faces('Allgatherv', 'allgatherv',
                                                       VMethods._allgatherv)
     Alltoallv, Ialltoallv, Alltoallv_init = _faces('Alltoallv', 'alltoallv', VMethods._alltoallv)
-    Scan, Iscan, Scan_init = _faces('Scan', 'scan', VMethods._scan)
-    Exscan, Iexscan, Exscan_init = _faces('Exscan', 'exscan', VMethods._exscan)
+    Scan, Iscan, Scan_init = _faces('Scan', 'scan', VMethods._scan, (_SR, ((_OP, _SUM),)))
+    Exscan, Iexscan, Exscan_init = _faces('Exscan', 'exscan', VMethods._exscan,
+                                          (_SR, ((_OP, _SUM),)))

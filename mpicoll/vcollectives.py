@@ -28,6 +28,7 @@ checking block so that parsing errors are agreed like any other.
 """
 from mpi4py import MPI
 
+from . import _memo
 from . import coll as _coll  # noqa: F401  (importing it fills the registry)
 from ._buffers import as_array, check_no_alias, check_root, same_dtype, same_memory
 from ._device import empty
@@ -331,7 +332,7 @@ def scan(sendbuf, recvbuf=None, op=MPI.SUM, *, comm=None, algorithm=None):
     Any op, in rank order. ``sendbuf=MPI.IN_PLACE`` reduces ``recvbuf`` in place.
     Per rank, N = 3, SUM: ``[1 1]``, ``[2 2]``, ``[3 3]`` -> ``[1 1]``, ``[3 3]``, ``[6 6]``.
     """
-    return _scan(Call("scan", comm), lambda: (sendbuf, recvbuf), op, algorithm)
+    return _memo.run("scan", _scan, comm, algorithm, (sendbuf, recvbuf), (op,), (op,))
 
 
 def exscan(sendbuf, recvbuf=None, op=MPI.SUM, *, comm=None, algorithm=None):
@@ -342,4 +343,4 @@ def exscan(sendbuf, recvbuf=None, op=MPI.SUM, *, comm=None, algorithm=None):
     input from ``recvbuf``.
     Per rank, N = 3, SUM: ``[1 1]``, ``[2 2]``, ``[3 3]`` -> (rank 0: as it was), ``[1 1]``, ``[3 3]``.
     """
-    return _scan(Call("exscan", comm), lambda: (sendbuf, recvbuf), op, algorithm)
+    return _memo.run("exscan", _scan, comm, algorithm, (sendbuf, recvbuf), (op,), (op,))

@@ -186,7 +186,13 @@ def test_p2pcomm_methods_repeat_correctly_against_native():
             both("Allgather", row, recv)
             both("Scatter", send, blk, root=root)
             both("Reduce_scatter_block", send, blk, MPI.PROD)
+            both("Scan", send, recv, MPI.PROD)
+            np.testing.assert_array_equal(recv, want)
+            both("Exscan", send, recv)
+            if RANK > 0:                          # rank 0's exscan result is undefined
+                np.testing.assert_array_equal(recv, want)
             both("Alltoall", send, recv)
+            np.testing.assert_array_equal(recv, want)
             blk[...] = send[0] if RANK == root else -1
             wblk[...] = blk
             both("Bcast", blk, root)
@@ -199,9 +205,9 @@ def test_p2pcomm_methods_repeat_correctly_against_native():
             pc.Allreduce(MPI.IN_PLACE, recv)
             plain.Allreduce(MPI.IN_PLACE, want)
             np.testing.assert_array_equal(recv, want)
-    # 3 repeats of the 7 calls whose arguments do not change with the root (the others
+    # 3 repeats of the 9 calls whose arguments do not change with the root (the others
     # repeat too once the root comes round again)
-    assert hits(loop) >= 3 * 7
+    assert hits(loop) >= 3 * 9
     plain.Free()
 
 
@@ -224,3 +230,18 @@ def test_p2pcomm_memo_mismatch_and_bad_argument_raise_everywhere():
     assert (y == N).all()
     with pytest.raises(mpicoll.ArgumentError):        # not a memo hit: a list spec, bad count
         pc.Allreduce([x, 5 if RANK == 0 else 4, MPI.DOUBLE], [y, 4, MPI.DOUBLE])
+
+
+@pytest.mark.mpi
+def test_functional_scans_repeat_correctly():
+    x, y = np.empty(4), np.empty(4)
+
+    def loop():
+        for k in range(4):
+            x[...] = np.arange(4.0) + RANK + k
+            mpicoll.scan(x, y)
+            np.testing.assert_array_equal(y, comm.scan(x))
+            mpicoll.exscan(x, y, MPI.MAX)
+            if RANK > 0:                          # max over ranks 0..RANK-1
+                np.testing.assert_array_equal(y, np.arange(4.0) + RANK - 1 + k)
+    assert hits(loop) >= 6
