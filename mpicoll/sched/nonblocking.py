@@ -109,7 +109,7 @@ class Request:
         return True
 
     def _blocking_on(self):
-        """The MPI requests this one waits on now (for Waitany)."""
+        """The MPI requests this one waits on now (what a wait polls)."""
         if self._agreement is not None:
             return [self._agreement[0]]
         if self._done or self._pc >= len(self._steps):
