@@ -6,7 +6,7 @@ already posted moves. With it, one daemon thread per process advances every
 active request as soon as any of its MPI requests completes: it polls the
 pending requests plus a wake-up generalized request (``MPI_Grequest``) that
 the caller completes when it starts a new request, yielding the core
-between polls and then napping 50 µs (:func:`_wait_any`), and sleeps on a
+between polls and then napping 50 µs (:func:`wait_any`), and sleeps on a
 Python event while no request is active, so it costs no CPU while nothing
 moves. ``Wait`` then only waits for the
 thread to finish the request, and no two threads ever wait on one MPI
@@ -22,7 +22,7 @@ import time
 
 from mpi4py import MPI
 
-__all__ = ["enabled", "start", "stop", "wake", "wanted"]
+__all__ = ["enabled", "start", "stop", "wake", "wanted", "wait_any"]
 
 _thread = None
 _stop = False
@@ -112,31 +112,35 @@ def _loop(advance, pending_requests):
             _idle.wait()
             _idle.clear()
             continue
-        _wait_any(pending + [wake_req])
+        wait_any(pending + [wake_req], _SPINS)
 
 
-#: Polls that yield the core before the thread sleeps between polls.
+#: Polls that yield the core before the progress thread sleeps between polls.
 _SPINS = 64
 _NAP_S = 50e-6
 
 
-def _wait_any(requests):
-    """Return once one of ``requests`` has completed.
+def wait_any(requests, spins=None):
+    """Return once one of ``requests`` has completed (at once if there are none).
 
-    Not ``MPI_Waitany``: MPICH's never yields the core, so with more ranks
-    (and progress threads) than cores the thread spinning there keeps the
-    ranks it waits for off the CPU (MPICH 5.0.2, 3 ranks on 2 cores: 5.2 ms
-    per ``Iscatter().Wait()``; benchmarks/oversubscribed/README.md). Testany
-    first with ``sched_yield`` between polls (a message in flight is caught
-    within microseconds), then with 50 µs naps, which leave the core — and
-    the GIL — to the computation the thread is there to overlap with.
+    Not ``MPI_Waitany``: MPICH's Waitany and Waitsome never yield the core,
+    so with more ranks (and progress threads) than cores a waiter spinning
+    there keeps the ranks it waits for off the CPU (MPICH 5.0.2, 3 ranks on
+    2 cores: 7.9 ms for an Iallgather + Waitany, 0.04 ms with Wait or
+    Waitall, whose blocking loop yields; benchmarks/oversubscribed/README.md).
+    Testany with ``sched_yield`` between polls costs what Wait costs; after
+    ``spins`` polls (None: never) it naps 50 µs between polls instead,
+    leaving the core — and the GIL — to the computation the progress thread
+    is there to overlap with.
     """
-    spins = 0
+    if not requests:
+        return
+    polls = 0
     while True:
         if MPI.Request.Testany(requests)[1]:
             return
-        if spins < _SPINS:
-            spins += 1
+        if spins is None or polls < spins:
+            polls += 1
             _yield()
         else:
             time.sleep(_NAP_S)
