@@ -339,9 +339,10 @@ class Call:
         if auto:
             name = default_algorithm(primitive, size=self.size, nbytes=nbytes,
                                      count=count, commutative=commutative)
-        if name == "native" and native_refusal(primitive, op):
+        refusal = native_refusal(primitive, op) if name == "native" else None
+        if refusal:
             if not auto:
-                raise ArgumentError(native_refusal(primitive, op), MPI.ERR_OP)
+                raise ArgumentError(refusal, MPI.ERR_OP)
             name = next(n for n in algorithms(primitive) if n != "native"
                         and (commutative or not lookup(primitive, n).commutative_only)
                         and getattr(lookup(primitive, n), "check_layout", None) is None)

@@ -64,23 +64,19 @@ def _faces(name, primitive, impl, memo=None):
     """
     space = f"P2PComm.{name}"
 
-    def run_impl(call, _bufs, comm, args, kwargs, algorithm):
+    def run_blocking(call, _bufs, comm, args, kwargs, _algorithm=None):
+        # _memo.run's impl signature: (call, bufs, *args, algorithm)
         bnd = Boundary(comm)
         impl(comm, call, bnd, *args, **kwargs)
-        bnd.finish(call)
-        return None
+        bnd.finish(call)              # derived datatypes: unpacked into the caller's buffers
 
     def blocking(self, *args, **kwargs):
-        if memo is not None:
-            bound = _memo_args(memo, args, kwargs)
-            if bound is not None:
-                _memo.run(primitive, run_impl, self, self._algo(primitive), bound[0], bound[1],
-                          (self, args, kwargs), space=space)
-                return
-        call = Call(primitive, self)
-        bnd = Boundary(self)
-        impl(self, call, bnd, *args, **kwargs)
-        bnd.finish(call)              # derived datatypes: unpacked into the caller's buffers
+        bound = None if memo is None else _memo_args(memo, args, kwargs)
+        if bound is None:
+            run_blocking(Call(primitive, self), None, self, args, kwargs)
+        else:
+            _memo.run(primitive, run_blocking, self, self._algo(primitive), bound[0], bound[1],
+                      (self, args, kwargs), space=space)
 
     def start(self, *args, **kwargs):
         call = Call(primitive, self, "start")
