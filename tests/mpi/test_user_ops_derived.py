@@ -27,6 +27,7 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
+from refdata import keeps_rank_order
 
 WORLD = MPI.COMM_WORLD
 N, RANK = WORLD.Get_size(), WORLD.Get_rank()
@@ -113,15 +114,10 @@ def same(a, b, what):
     assert np.array_equal(a, b), (what, a.view(np.uint8), b.view(np.uint8))
 
 
-def _keeps_order(primitive, name):
-    from mpicoll._registry import lookup
-    return not lookup(primitive, name).commutative_only
-
-
 def algorithms_for(primitive, commutative):
     return [a for a in mpicoll.algorithms(primitive)
-            if a != "native" and (commutative or _keeps_order(primitive, a))
-            and not a.startswith("hierarchical")]
+            if a != "native" and not a.startswith("hierarchical")
+            and (commutative or keeps_rank_order(mpicoll.algorithm_info(primitive, a)))]
 
 
 COUNTS = sorted({0, 1, N - 1 if N > 1 else 2, N + 2})
