@@ -364,4 +364,4 @@ class Call:
 
     def ctx(self, count=0, itemsize=0, adapter=None, device=None):
         return Ctx(self.pcomm, self.primitive, self.algorithm, count, itemsize, adapter, device,
-                   self.tag)
+                   self.tag, self.kind is not None)

@@ -220,12 +220,13 @@ class Ctx:
     __slots__ = ("comm", "mpi", "path", "rank", "size", "_rec", "tag", "op", "like")
 
     def __init__(self, comm, primitive, algorithm, count=0, itemsize=0, adapter=None,
-                 device=None, tag=_TAG):
+                 device=None, tag=_TAG, requests=False):
         self.comm = comm
         self.tag = tag          # blocking calls share one tag; each nonblocking one has its own
         self.op = None          # the call's reduction op (ctx.reduce)
         self.like = None        # an array of the call's dtype and memory (ctx.scratch)
-        self.mpi = transport(comm, adapter, device)
+        # requests: a nonblocking/persistent call's (its device messages outlive the call)
+        self.mpi = transport(comm, adapter, device, requests)
         self.path = getattr(self.mpi, "path", "host")
         self.rank = comm.Get_rank()
         self.size = comm.Get_size()

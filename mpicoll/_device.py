@@ -354,15 +354,43 @@ _OUTPUTS = {"Bcast": (0,), "Reduce": (1,), "Allreduce": (1,), "Gather": (1,),
 _REDUCING = ("Reduce", "Allreduce", "Reduce_scatter", "Reduce_scatter_block")
 
 
-class AwareTransport:
+class _Requests:
+    """What the progress engine (:mod:`mpicoll.sched.nonblocking`) asks of a transport.
+
+    MPI completes these transports' requests on its own: ``test`` is a
+    ``Testall`` plus :meth:`finish`, and a waiter may block in MPI on them.
+    (The ``ipc`` transport answers its peers' headers itself: it overrides
+    all three.)
+    """
+
+    #: True: MPI completes the requests without this rank's help (Waitall on them is safe).
+    passive = True
+
+    def test(self, requests):
+        """Advance; True (received data in place) once every one of ``requests`` is complete."""
+        if not MPI.Request.Testall(requests):
+            return False
+        self.finish(requests)
+        return True
+
+    def pending(self, requests):
+        """The MPI requests to poll while waiting for ``requests``."""
+        return requests
+
+    def finish(self, requests):
+        pass
+
+
+class AwareTransport(_Requests):
     """CUDA-aware MPI: synchronise, then pass device arrays through."""
 
     path = "cuda-aware"
 
-    def __init__(self, comm, adapter, device):
+    def __init__(self, comm, adapter, device, requests=False):
         self.comm = comm
         self.adapter = adapter
         self.device = device
+        self.requests = requests
         self.staged = None
 
     def Send(self, buf, dest, tag):
@@ -388,9 +416,6 @@ class AwareTransport:
     def waitall(self, requests):
         MPI.Request.Waitall(requests)
 
-    def finish(self, requests):
-        pass
-
     def __getattr__(self, name):
         # Native collectives. A user op's Python function runs on the host and
         # would dereference device pointers: those reductions are staged, and so
@@ -404,25 +429,36 @@ class AwareTransport:
                     name in _REDUCING and any(isinstance(a, MPI.Op) and not a.is_predefined
                                               for a in args)):
                 if self.staged is None:
-                    self.staged = StagedTransport(self.comm, self.adapter, self.device)
+                    self.staged = StagedTransport(self.comm, self.adapter, self.device,
+                                                  self.requests)
                 return getattr(self.staged, name)(*args)
             return method(*args)
         return run
 
 
-class StagedTransport:
-    """MPI without CUDA support: every device message goes through pinned host memory."""
+class StagedTransport(_Requests):
+    """MPI without CUDA support: every device message goes through pinned host memory.
+
+    ``requests``: the transport of a nonblocking or persistent call, whose
+    messages outlive the call and interleave with other calls': it stages in
+    an arena of its own (a persistent request reuses its block at every
+    ``Start``). A blocking call's transport shares this thread's arena.
+    """
 
     path = "staged"
 
-    def __init__(self, comm, adapter, device):
+    def __init__(self, comm, adapter, device, requests=False):
         self.comm = comm
         self.adapter = adapter
-        self.arena = arena_for(adapter, device)
-        # Every request of a call completes within it: a new call starts with
-        # no live slot (even if an earlier call was cut short by an error).
-        self.arena.live = 0
-        self.pending = {}          # id(request) -> (request, device array or None, host slot)
+        self.device = device
+        if requests:
+            self.arena = PinnedArena(adapter)
+        else:
+            self.arena = arena_for(adapter, device)
+            # Every request of a blocking call completes within it: a new call starts
+            # with no live slot (even if an earlier call was cut short by an error).
+            self.arena.live = 0
+        self.inflight = {}         # id(request) -> (request, device array or None, host slot)
 
     def _outgoing(self, buf):
         if self.adapter.matches(buf):
@@ -468,7 +504,7 @@ class StagedTransport:
         host, staged = (self._incoming if lands else self._outgoing)(buf)
         req = start(host, peer, tag)
         if staged:
-            self.pending[id(req)] = (req, buf if lands else None, host)
+            self.inflight[id(req)] = (req, buf if lands else None, host)
         return req
 
     def waitall(self, requests):
@@ -477,11 +513,11 @@ class StagedTransport:
 
     def finish(self, requests):
         """After ``requests`` completed: land staged receives, free their slots."""
-        if not self.pending:
+        if not self.inflight:
             return
         for r in requests:
-            # The pending entry holds the request, so its id stays unique meanwhile.
-            entry = self.pending.pop(id(r), None)
+            # The entry holds the request, so its id stays unique meanwhile.
+            entry = self.inflight.pop(id(r), None)
             if entry is not None:
                 if entry[1] is not None:
                     self.adapter.to_device(entry[2], entry[1])
@@ -568,24 +604,23 @@ def ipc_support(adapter):
     return probe()
 
 
-def _fallback(comm, adapter, device, choice):
-    if choice == "staged":
-        return StagedTransport(comm, adapter, device)
-    if choice == "aware" or cuda_aware_decision()[0]:
-        return AwareTransport(comm, adapter, device)
-    return StagedTransport(comm, adapter, device)
+def _fallback(comm, adapter, device, choice, requests):
+    if choice != "staged" and (choice == "aware" or cuda_aware_decision()[0]):
+        return AwareTransport(comm, adapter, device, requests)
+    return StagedTransport(comm, adapter, device, requests)
 
 
-def transport(comm, adapter, device):
+def transport(comm, adapter, device, requests=False):
     """What the point-to-point layer talks to for arrays of ``adapter`` (None = host).
 
     ``comm`` is a private communicator (its node layout decides which peers
-    are on this rank's node).
+    are on this rank's node). ``requests``: for a nonblocking or persistent
+    call (its messages outlive the call: staging buffers of its own).
     """
     if adapter is None:
         return comm
     choice = transport_choice()[0]
-    fallback = _fallback(comm, adapter, device, choice)
+    fallback = _fallback(comm, adapter, device, choice, requests)
     if choice == "ipc" or (choice == "auto" and ipc_support(adapter)[0]):
         from ._topology import layout
         nodes = layout(comm).nodes

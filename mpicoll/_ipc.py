@@ -50,9 +50,12 @@ driver (``MemoryPool.free_all_blocks``) should do it while no peer maps them
 (after freeing the communicator); reallocation at the same address is safe
 (the generation changes and the peer remaps).
 
-Nonblocking and persistent collectives on this transport run at the call, as
-on the staged one (the progress engine of :mod:`mpicoll.sched.nonblocking`
-does not drive the two-step protocol).
+Nonblocking and persistent collectives run on this transport in the progress
+engine of :mod:`mpicoll.sched.nonblocking` (each request has a transport of
+its own, on its own tag): a wait step is :meth:`IpcTransport.test`, which
+advances every message of the request, and a waiter polls
+:meth:`IpcTransport.pending` — never a blocking MPI wait, which would leave a
+peer's header unanswered. Those plans do not fuse receives with reductions.
 """
 import collections
 import os
@@ -338,11 +341,39 @@ class IpcTransport:
                     _yield()
         finally:
             self._flush_acks()
-        for e in want:
-            self.entries.pop(id(e.req), None)
-        self.active = [e for e in self.active if e.state != _DONE]   # drop their buffers
         if foreign:
             MPI.Request.Waitall(foreign)
+        self._forget(want)
+
+    # -- the progress engine's interface (mpicoll.sched.nonblocking) ----------------
+    #: The engine must not block in MPI on these requests: a peer's header needs an answer.
+    passive = False
+
+    def test(self, requests):
+        """Advance every message in flight once; True once each of ``requests`` is complete."""
+        want = [self.entries.get(id(r)) for r in requests]
+        try:
+            self._advance()
+        finally:
+            self._flush_acks()
+        if any(e is not None and e.state != _DONE for e in want):
+            return False
+        foreign = [r for r, e in zip(requests, want) if e is None]
+        if foreign and not MPI.Request.Testall(foreign):
+            return False
+        self._forget(e for e in want if e is not None)
+        return True
+
+    def pending(self, requests):
+        """The MPI requests of every message in flight (not only ``requests``'s: a peer may
+        wait for this rank to answer a header before it sends what ``requests`` wait for)."""
+        return [e.wait for e in self.active if e.state != _DONE] + [
+            r for r in requests if id(r) not in self.entries]
+
+    def _forget(self, done):
+        for e in done:
+            self.entries.pop(id(e.req), None)
+        self.active = [e for e in self.active if e.state != _DONE]   # drop their buffers
         if not self.active:
             self.ep.finish_acks()
 

@@ -19,12 +19,20 @@ A persistent request (``mpicoll.allreduce_init``, ``P2PComm.Allreduce_init``)
 is validated and agreed once when it is made, binds its plan to the buffers
 once, and then runs with ``Start()`` / ``Wait()`` as often as needed.
 
+Device buffers run in the engine on every transport (:mod:`mpicoll._device`,
+:mod:`mpicoll._ipc`): the request's own transport posts each message, and a
+wait step asks it (``test``) whether the messages are complete — a staged
+receive has then landed on the device, an ``ipc`` message has been copied
+or acknowledged — and which MPI requests to poll meanwhile (``pending``).
+Its steps run with the data's device current (on the progress thread too).
+
 Progress happens inside mpicoll calls only (``Test``, ``Wait``, ``waitall``,
 ``testall``), unless ``MPICOLL_PROGRESS=thread`` starts a progress thread
-(see :mod:`.progress`). Calls that cannot run as a plan — ``native``
-algorithms, algorithms that cannot be recorded, device buffers on the
-staged (not CUDA-aware) path — complete when they are made: they wait for
-the agreement and run blocking, then return a completed request.
+(see :mod:`.progress`); a *blocking* mpicoll call does not advance the
+requests in flight. Calls that cannot run as a plan — ``native``
+algorithms, algorithms that cannot be recorded — complete when they are
+made: they wait for the agreement and run blocking, then return a completed
+request.
 """
 import threading
 
@@ -33,6 +41,7 @@ from mpi4py import MPI
 from functools import partial
 
 from . import progress as _thread
+from .._device import on_device
 from .run import _assign, _is_array, bind, scratch_for
 
 __all__ = ["Request", "PersistentRequest", "waitall", "testall", "active_count"]
@@ -61,14 +70,15 @@ class Request:
         self._steps = ()
         self._reqs = []
         self._pc = 0
-        self._finish = None        # staged device receives land after their wait
+        self._transport = None     # device buffers: the transport that tests the waits
+        self._scope = None         # device buffers: makes the data's device current
         self._agreement = None     # (Iallgather request, every fingerprint, mine, call)
         self._error = None
         self._done = False
 
     # -- engine --------------------------------------------------------
-    def _arm(self, steps, reqs, finish=None):
-        self._steps, self._reqs, self._finish = steps, reqs, finish
+    def _arm(self, steps, reqs, transport=None):
+        self._steps, self._reqs, self._transport = steps, reqs, transport
         self._pc = 0
         self._done = False
 
@@ -76,6 +86,12 @@ class Request:
         """Run steps until a wait blocks; True once complete."""
         if self._done:
             return True
+        if self._scope is not None:
+            with self._scope():
+                return self._advance_here()
+        return self._advance_here()
+
+    def _advance_here(self):
         try:
             if self._agreement is not None:
                 req, raw, mine, call = self._agreement
@@ -95,11 +111,10 @@ class Request:
             step = steps[pc]
             if type(step) is tuple:        # a wait on these request slots
                 rs = [reqs[i] for i in step]
-                if not MPI.Request.Testall(rs):
+                t = self._transport
+                if not (MPI.Request.Testall(rs) if t is None else t.test(rs)):
                     self._pc = pc
                     return False
-                if self._finish is not None:
-                    self._finish(rs)
             else:
                 step()
             pc += 1
@@ -114,7 +129,14 @@ class Request:
         if self._done or self._pc >= len(self._steps):
             return []
         step = self._steps[self._pc]
-        return [self._reqs[i] for i in step] if type(step) is tuple else []
+        if type(step) is not tuple:
+            return []
+        rs = [self._reqs[i] for i in step]
+        return rs if self._transport is None else self._transport.pending(rs)
+
+    def _passive(self):
+        """True when MPI completes what this request waits on without this rank's help."""
+        return self._transport is None or self._transport.passive or self._agreement is not None
 
     def then(self, fn):
         """Run ``fn()`` as the call's last step (at once if it already completed without error).
@@ -150,7 +172,7 @@ class Request:
             progress()
             if self._done:
                 break
-            if len(_active) == 1:
+            if len(_active) == 1 and self._passive():
                 # Alone: nothing else needs progress, wait for this step (or the agreement's
                 # Iallgather) in MPI.
                 MPI.Request.Waitall(self._blocking_on())
@@ -245,7 +267,7 @@ class PersistentRequest(Request):
 
     def __init__(self, result=None):
         super().__init__(result)
-        self._program = None       # (steps, their request list, finish)
+        self._program = None       # (steps, their request list, device transport or None)
         self._eager = None         # a callable run at Start for calls without a plan
         self._done = True          # inactive until started
         self._freed = False
@@ -261,10 +283,12 @@ class PersistentRequest(Request):
         if self._eager is not None:
             self._eager()
             return
-        steps, reqs, finish = self._program
+        steps, reqs, transport = self._program
         if not self._persistent_mpi:
             reqs[:] = [None] * len(reqs)      # the bound steps post into this very list
-        self._arm(steps, reqs, finish)
+        self._arm(steps, reqs, transport)
+        if transport is not None:
+            transport.adapter.sync()          # the data were produced on the caller's stream
         _activate(self)
 
     start = Start
@@ -272,13 +296,13 @@ class PersistentRequest(Request):
     def around_start(self, before=None, after=None):
         """Make every ``Start`` run ``before()`` first and ``after()`` as its last step."""
         if self._program is not None:
-            steps, reqs, finish = self._program
+            steps, reqs, transport = self._program
             steps = tuple(steps)
             if before is not None:
                 steps = (before,) + steps
             if after is not None:
                 steps = steps + (after,)
-            self._program = (steps, reqs, finish)
+            self._program = (steps, reqs, transport)
         eager = self._eager
         if eager is not None:
             def run():
@@ -315,8 +339,7 @@ def start(call, ctx, fn, args, op, entry, fast, run_now, prologue=None):
     persistent = call.kind == "init"
     req = PersistentRequest() if persistent else Request()
     call.request = req
-    staged = ctx.mpi is not ctx.comm and getattr(ctx.mpi, "path", "") in ("staged", "ipc")
-    if entry is None or staged:
+    if entry is None:
         if persistent:
             req._eager = run_now
         else:
@@ -331,12 +354,17 @@ def start(call, ctx, fn, args, op, entry, fast, run_now, prologue=None):
                        persistent=persistent and fast)
     if persistent and prologue is not None:
         steps.insert(0, partial(_assign, prologue[0], prologue[1]))
-    finish = None if ctx.mpi is ctx.comm else getattr(ctx.mpi, "finish", None)
+    transport = None
+    if ctx.mpi is not ctx.comm:
+        transport = ctx.mpi
+        req._scope = partial(on_device, transport.adapter, transport.device)
     if persistent:
-        req._program = (tuple(steps), reqs, finish)
+        req._program = (tuple(steps), reqs, transport)
         req._persistent_mpi = fast
         return req
-    req._arm(tuple(steps), reqs, finish)
+    req._arm(tuple(steps), reqs, transport)
+    if transport is not None:
+        transport.adapter.sync()       # the data were produced on the caller's stream
     if call.pending is not None:
         req._agreement = call.pending + (call,)
     _activate(req)
