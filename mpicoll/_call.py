@@ -52,6 +52,7 @@ from ._fingerprint import CollectiveMismatchError
 from ._registry import algorithms, env_choice, lookup
 from ._topology import layout
 from ._user_ops import native_refusal
+from .sched import nonblocking as _nb
 from .sched.nonblocking import keep_until_complete
 from .sched.run import PlanCache
 
@@ -170,6 +171,8 @@ class Call:
     def __init__(self, primitive, comm, kind=None):
         #: None (blocking), "start" (nonblocking) or "init" (persistent)
         self.kind = kind
+        if kind is None and _nb._active:
+            _nb.before_blocking()      # requests in flight advance while this call blocks
         self.pending = None          # (Iallgather request, every fingerprint, mine)
         self.request = None          # the nonblocking/persistent request the call made
         self.memo = None             # a list to receive (steps, prologue) for mpicoll._memo

@@ -25,6 +25,7 @@ from . import _context
 from . import _fingerprint as fpr
 from . import _ops
 from ._call import _MODES, Call
+from .sched import nonblocking as _nb
 
 __all__ = ["run", "memoizable", "remember", "LIMIT"]
 
@@ -142,6 +143,8 @@ def run(primitive, impl, comm, algorithm, bufs, rest, args, space=None):
 
     ``space``: see :func:`remember`.
     """
+    if _nb._active:
+        _nb.before_blocking()          # requests in flight advance while this call blocks
     if not (_context._recorders or _context.trace_hook is not None or _ops.trace_hook is not None):
         e = _memo.get((space or primitive, id(comm), algorithm, *map(id, bufs), *map(id, rest)))
         if e is not None and e.valid(comm, bufs, rest):

@@ -44,7 +44,8 @@ from . import progress as _thread
 from .._device import on_device
 from .run import _assign, _is_array, bind, scratch_for
 
-__all__ = ["Request", "PersistentRequest", "waitall", "testall", "active_count"]
+__all__ = ["Request", "PersistentRequest", "waitall", "testall", "active_count",
+           "before_blocking"]
 
 _active = []                   # started, not yet complete, in start order
 _lock = threading.RLock()      # the progress thread and the caller share the list
@@ -158,6 +159,7 @@ class Request:
         if not _thread.enabled():
             progress()
         if self._done:
+            _auto_stop()
             self._raise()
             return True
         return False
@@ -178,6 +180,7 @@ class Request:
                 MPI.Request.Waitall(self._blocking_on())
                 continue
             _thread.wait_any(pending_requests())     # yields the core between polls
+        _auto_stop()
         self._raise()
         return self.result
 
@@ -371,8 +374,37 @@ def start(call, ctx, fn, args, op, entry, fast, run_now, prologue=None):
     return req
 
 
+def before_blocking():
+    """A blocking call starts: requests still in flight get the progress thread meanwhile.
+
+    MPI lets a rank make a blocking collective while nonblocking ones are
+    outstanding, and lets a peer wait for those first: this rank must post
+    their next rounds while it sits in the blocking call (its agreement is a
+    blocking ``Allgather``, which cannot match a peer's ``Iallgather``, so it
+    cannot run in the engine). The thread stops again once no request is
+    active (:func:`_auto_stop`). Without ``MPI_THREAD_MULTIPLE``, or with
+    ``MPICOLL_PROGRESS=none``, no thread runs: progress then stays inside
+    mpicoll's own waits (and such a program can deadlock).
+    """
+    if _active and not _thread.enabled() and _thread.auto_allowed():
+        try:
+            _thread.start(auto=True)
+        except RuntimeError:
+            pass
+
+
+def _auto_stop():
+    """Stop a progress thread :func:`before_blocking` started, once nothing is active."""
+    if _thread.auto_started():
+        with _lock:
+            idle = not _active
+        if idle:
+            _thread.stop()
+
+
 def _settle_now(call):
     """Finish a nonblocking call's agreement before it runs blocking."""
+    before_blocking()
     if call.pending is not None:
         req, raw, mine = call.pending
         call.pending = None

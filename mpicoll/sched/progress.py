@@ -12,6 +12,10 @@ moves. ``Wait`` then only waits for the
 thread to finish the request, and no two threads ever wait on one MPI
 request.
 
+The thread also starts on its own, for as long as requests are active,
+when a *blocking* mpicoll call is made while some are in flight (MPI lets
+peers wait for those first; ``MPICOLL_PROGRESS=none`` forbids it).
+
 Needs ``MPI_THREAD_MULTIPLE`` (mpi4py asks for it by default); without it
 the thread is refused with the reason and progress stays in the caller.
 """
@@ -22,9 +26,12 @@ import time
 
 from mpi4py import MPI
 
-__all__ = ["enabled", "start", "stop", "wake", "wanted", "wait_any"]
+__all__ = ["enabled", "start", "stop", "wake", "wanted", "wait_any", "auto_allowed",
+           "auto_started"]
 
 _thread = None
+_auto = False              # the running thread was started for a blocking call (see start)
+_atexit = False            # stop() is registered with atexit
 _stop = False
 _wake_lock = threading.Lock()
 _wake_req = None           # the generalized request the thread also waits on
@@ -42,18 +49,27 @@ def wanted():
     raise ValueError(f"MPICOLL_PROGRESS: expected 'thread' or 'none'; got {value!r}")
 
 
+def auto_allowed():
+    """False when ``MPICOLL_PROGRESS`` says ``none`` (no thread, not even for a blocking call
+    made while requests are in flight: see :func:`mpicoll.sched.nonblocking.before_blocking`)."""
+    return os.environ.get("MPICOLL_PROGRESS", "").strip().lower() not in (
+        "none", "off", "caller", "0")
+
+
 def enabled():
     """True while the progress thread runs."""
     return _thread is not None and _thread.is_alive()
 
 
-def start(engine=None):
+def start(engine=None, auto=False):
     """Start the progress thread (idempotent); raise RuntimeError without MPI_THREAD_MULTIPLE.
 
     ``engine``: ``(advance, pending)`` — advance every active request once, and
     list the MPI requests they wait on now (default: :mod:`.nonblocking`'s).
+    ``auto``: started for a blocking call made while requests are in flight;
+    :func:`auto_started` tells, and the engine stops it once they are done.
     """
-    global _thread, _stop, _wake_req, _woken
+    global _thread, _stop, _wake_req, _woken, _auto, _atexit
     if enabled():
         return
     if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
@@ -64,9 +80,17 @@ def start(engine=None):
     _wake_req, _woken = MPI.Grequest.Start(), False
     if engine is None:
         engine = _default_engine
+    _auto = auto
     _thread = threading.Thread(target=_loop, args=engine, name="mpicoll-progress", daemon=True)
     _thread.start()
-    atexit.register(stop)         # before mpi4py finalizes MPI (it does so after atexit)
+    if not _atexit:
+        atexit.register(stop)     # before mpi4py finalizes MPI (it does so after atexit)
+        _atexit = True
+
+
+def auto_started():
+    """True while a thread started by :func:`start` with ``auto`` runs."""
+    return _auto and enabled()
 
 
 def stop():

@@ -249,6 +249,35 @@ def test_ipc_inside_nodes_staged_across(ipc_on):
     assert ipc_on.ipc_closes == closes + opened             # freed with the communicator
 
 
+@pytest.mark.mpi(min_size=3)
+def test_requests_ipc_inside_nodes_staged_across(ipc_on):
+    """Nonblocking and persistent calls in the progress engine, outstanding together on two
+    nodes: the same split as blocking calls, each request counting its own messages."""
+    with nodes("2") as c:
+        x = fd.to_device(data(RANK, 1003, "float64"))
+        y = fd.device_empty(1003, np.float64)
+        every = [data(r, 1003, "float64") for r in range(N)]
+        for algo in ("ring", "recursive_doubling", "hierarchical"):
+            with mpicoll.traffic() as t:
+                r = mpicoll.iallreduce(x, None, MPI.SUM, comm=c, algorithm=algo)
+                p = mpicoll.allreduce_init(x, y, MPI.MAX, comm=c, algorithm=algo)
+                p.Start()
+                mpicoll.waitall([p, r] if RANK % 2 else [r, p])
+                p.Free()
+            assert np.array_equal(fd.to_host(r.result), reduce_ref(every, "SUM", "float64"))
+            assert np.array_equal(fd.to_host(y), reduce_ref(every, "MAX", "float64"))
+            alone = RANK == N - 1 and N % 2 == 1
+            for call in t.calls:
+                assert call.path == ("staged" if alone else "ipc"), algo
+                ipc = call.paths.get("ipc", [0, 0, 0, 0])
+                staged = call.paths.get("staged", [0, 0, 0, 0])
+                assert ipc == [call.intra_sent_msgs, call.intra_sent_bytes,
+                               call.intra_recv_msgs, call.intra_recv_bytes], (algo, call.paths)
+                assert staged == [call.inter_sent_msgs, call.inter_sent_bytes,
+                                  call.inter_recv_msgs, call.inter_recv_bytes], (algo, call.paths)
+            assert len(t.calls) == 2
+
+
 @pytest.mark.mpi(min_size=2)
 def test_a_peer_that_cannot_map_gets_the_payload_inline(ipc_on):
     """Rank 1 cannot open handles: it answers NACK once per sender, the payload comes

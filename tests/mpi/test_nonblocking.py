@@ -101,6 +101,48 @@ def test_blocking_call_while_requests_are_outstanding():
     np.testing.assert_array_equal(y, comm.allreduce(x))
 
 
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("algo", ["ring", "recursive_doubling", "rabenseifner"])
+def test_blocking_call_before_the_wait_while_peers_wait_first(algo):
+    """Rank 0 makes blocking calls (functional, memoized the second time, and P2PComm)
+    before waiting; the others wait first, then make them: valid MPI. Rank 0's requests
+    must advance while it blocks (a progress thread starts for them and stops once they
+    are done)."""
+    from mpicoll.sched import progress
+    if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
+        pytest.skip("MPI initialised without MPI_THREAD_MULTIPLE")
+    x = np.arange(1000.0) + RANK
+    z, one, y = np.empty(1000), np.ones(1), np.empty(3)
+    pc = mpicoll.P2PComm(comm)               # shares COMM_WORLD's handle
+
+    def blocking():
+        b = mpicoll.allreduce(one, algorithm="ring")
+        pc.Allreduce(np.ones(3), y)
+        return b
+
+    blocking()                  # (the private communicators exist before the token below)
+    p = mpicoll.allreduce_init(x, z, MPI.MAX, algorithm=algo)   # a collective call itself
+    for _ in range(2):
+        if RANK:
+            comm.Recv(np.empty(0), 0, tag=72)        # rank 0's requests have started
+        q = mpicoll.iallreduce(x, None, algorithm=algo)
+        p.Start()
+        if RANK == 0:
+            # Nobody else has started: nothing of the requests could move yet.
+            for r in range(1, N):
+                comm.Send(np.empty(0), r, tag=72)
+            b = blocking()
+            mpicoll.waitall([p, q])
+        else:
+            mpicoll.waitall([q, p])
+            b = blocking()
+        np.testing.assert_array_equal(q.result, comm.allreduce(x))
+        np.testing.assert_array_equal(z, np.arange(1000.0) + N - 1)       # MAX over the ranks
+        assert b.tolist() == [N] and y.tolist() == [N] * 3
+        assert not progress.enabled()            # the thread stopped with the requests
+    p.Free()
+
+
 @pytest.mark.mpi
 @pytest.mark.parametrize("algo", mpicoll.algorithms("allreduce"))
 def test_persistent_restarts_with_new_data(algo):
