@@ -23,6 +23,14 @@ private communicator (``T`` is the call's tag; the control tags are
 3. The sender's request completes only with that acknowledgement: until then
    the peer may still be reading its buffer.
 
+**Small messages go eagerly** (bytes <= :data:`EAGER_MAX`, empty ones too): the payload
+travels inside the header (kind ``EAGER``, copied to the host by the sender,
+to the device by the receiver), and the send completes when MPI has sent
+it: one message instead of a header and an acknowledgement, no mapping and
+no device-to-device copy. Every rank must use the same :data:`EAGER_MAX`
+(``MPICOLL_IPC_EAGER``, bytes; 0 turns it off): the receiver sizes its
+header receive by it.
+
 A sender that cannot export a buffer (no IPC support, host memory, zero
 bytes, memory not from ``cudaMalloc``, a peer that refused before) sends an
 ``INLINE`` header and the payload through the fallback transport (CUDA-aware
@@ -70,13 +78,13 @@ from ._ops import OPS, combine
 from .sched.plan import COPY, IRECV, ISEND, RECV, REDUCE, SEND, SENDRECV
 
 __all__ = ["IpcTransport", "endpoint", "fusions", "ipc_stats", "cuda_driver", "tags_fit",
-           "MAX_MAPPINGS", "FUSE"]
+           "MAX_MAPPINGS", "FUSE", "EAGER_MAX"]
 
 _K = 1 << 15
 HDR_TAG, ACK_TAG, NACK_TAG = _K, 2 * _K, 3 * _K
 _TOP_TAG = 28003 + 3 * _K          # highest tag used (mpicoll's tags stay below 28004)
 
-IPC, INLINE = 1, 2                 # header kinds
+IPC, INLINE, EAGER = 1, 2, 3      # header kinds
 OK, NACK = 1, 2                    # acknowledgements
 _HDR = 16                          # header words (uint64)
 _OK_BUF = np.array([OK], np.uint64)
@@ -85,6 +93,24 @@ _NACK_BUF = np.array([NACK], np.uint64)
 #: Mappings kept per endpoint (private communicator x device); the least recently
 #: used one is closed beyond this.
 MAX_MAPPINGS = 256
+
+def _eager_max():
+    raw = os.environ.get("MPICOLL_IPC_EAGER", "").strip()
+    if not raw:
+        return 4096
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(f"MPICOLL_IPC_EAGER: expected a byte count >= 0; got {raw!r}")
+    return value
+
+
+#: Messages of at most this many bytes travel inside their header (0: none). A D2H and
+#: an H2D copy of a few KiB cost about what one device-to-device copy, its stream sync and
+#: the acknowledgement's extra message cost (not measured on a GPU yet).
+EAGER_MAX = _eager_max()
 
 #: Fuse a receive from an IPC peer with the reduction that reads it (False: copy, then
 #: reduce, as on the other transports -- for comparisons).
@@ -268,6 +294,14 @@ class IpcTransport:
             e.path = self.fallback.path
             return self._track(e, e.wait)
         e = _Entry(True, buf, dest, tag)
+        if EAGER_MAX and e.nbytes <= EAGER_MAX:
+            hdr = e.hdr = np.zeros(_HDR + _words(e.nbytes), np.uint64)
+            hdr[:2] = (EAGER, e.nbytes)
+            if e.nbytes:
+                self._to_host(buf, _payload(hdr, e.nbytes, buf.dtype))
+            e.wait = e.hreq = self.comm.Isend(hdr, dest, tag + HDR_TAG)
+            e.path = "eager"
+            return self._track(e, e.wait)
         hdr = e.hdr = np.zeros(_HDR, np.uint64)
         exported = self._export(buf, dest)
         if exported is not None:
@@ -307,7 +341,8 @@ class IpcTransport:
             e.wait = self.fallback.Irecv(buf, source, tag)
             e.path = self.fallback.path
             return self._track(e, e.wait)
-        e.hdr = np.empty(_HDR, np.uint64)
+        eager = _words(e.nbytes) if EAGER_MAX and e.nbytes <= EAGER_MAX else 0
+        e.hdr = np.empty(_HDR + eager, np.uint64)
         e.wait = self.comm.Irecv(e.hdr, source, tag + HDR_TAG)
         e.state = _WAIT_HEADER
         self.fifo[(source, tag)].append(e)
@@ -469,6 +504,21 @@ class IpcTransport:
             e.path = "ipc"
             e.state = _ACKING
             self.to_ack.append((e, OK))    # acknowledged once the stream has run the copy
+        elif kind == EAGER:
+            if nbytes != e.nbytes:
+                raise RuntimeError(f"mpicoll ipc: an eager message of {nbytes} bytes from rank "
+                                   f"{e.peer} for a receive of {e.nbytes} bytes")
+            data = _payload(h, nbytes, e.buf.dtype)
+            if not nbytes:
+                pass
+            elif self.adapter.matches(e.buf):
+                self.adapter.to_device(data, e.buf)
+            else:
+                e.buf[...] = data.reshape(e.buf.shape)
+            if e.reduce is not None:
+                e.reduce(e.buf)
+            e.path = "eager"
+            self._done(e)
         else:
             e.wait = self.fallback.Irecv(e.buf, e.peer, e.tag)
             e.path = self.fallback.path
@@ -487,11 +537,26 @@ class IpcTransport:
             if a == OK:
                 self._done(e)
 
+    def _to_host(self, buf, host):
+        if self.adapter.matches(buf):
+            self.adapter.to_host(buf, host)   # ordered after the stream's work on buf
+        else:
+            host[...] = buf.reshape(-1)
+
     # -- native collectives: the fallback's ---------------------------------------
     def __getattr__(self, name):
         if name == "fallback":
             raise AttributeError(name)
         return getattr(self.fallback, name)
+
+
+def _words(nbytes):
+    return -(-nbytes // 8)
+
+
+def _payload(hdr, nbytes, dtype):
+    """The eager payload after the header words, as ``nbytes`` of ``dtype``."""
+    return hdr[_HDR:].view(np.uint8)[:nbytes].view(dtype)
 
 
 # -- fused receive + reduce (bound by mpicoll.sched.run for transports that fuse) ----

@@ -137,20 +137,22 @@ def test_progress_thread_drives_device_requests(kind):  # noqa: F811
 
 @pytest.mark.mpi(min_size=2)
 def test_ipc_requests_move_through_ipc(kind):  # noqa: F811
-    """On ipc, a nonblocking call's messages between ranks of one node are IPC messages."""
+    """On ipc, a nonblocking call's messages between ranks of one node take the ipc
+    protocols: mapped (the ring's 8 KiB chunks) and eager (one double per rank)."""
     name, dev, host = kind
     if not name.endswith("-ipc"):
         pytest.skip("ipc kinds only")
-    before = _ipc_messages()
-    x = dev(data(RANK, 1003, "float64"))
-    req = mpicoll.iallreduce(x, None, MPI.SUM, algorithm="ring")
-    req.Wait()
-    if layout(private_comm(comm)).n_nodes == 1:
-        assert _ipc_messages() >= before + 2 * (N - 1) * 2
+    if layout(private_comm(comm)).n_nodes > 1:
+        pytest.skip("ranks on several nodes (MPICOLL_NODES)")
 
-
-def _ipc_messages():
-    return sum(st.get("sent_ipc", 0) + st.get("recv_ipc", 0) for st in gpu.ipc_stats().values())
+    def sent(path):
+        return sum(st.get("sent_" + path, 0) for st in gpu.ipc_stats().values())
+    before = sent("ipc"), sent("eager")
+    mpicoll.iallreduce(dev(data(RANK, 1024 * N, "float64")), None, MPI.SUM,
+                       algorithm="ring").Wait()
+    mpicoll.iallgather(dev(data(RANK, 1, "float64")), None, algorithm="ring").Wait()
+    assert sent("ipc") - before[0] == 2 * (N - 1)
+    assert sent("eager") - before[1] == N - 1
 
 
 @pytest.mark.mpi(min_size=2)

@@ -29,14 +29,17 @@ pytestmark = pytest.mark.mpi
 
 @pytest.fixture(autouse=True)
 def ipc_on():
-    """The stand-in with IPC, the ipc transport forced, staged for other peers."""
+    """The stand-in with IPC, the ipc transport forced, staged for other peers; no eager
+    messages (the tests that want them set ``_ipc.EAGER_MAX``)."""
     ad = fd.install()
     fd.enable_ipc(True)
     _device.set_cuda_aware(False)
     _device.set_transport("ipc")
     ad.reset()
     ad.ipc_refuse = False
+    eager, _ipc.EAGER_MAX = _ipc.EAGER_MAX, 0     # the mapping protocol, even for small arrays
     yield ad
+    _ipc.EAGER_MAX = eager
     ad.ipc_refuse = False
     _ipc.FUSE = True
     _device.set_transport(None)
@@ -276,6 +279,56 @@ def test_requests_ipc_inside_nodes_staged_across(ipc_on):
                 assert staged == [call.inter_sent_msgs, call.inter_sent_bytes,
                                   call.inter_recv_msgs, call.inter_recv_bytes], (algo, call.paths)
             assert len(t.calls) == 2
+
+
+@pytest.mark.mpi(min_size=2)
+def test_small_messages_travel_eagerly_in_their_header(ipc_on):
+    """Up to EAGER_MAX bytes: one header message carries the payload (copied to the host and
+    back), no mapping, no acknowledgement; a byte more takes the mapping protocol. Eager and
+    mapped messages in flight together, to and from every peer, arrive in posting order."""
+    _ipc.EAGER_MAX = 256
+    with nodes() as c:
+        ctx = ctx_of(c)
+        peers = [p for p in range(N) if p != RANK]
+        sizes = [1, 32, 33, 7, 32, 40, 0]                      # doubles: 32 = 256 bytes
+        mine = {p: [fd.to_device(np.arange(k, dtype=np.float64) + 1e3 * RANK + 10 * p)
+                    for k in sizes] for p in peers}
+        inbox = {p: [fd.device_empty(k, np.float64) for k in sizes] for p in peers}
+        ipc_on.reset()
+        reqs = [ctx.irecv(inbox[p][i], p) for p in peers for i in range(len(sizes))]
+        reqs += [ctx.isend(mine[p][i], p) for p in peers for i in range(len(sizes))]
+        ctx.waitall(reqs[::-1])
+        for p in peers:
+            for i, k in enumerate(sizes):
+                want = np.arange(k, dtype=np.float64) + 1e3 * p + 10 * RANK
+                assert np.array_equal(fd.to_host(inbox[p][i]), want), (p, k)
+        st = stats(c)
+        eager = sum(k <= 32 for k in sizes) * len(peers)     # the empty one too
+        mapped = sum(k > 32 for k in sizes) * len(peers)
+        assert st["sent_eager"] == st["recv_eager"] == eager
+        assert st["sent_ipc"] == st["recv_ipc"] == mapped
+        # Eager: one D2H per send, one H2D per receive, none for the empty message.
+        assert ipc_on.d2h == ipc_on.h2d == sum(0 < k <= 32 for k in sizes) * len(peers)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_eager_messages_fuse_and_match_the_mapped_protocol(ipc_on):
+    """Small reductions through eager messages give, bit for bit, what the mapped protocol
+    and NumPy give (every reducing algorithm that fuses, and a non-commutative user op)."""
+    with nodes() as c:
+        for dt, opname, primitive, algo in fused_cases():
+            x = fd.to_device(data(RANK, 3 * N, dt, opname))     # blocks of 3: all eager
+            got = {}
+            for eager in (0, 4096):
+                _ipc.EAGER_MAX = eager
+                got[eager] = fd.to_host(_call(c, primitive, algo, x, OPS[opname]))
+            assert np.array_equal(got[0], got[4096]), (dt, opname, primitive, algo)
+        assert stats(c).get("sent_eager", 0) > 0
+        every = [data(r, 5, "complex128", "AFFINE") for r in range(N)]
+        y = fd.to_device(every[RANK])
+        got = fd.to_host(mpicoll.allreduce(y, None, OPS["AFFINE"], comm=c,
+                                           algorithm="recursive_doubling"))
+        assert np.array_equal(got, reduce_ref(every, "AFFINE", "complex128"))
 
 
 @pytest.mark.mpi(min_size=2)
