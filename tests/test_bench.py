@@ -270,6 +270,17 @@ def test_sizes_and_iterations():
     assert units.parse_range("8,1K", sizes=True) == [8, 1024]
 
 
+def test_explicit_sizes_replace_the_sweep(tmp_path):
+    """--sizes 64K,8,1K: exactly those sizes, in order, whatever -b/-e/-f say."""
+    proc, text = bench(1, ["allreduce", "--algorithm", "ring", "--sizes", "64K,8,1K", "-b", "2",
+                           "-e", "4", "-n", "1", "-w", "0", "-J", "out.jsonl"], tmp_path)
+    assert proc.returncode == 0, text[-3000:]
+    got = [r["bytes"] for r in records(tmp_path / "out.jsonl", "result")]
+    assert got == [8, 1024, 65536], got
+    bad = serial(["allreduce", "--sizes", "1..8"], tmp_path)
+    assert bad.returncode == 2 and "--sizes: expected a comma list of sizes" in bad.stderr
+
+
 class _FakeComm:
     def __init__(self, n, rank):
         self.n, self.rank = n, rank

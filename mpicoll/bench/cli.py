@@ -26,7 +26,7 @@ from mpicoll._registry import PRIMITIVES
 
 from . import latency, model, overlap, plot, report, tune
 from .run import run
-from .units import OP_NAMES, parse_dtype, parse_size
+from .units import OP_NAMES, parse_dtype, parse_range, parse_size
 
 __all__ = ["main", "build_parser"]
 
@@ -47,6 +47,16 @@ def _dtype(text):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _size_list(text):
+    try:
+        sizes = parse_range(text, sizes=True)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if not isinstance(sizes, list) or not sizes:
+        raise argparse.ArgumentTypeError(f"expected a comma list of sizes; got {text!r}")
+    return sorted(set(sizes))
+
+
 def _csv_list(text):
     return [t.strip() for t in text.split(",") if t.strip()]
 
@@ -60,6 +70,9 @@ def sweep_options(p, *, b="8", e="1M", f=2.0, n=20, w=5, op=True):
                    help=f"largest size (default {e})")
     g.add_argument("-f", "--stepfactor", type=float, default=f,
                    help=f"multiply the size by this between steps (default {f:g})")
+    g.add_argument("--sizes", type=_size_list, default=None, metavar="LIST",
+                   help="these sizes instead of -b/-e/-f: a comma list, K/M/G suffixes "
+                        "(e.g. 8,64K,16M,256M)")
     g.add_argument("-n", "--iters", type=int, default=n,
                    help=f"timed calls per size; fewer above --large-bytes (default {n})")
     g.add_argument("-w", "--warmup", type=int, default=w,

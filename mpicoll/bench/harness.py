@@ -155,6 +155,8 @@ class Sweep:
     def sizes(self, primitive):
         if primitive == "barrier":
             return [0]
+        if getattr(self.opts, "sizes", None):
+            return list(self.opts.sizes)
         return size_sweep(self.opts.minbytes, self.opts.maxbytes, self.opts.stepfactor)
 
     def plan(self, primitives):
