@@ -8,8 +8,9 @@ UCX first turns MPICH's point-to-point layer CUDA-aware, from PyPI alone::
     eval "$(python -m mpicoll.gpu env)"
     mpirun -n 4 python -m mpicoll.demo --device gpu
 
-- ``LD_PRELOAD`` of the wheel's ``libucs``, ``libucm``, ``libuct``, ``libucp``
-  and ``UCX_MODULE_DIR`` pointing at its transport modules;
+- ``LD_PRELOAD`` of the wheel's ``libucs``, ``libucm``, ``libuct``, ``libucp``,
+  ``UCX_MODULE_DIR`` pointing at its transport modules, ``LD_LIBRARY_PATH``
+  with its libraries first;
 - ``MPIR_CVAR_CH4_NETMOD=ucx``; ``MPIR_CVAR_NOLOCAL=1`` (MPICH's own
   shared-memory path would try ``process_vm_readv`` on device memory);
 - ``MPICOLL_CUDA_AWARE=1``: mpicoll hands device arrays to point-to-point
@@ -36,8 +37,13 @@ def ucx_dir():
     return list(spec.submodule_search_locations)[0]
 
 
-def aware_env(root=None, preload=None):
-    """{variable: value} for CUDA-aware MPICH over the wheel's UCX (``root``: its folder)."""
+def aware_env(root=None, preload=None, library_path=None):
+    """{variable: value} for CUDA-aware MPICH over the wheel's UCX (``root``: its folder).
+
+    ``LD_LIBRARY_PATH`` gets the wheel's ``lib`` and its vendored libraries
+    (``libucx_cu12.libs`` / ``libucx_cu13.libs`` beside it), as in the set-up
+    checked on the H200, ahead of ``library_path`` (default: the current value).
+    """
     root = root or ucx_dir()
     if root is None:
         raise LookupError("the libucx wheel is not installed: pip install -e '.[gpu-aware]' "
@@ -48,7 +54,12 @@ def aware_env(root=None, preload=None):
         raise LookupError(f"{lib}: the libucx wheel lacks {', '.join(missing)}")
     libs = ":".join(os.path.join(lib, n) for n in _LIBS)
     preload = os.environ.get("LD_PRELOAD", "") if preload is None else preload
+    site = os.path.dirname(os.path.abspath(root))
+    vendored = sorted(os.path.join(site, d) for d in os.listdir(site)
+                      if d.startswith("libucx_cu") and d.endswith(".libs"))
+    library_path = os.environ.get("LD_LIBRARY_PATH", "") if library_path is None else library_path
     return {
+        "LD_LIBRARY_PATH": ":".join([lib] + vendored + ([library_path] if library_path else [])),
         "LD_PRELOAD": libs + (":" + preload if preload else ""),
         "UCX_MODULE_DIR": os.path.join(lib, "ucx"),
         "MPIR_CVAR_CH4_NETMOD": "ucx",

@@ -50,6 +50,17 @@ def test_env_keeps_an_existing_preload(tmp_path):
     assert env["LD_PRELOAD"].startswith(str(lib / "libucs.so.0"))
 
 
+def test_env_puts_the_wheels_libraries_first_on_the_library_path(tmp_path):
+    """The wheel's lib and its vendored .libs folder (auditwheel's), then what was there."""
+    lib = _fake_libucx(tmp_path)
+    (tmp_path / "libucx_cu13.libs").mkdir()
+    env = _gpu_env.aware_env(str(tmp_path / "libucx"), library_path="/usr/local/lib")
+    assert env["LD_LIBRARY_PATH"].split(":") == [
+        str(lib), str(tmp_path / "libucx_cu13.libs"), "/usr/local/lib"]
+    assert _gpu_env.aware_env(str(tmp_path / "libucx"), library_path="")[
+        "LD_LIBRARY_PATH"].split(":") == [str(lib), str(tmp_path / "libucx_cu13.libs")]
+
+
 def test_env_without_the_wheel_fails_with_the_reason(tmp_path, monkeypatch):
     monkeypatch.setattr(_gpu_env, "ucx_dir", lambda: None)
     with pytest.raises(LookupError, match="gpu-aware"):
