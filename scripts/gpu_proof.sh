@@ -1,48 +1,103 @@
 #!/usr/bin/env bash
-# scripts/gpu_proof.sh: the GPU proof of issue #6, on one machine with an NVIDIA GPU.
+# scripts/gpu_proof.sh: the GPU proof (issues #6 and #13), on one machine with an NVIDIA GPU.
 #
-#   bash scripts/gpu_proof.sh [--quick] [--no-install] [--out DIR]
+#   bash scripts/gpu_proof.sh [--quick] [--no-install | --wheels DIR] [--transports LIST]
+#                             [--mps LIST] [--primitives LIST] [--test-ranks LIST]
+#                             [--bench-ranks LIST] [--out DIR]
 #
 # Run from anywhere (it works in the repository root). Assumes only Python 3.10+, pip, gcc and
-# access to PyPI; it installs everything else into a virtual environment (.venv-gpu):
+# access to PyPI (or, with --wheels, no network at all); it installs into .venv-gpu:
 #   1. checks for an NVIDIA GPU first: none (no nvidia-smi, or it lists no GPU) means exit 3 with
 #      one line saying why, before anything is installed or written;
-#   2. python3 -m venv .venv-gpu; pip install -e ".[mpich,gpu,test]" plus CUPY_SPEC (below)
-#      and, best effort, NCCL for CuPy;
-#   3. records nvidia-smi, CuPy / CUDA / NCCL versions, mpicoll.gpu.cuda_aware_report() and the
-#      device path (the PyPI mpich wheel is not CUDA-aware: the path is "staged");
-#   4. runs the GPU tests on CuPy arrays at N = 1, 2 and 4 ranks, all on this one GPU:
-#        MPICOLL_TEST_XP=cupy mpiexec -n N python -m mpi4py -m pytest --with-mpi -q tests/mpi/test_device.py
-#      plus the demo and an example with --device gpu;
-#   5. benchmarks allreduce, allgather and bcast with --xp cupy at N = 2 and 4: every hand-written
-#      algorithm, native (the MPI library's own, staged by mpicoll) and the bench's nccl column
-#      (NCCL wants one GPU per rank: with ranks sharing this GPU the bench skips those rows and
-#      says why);
-#   6. writes everything to benchmarks/gpu/<date>-<host>/ with RUN.md: what ran (commands, exit
-#      codes, seconds), the versions, the device path and the bench report tables.
+#   2. python3 -m venv .venv-gpu; pip install -e ".[mpich,gpu-aware,test]" plus CUPY_SPEC (below)
+#      and, best effort, NCCL for CuPy. --wheels DIR instead: offline, a venv that sees this
+#      interpreter's own packages (CuPy, torch... of the machine's image, through a .pth file)
+#      plus DIR's wheels (mpi4py, mpich, pytest-mpi, libucx-cu13) installed with --no-index;
+#      the checkout runs from PYTHONPATH. --no-install: reuse the venv (MPICOLL_GPU_VENV) as is;
+#   3. records nvidia-smi, CuPy / CUDA / NCCL versions, mpicoll.gpu.cuda_aware_report(), the
+#      device path, IPC support and the MPS daemon's state;
+#   4. for each MPS state of --mps (off: none running; on: nvidia-cuda-mps-control -d first,
+#      stopped after) and each transport of --transports (MPICOLL_GPU_TRANSPORT: staged, aware =
+#      the CUDA-aware MPICH of `python -m mpicoll.gpu env`, ipc):
+#        - the GPU tests on CuPy arrays at each N of --test-ranks, all on this one GPU (in the
+#          first MPS state that runs, MPS on first: results do not depend on it):
+#            MPICOLL_TEST_XP=cupy mpiexec -n N python -m mpi4py -m pytest --with-mpi -q \
+#                tests/mpi/test_device.py tests/mpi/test_device_requests.py
+#        - the bench (--xp cupy) of each primitive of --primitives at each N of --bench-ranks:
+#          every hand-written algorithm and native, and in the first transport the nccl column
+#          (NCCL wants one GPU per rank; with ranks sharing this GPU the bench skips those rows
+#          and says why unless NCCL >= 2.30 allows it);
+#      plus the demo and an example with --device gpu (once);
+#   5. writes everything to benchmarks/gpu/<date>-<host>/ with RUN.md: what ran (commands, exit
+#      codes, seconds), the versions, the device path, the targets of issue #13
+#      (scripts/gpu_targets.py) and one bench report per transport and MPS state.
 # A failing step does not stop the run; the script exits 1 at the end if any step failed.
-#   --quick       N = 1, 2 tests, N = 2 bench on a short sweep (8 B .. 1 MiB), about a minute
-#   --no-install  reuse an existing .venv-gpu (MPICOLL_GPU_VENV) as it is
-#   --out DIR     results here instead of benchmarks/gpu/<date>-<host>
+#   --quick        tests at N = 1, 2; bench allreduce at N = 2 on 8 B, 64 KiB, 1 MiB
+#   --transports   default staged,aware,ipc        --mps        default off,on
+#   --primitives   default allreduce,allgather,reduce_scatter,bcast
+#   --test-ranks   default 1,2,4                    --bench-ranks default 2,4
+#   --out DIR      results here instead of benchmarks/gpu/<date>-<host>
 # Settings: MPICOLL_GPU_VENV (.venv-gpu), CUPY_SPEC (the CuPy requirement), PYTHON (python3),
-#   MPICOLL_NVIDIA_SMI (nvidia-smi), MPICOLL_BENCH_SIZES (the bench sweep), MPICOLL_STEP_TIMEOUT
-#   (seconds per step, default 300).
-# Full run: about 5-8 minutes on an H200 after the install.
+#   MPICOLL_NVIDIA_SMI (nvidia-smi), MPICOLL_MPS_CONTROL (nvidia-cuda-mps-control),
+#   MPICOLL_BENCH_SIZES (the bench's size options, default --sizes 8,1K,64K,1M,16M,256M -n 10
+#   -w 3 -c 1), MPICOLL_STEP_TIMEOUT (seconds per step, default 300).
+# On the lent H200 (15 minutes, start-up included) one command that fits:
+#   bash scripts/gpu_proof.sh --wheels .whl --primitives allreduce --test-ranks 2,4
 set -euo pipefail
 
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; }
 
-QUICK=0 INSTALL=1 OUT=""
+ARGV=("$@")
+QUICK=0 INSTALL=1 OUT="" WHEELS=""
+TRANSPORTS_ARG="" MPS_ARG="" PRIMS_ARG="" TRANKS_ARG="" BRANKS_ARG=""
+needs() { [[ $2 -ge 2 ]] || { echo "gpu_proof.sh: $1 needs a value" >&2; exit 2; }; }
 while (($#)); do
     case $1 in
         --quick) QUICK=1 ;;
         --no-install) INSTALL=0 ;;
-        --out) [[ $# -ge 2 ]] || { echo "gpu_proof.sh: --out needs a directory" >&2; exit 2; }; OUT=$2; shift ;;
+        --wheels) needs "$1" $#; WHEELS=$2; INSTALL=2; shift ;;
+        --out) needs "$1" $#; OUT=$2; shift ;;
+        --transports) needs "$1" $#; TRANSPORTS_ARG=$2; shift ;;
+        --mps) needs "$1" $#; MPS_ARG=$2; shift ;;
+        --primitives) needs "$1" $#; PRIMS_ARG=$2; shift ;;
+        --test-ranks) needs "$1" $#; TRANKS_ARG=$2; shift ;;
+        --bench-ranks) needs "$1" $#; BRANKS_ARG=$2; shift ;;
         -h | --help) usage; exit 0 ;;
         *) echo "gpu_proof.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
 done
+
+# list NAME VALUE DEFAULT ALLOWED...: split a comma list into the array NAME, each item checked.
+list() {
+    local -n arr=$1
+    local value=${2:-$3} item ok a
+    shift 3
+    IFS=, read -r -a arr <<<"$value"
+    for item in "${arr[@]}"; do
+        ok=0
+        for a in "$@"; do [[ $item == "$a" ]] && ok=1; done
+        if ((!ok)); then
+            echo "gpu_proof.sh: '$item' is not one of: $*" >&2
+            exit 2
+        fi
+    done
+}
+list TRANSPORTS "$TRANSPORTS_ARG" staged,aware,ipc staged aware ipc
+list MPS_STATES "$MPS_ARG" off,on off on
+list PRIMS "$PRIMS_ARG" allreduce,allgather,reduce_scatter,bcast allreduce allgather reduce_scatter bcast
+if ((QUICK)); then
+    list SIZES_T "$TRANKS_ARG" 1,2 1 2 3 4 5 6 7 8
+    list SIZES_B "$BRANKS_ARG" 2 2 3 4 5 6 7 8
+    [[ -n $PRIMS_ARG ]] || PRIMS=(allreduce)
+else
+    list SIZES_T "$TRANKS_ARG" 1,2,4 1 2 3 4 5 6 7 8
+    list SIZES_B "$BRANKS_ARG" 2,4 2 3 4 5 6 7 8
+fi
+if [[ -n $WHEELS && ! -d $WHEELS ]]; then
+    echo "gpu_proof.sh: --wheels $WHEELS: no such directory" >&2
+    exit 2
+fi
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -94,6 +149,7 @@ step() {
     timeout -k 20 "$STEP_TIMEOUT" "$@" 2>&1 | tee "$OUT/logs/$name.log"
     rc=${PIPESTATUS[0]}
     set -e
+    LAST_RC=$rc
     local dt
     dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
     printf '%s\t%s\t%s\t%s\n' "$name" "$rc" "$dt" "$*" >>"$STEPS"
@@ -115,17 +171,30 @@ mpistep() {
         vars+=("$1")
         shift
     done
-    step "$name" env MPIEXEC_TIMEOUT="$STEP_TIMEOUT" "${vars[@]}" "$MPIEXEC" -n "$n" "$@"
+    step "$name" "${WRAP[@]}" env MPIEXEC_TIMEOUT="$STEP_TIMEOUT" "${vars[@]}" "$MPIEXEC" -n "$n" "$@"
 }
+WRAP=()            # a command prefix for mpistep (the aware transport's environment)
 
-say "gpu_proof.sh on $HOST: results in $OUT (quick=$QUICK install=$INSTALL)"
+say "gpu_proof.sh on $HOST: results in $OUT (quick=$QUICK install=$INSTALL transports=${TRANSPORTS[*]} mps=${MPS_STATES[*]})"
 printf '%s\n' "$GPUS"
 
 # --- 2. install -------------------------------------------------------------------------------
-if ((INSTALL)); then
+if ((INSTALL == 2)); then
+    # Offline: the image's packages through a .pth file (a --system-site-packages venv would not
+    # see them when the interpreter is itself a venv), the carried wheels, the checkout on the path.
+    WHEELS=$(cd "$WHEELS" && pwd)
+    step venv "${PYTHON:-python3}" -m venv "$VENV"
+    step image-site "$PY" -c 'import site, subprocess, sys
+base = subprocess.run([sys.argv[1], "-c", "import site; print(site.getsitepackages()[0])"],
+                      capture_output=True, text=True, check=True).stdout.strip()
+open(site.getsitepackages()[0] + "/image.pth", "w").write(base + "\n")
+print("image packages:", base)' "${PYTHON:-python3}"
+    step install-wheels bash -c '"$1" -m pip install -q --no-index --no-deps "$2"/*.whl' _ "$PY" "$WHEELS"
+    export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
+elif ((INSTALL)); then
     step venv "${PYTHON:-python3}" -m venv "$VENV"
     step pip-upgrade "$PY" -m pip install -q -U pip setuptools wheel
-    step install "$PY" -m pip install -e ".[mpich,gpu,test]" "$CUPY_SPEC"
+    step install "$PY" -m pip install -e ".[mpich,gpu-aware,test]" "$CUPY_SPEC"
     # NCCL for cupy.cuda.nccl: optional (mpicoll.gpu.nccl_status() below says whether CuPy finds it).
     step install-nccl "$PY" -m pip install "$NCCL_SPEC"
 elif [[ ! -x $PY ]]; then
@@ -158,55 +227,101 @@ except Exception as exc:  # noqa: BLE001 - recorded, the step fails below
     info["cupy_error"] = f"{type(exc).__name__}: {exc}"
 info["cuda_aware_report"] = gpu.cuda_aware_report()
 info["device_path"] = gpu.device_path()
+from mpicoll import _gpu_env, _mps
+info["libucx_wheel"] = _gpu_env.ucx_dir() or "not installed (no aware transport)"
+info["mps_daemon_at_start"] = _mps.server_status()
 json.dump(info, open(sys.argv[1], "w"), indent=2, default=str)
 for k, v in info.items():
     print(f"{k:18}: {v}")
 sys.exit(0 if info["cupy_status"][0] else 1)
 PY
 
-# --- 4. GPU tests at N = 1, 2, 4 on this GPU; demo and an example with --device gpu -------------
-if ((QUICK)); then SIZES_T=(1 2); else SIZES_T=(1 2 4); fi
-for n in "${SIZES_T[@]}"; do
-    mpistep "test-device-n$n" "$n" MPICOLL_TEST_XP=cupy "$PY" -m mpi4py -m pytest --with-mpi -q \
-        tests/mpi/test_device.py
-done
-mpistep demo-gpu-n2 2 "$PY" -m mpicoll.demo --device gpu --sleep-scale 0.05
-if ((!QUICK)); then mpistep demo-gpu-n4 4 "$PY" -m mpicoll.demo --device gpu --sleep-scale 0.05; fi
-mpistep example-all_reduce-gpu-n2 2 "$PY" examples/all_reduce.py --device gpu
-
-# --- 5. bench: hand-written (staged) vs native (staged) vs NCCL ----------------------------------
+# --- 4. per MPS state and transport: GPU tests and bench; the demo and an example once -------
+MPS_CTL=${MPICOLL_MPS_CONTROL:-nvidia-cuda-mps-control}
 if ((QUICK)); then
-    SIZES_B=(2)
-    read -r -a SWEEP <<<"${MPICOLL_BENCH_SIZES:--b 8 -e 1M -f 16 -n 5 -w 2 -c 1}"
+    read -r -a SWEEP <<<"${MPICOLL_BENCH_SIZES:---sizes 8,64K,1M -n 5 -w 2 -c 1}"
 else
-    SIZES_B=(2 4)
-    read -r -a SWEEP <<<"${MPICOLL_BENCH_SIZES:--b 8 -e 64M -f 4 -n 20 -w 5 -c 1}"
+    read -r -a SWEEP <<<"${MPICOLL_BENCH_SIZES:---sizes 8,1K,64K,1M,16M,256M -n 10 -w 3 -c 1}"
 fi
-JSONL=()
-for prim in allreduce allgather bcast; do
-    # Every hand-written algorithm, then native, then the bench's nccl column (the bench skips it,
-    # saying why, where NCCL cannot run: no NCCL, or ranks sharing this one GPU).
-    algos=$("$PY" -c 'import sys, mpicoll
-print(",".join([a for a in mpicoll.algorithms(sys.argv[1]) if a != "native"] + ["native", "nccl"]))' "$prim")
-    for n in "${SIZES_B[@]}"; do
-        f=$OUT/bench-$prim-n$n
-        mpistep "bench-$prim-n$n" "$n" "$PY" -m mpicoll.bench "$prim" --xp cupy --algorithm "$algos" \
-            "${SWEEP[@]}" -J "$f.jsonl" --csv "$f.csv"
-        if [[ -s $f.jsonl ]]; then JSONL+=("$f.jsonl"); fi
-    done
+COMBOS=()          # transport-mps_state pairs that ran, for the reports
+DEMOED=0 TESTED=0
+# MPS on first: the tests run once, in the first state that starts (they do not depend on it,
+# and ranks sharing the GPU run them faster with MPS).
+ORDER=()
+for mps in on off; do
+    [[ " ${MPS_STATES[*]} " == *" $mps "* ]] && ORDER+=("$mps")
 done
-if ((${#JSONL[@]})); then
-    step report "$PY" -m mpicoll.bench report "${JSONL[@]}" -o "$OUT/report.md"
-    if "$PY" -c 'import matplotlib' 2>/dev/null; then
-        step plot "$PY" -m mpicoll.bench plot "${JSONL[@]}" -o "$OUT/plot.png"
+for mps in "${ORDER[@]}"; do
+    if [[ $mps == on ]]; then
+        step mps-start "$MPS_CTL" -d
+        if ((LAST_RC != 0)); then
+            say "MPS could not be started: the MPS-on runs are skipped"
+            continue
+        fi
     fi
-fi
+    for t in "${TRANSPORTS[@]}"; do
+        tag=$t-mps_$mps
+        WRAP=()
+        if [[ $t == aware ]]; then
+            # CUDA-aware MPICH from the libucx wheel: the exports of `python -m mpicoll.gpu env`.
+            WRAP=(bash -c 'eval "$("$1" -m mpicoll.gpu env)" || exit 97; shift; exec "$@"' aware-env "$PY")
+        fi
+        COMBOS+=("$tag")
+        if ((!TESTED)); then
+            for n in "${SIZES_T[@]}"; do
+                # One rank has no peer: its run does not depend on the transport (run once).
+                if ((n == 1)) && [[ $t != "${TRANSPORTS[0]}" ]]; then continue; fi
+                mpistep "test-$tag-n$n" "$n" MPICOLL_TEST_XP=cupy MPICOLL_GPU_TRANSPORT="$t" \
+                    "$PY" -m mpi4py -m pytest --with-mpi -q \
+                    tests/mpi/test_device.py tests/mpi/test_device_requests.py
+            done
+        fi
+        if ((!DEMOED)); then
+            DEMOED=1
+            mpistep demo-gpu-n2 2 MPICOLL_GPU_TRANSPORT="$t" "$PY" -m mpicoll.demo --device gpu \
+                --sleep-scale 0.05
+            mpistep example-all_reduce-gpu-n2 2 MPICOLL_GPU_TRANSPORT="$t" "$PY" \
+                examples/all_reduce.py --device gpu
+        fi
+        for prim in "${PRIMS[@]}"; do
+            # Every hand-written algorithm, then native; the nccl column (transport-independent)
+            # with the first transport only.
+            extra=native
+            [[ $t == "${TRANSPORTS[0]}" ]] && extra=native,nccl
+            algos=$("$PY" -c 'import sys, mpicoll
+print(",".join([a for a in mpicoll.algorithms(sys.argv[1]) if a != "native"] + sys.argv[2].split(",")))' \
+                "$prim" "$extra")
+            for n in "${SIZES_B[@]}"; do
+                f=$OUT/bench-$prim-$tag-n$n
+                mpistep "bench-$prim-$tag-n$n" "$n" MPICOLL_GPU_TRANSPORT="$t" "$PY" -m mpicoll.bench \
+                    "$prim" --xp cupy --algorithm "$algos" "${SWEEP[@]}" -J "$f.jsonl" --csv "$f.csv"
+            done
+        done
+        WRAP=()
+    done
+    TESTED=1
+    if [[ $mps == on ]]; then
+        step mps-stop bash -c 'echo quit | "$1"' _ "$MPS_CTL"
+    fi
+done
+
+# --- 5. reports: one per transport and MPS state; the targets of issue #13 -----------------------
+for tag in "${COMBOS[@]}"; do
+    files=()
+    for f in "$OUT"/bench-*-"$tag"-n*.jsonl; do
+        [[ -s $f ]] && files+=("$f")
+    done
+    if ((${#files[@]})); then
+        step "report-$tag" "$PY" -m mpicoll.bench report "${files[@]}" -o "$OUT/report-$tag.md"
+    fi
+done
+step targets bash -c '"$1" scripts/gpu_targets.py "$2" > "$2/targets.md"' _ "$PY" "$OUT"
 
 # --- 6. RUN.md ---------------------------------------------------------------------------------
 {
     echo "# GPU proof run: $HOST, $(date -Is)"
     echo
-    echo "Written by \`scripts/gpu_proof.sh$( ((QUICK)) && echo ' --quick')$( ((INSTALL)) || echo ' --no-install')\`;"
+    echo "Written by \`scripts/gpu_proof.sh${ARGV[*]:+ ${ARGV[*]}}\`;"
     echo "commit \`$(git rev-parse HEAD 2>/dev/null || echo unknown)\`$(git diff --quiet HEAD -- mpicoll tests scripts examples 2>/dev/null || echo ' (with local changes)'),"
     echo "$(( $(date +%s) - T0 )) s in all. Every figure here was measured by this run on this machine."
     echo
@@ -246,12 +361,19 @@ PY
         echo "| $name | $rc$( ((rc != 0)) && echo ' **FAILED**') | $dt | \`${cmd//|/\\|}\` |"
     done <"$STEPS"
     echo
-    echo "Logs: \`logs/<step>.log\`; the whole run: \`proof.log\`. Bench records: \`bench-<primitive>-n<N>.jsonl\` / \`.csv\`."
+    echo "Logs: \`logs/<step>.log\`; the whole run: \`proof.log\`. Bench records:"
+    echo "\`bench-<primitive>-<transport>-mps_<off|on>-n<N>.jsonl\` / \`.csv\`."
     echo
-    echo "## Bench report (python -m mpicoll.bench report)"
+    echo "## Targets of issue #13 (python scripts/gpu_targets.py)"
     echo
-    if [[ -s $OUT/report.md ]]; then cat "$OUT/report.md"; else echo "No report: no bench step produced records."; fi
+    if [[ -s $OUT/targets.md ]]; then cat "$OUT/targets.md"; else echo "Not computed (see logs/targets.log)."; fi
     echo
+    for tag in "${COMBOS[@]}"; do
+        echo "## Bench report: transport ${tag%-mps_*}, MPS ${tag##*-mps_} (python -m mpicoll.bench report)"
+        echo
+        if [[ -s $OUT/report-$tag.md ]]; then cat "$OUT/report-$tag.md"; else echo "No report: no bench step produced records."; fi
+        echo
+    done
     if ((${#FAILED[@]})); then echo "**Failed steps:** ${FAILED[*]}"; else echo "All steps passed."; fi
 } >"$OUT/RUN.md"
 

@@ -77,22 +77,101 @@ def test_failing_steps_are_recorded_and_the_run_goes_on(tmp_path):
     if not os.path.exists(os.path.join(sys.prefix, "bin", "mpiexec")):
         pytest.skip(f"no mpiexec in {sys.prefix}/bin (the script runs the venv's own)")
     out = tmp_path / "out"
-    r = run("--quick", "--no-install", "--out", str(out), timeout=400,
+    r = run("--quick", "--no-install", "--out", str(out), "--primitives", "allreduce,bcast",
+            timeout=400,
             env={"MPICOLL_NVIDIA_SMI": fake_smi(tmp_path, "GPU 0: Stand-in GPU (UUID: GPU-0)\\n"),
+                 "MPICOLL_MPS_CONTROL": str(tmp_path / "no-mps-control"),
                  "MPICOLL_GPU_VENV": sys.prefix, "MPICOLL_STEP_TIMEOUT": "60"})
     assert r.returncode == 1, (r.returncode, r.stdout[-3000:], r.stderr[-3000:])
     md = (out / "RUN.md").read_text()
     steps = dict(re.findall(r"^\| (\S+) \| (\d+)(?: \*\*FAILED\*\*)? \| [\d.]+ \|", md, re.M))
     # Every step ran, in spite of the failures before it; exit codes as each command gave them.
     assert steps["nvidia-smi"] == "0" and steps["versions"] == "1", steps
-    for name in ("test-device-n1", "test-device-n2", "bench-allreduce-n2", "bench-allgather-n2",
-                 "bench-bcast-n2"):
-        assert steps[name] != "0", (name, steps)
+    # MPS cannot start here: its runs are skipped, the tests run once with MPS off, N = 1 once.
+    assert steps["mps-start"] != "0" and "mps-stop" not in steps, steps
+    want = ["test-staged-mps_off-n1", "test-staged-mps_off-n2", "test-aware-mps_off-n2",
+            "test-ipc-mps_off-n2"]
+    assert sorted(k for k in steps if k.startswith("test-")) == sorted(want), steps
+    for t in ("staged", "aware", "ipc"):
+        for name in (f"test-{t}-mps_off-n2", f"bench-allreduce-{t}-mps_off-n2",
+                     f"bench-bcast-{t}-mps_off-n2"):
+            assert steps[name] != "0", (name, steps)
+    # The aware transport's steps run under `python -m mpicoll.gpu env`, which fails without
+    # the libucx wheel: they stop there (exit 97) and say why.
+    assert steps["test-aware-mps_off-n2"] == "97", steps
+    assert "libucx wheel is not installed" in (out / "logs" / "test-aware-mps_off-n2.log").read_text()
     assert steps["demo-gpu-n2"] == "3" and steps["example-all_reduce-gpu-n2"] == "3", steps
-    assert "MPICOLL_TEST_XP=cupy" in md and "python -m mpi4py -m pytest --with-mpi -q " \
-        "tests/mpi/test_device.py" in md.replace(f"{sys.prefix}/bin/", "")
-    assert re.search(r"-m mpicoll\.bench allreduce --xp cupy --algorithm [a-z_,]*native", md)
+    flat = md.replace(f"{sys.prefix}/bin/", "")
+    assert "MPICOLL_TEST_XP=cupy MPICOLL_GPU_TRANSPORT=ipc" in md and \
+        "python -m mpi4py -m pytest --with-mpi -q tests/mpi/test_device.py " \
+        "tests/mpi/test_device_requests.py" in flat
+    assert re.search(r"MPICOLL_GPU_TRANSPORT=staged mpiexec -n 2 python -m mpicoll\.bench allreduce --xp cupy "
+                     r"--algorithm [a-z_,]*native,nccl --sizes 8,64K,1M", flat)
+    assert re.search(r"MPICOLL_GPU_TRANSPORT=ipc mpiexec -n 2 python -m mpicoll\.bench allreduce --xp cupy "
+                     r"--algorithm [a-z_,]*native --sizes", flat)
+    assert "Targets of issue #13" in md and "No allreduce bench records" in md
     assert "| device path | **staged** (decided by MPIX_Query_cuda_support) |" in md
     assert "- GPU 0: Stand-in GPU" in md and "UUID" not in md
     assert "**Failed steps:**" in md
     assert (out / "logs" / "versions.log").exists() and (out / "proof.log").exists()
+
+
+def test_offline_install_from_carried_wheels(tmp_path):
+    """--wheels DIR (the GPU machine has no network): a plain venv that sees the interpreter's
+    own packages through a .pth file, DIR's wheels installed with --no-index, the checkout on
+    PYTHONPATH; then the run goes on as usual."""
+    if mpicoll.gpu.cupy_status()[0]:
+        pytest.skip("CuPy works here: the GPU steps would run for real")
+    wheels, venv, out = tmp_path / "whl", tmp_path / "venv", tmp_path / "out"
+    wheels.mkdir()
+    r = run("--quick", "--wheels", str(wheels), "--out", str(out), "--transports", "staged",
+            "--mps", "off", "--test-ranks", "1", "--primitives", "allreduce", timeout=400,
+            env={"MPICOLL_NVIDIA_SMI": fake_smi(tmp_path, "GPU 0: Stand-in GPU\\n"),
+                 "MPICOLL_GPU_VENV": str(venv), "PYTHON": sys.executable,
+                 "MPICOLL_STEP_TIMEOUT": "60"})
+    assert r.returncode == 1, (r.returncode, r.stdout[-3000:], r.stderr[-3000:])
+    md = (out / "RUN.md").read_text()
+    steps = dict(re.findall(r"^\| (\S+) \| (\d+)(?: \*\*FAILED\*\*)? \| [\d.]+ \|", md, re.M))
+    assert steps["venv"] == "0" and steps["image-site"] == "0", steps
+    assert steps["install-wheels"] != "0", steps        # an empty folder: nothing to install
+    assert "pip-upgrade" not in steps and "install" not in steps, steps
+    # The new venv found mpi4py, NumPy and mpicoll (this checkout) without installing them:
+    # the versions step gets as far as CuPy, which is missing here.
+    versions = (out / "logs" / "versions.log").read_text()
+    assert "mpi4py" in versions and "cupy_status" in versions and "No module named" not in \
+        versions.split("cupy_status")[0], versions
+    assert (venv / "bin" / "python").exists()
+    assert "Written by `scripts/gpu_proof.sh --quick --wheels" in md
+
+
+def test_targets_table_from_bench_records(tmp_path):
+    """scripts/gpu_targets.py: the best checked hand-written row per size, native/nccl and
+    wrong rows ignored, the 8-byte time only for N = 4 with MPS on, unmeasured sizes named."""
+    import json
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    try:
+        import gpu_targets
+    finally:
+        sys.path.pop(0)
+
+    def rec(algo, nbytes, busbw, median, wrong=0):
+        return {"type": "result", "primitive": "allreduce", "algorithm": algo, "bytes": nbytes,
+                "busbw_GBps": busbw, "time_us": {"avg": median + 1, "median": median},
+                "checked": True, "wrong": wrong}
+    rows = [rec("ring", 256 << 20, 310.0, 1e3), rec("rabenseifner", 256 << 20, 290.0, 1e3),
+            rec("native", 256 << 20, 900.0, 1e2), rec("ring", 16 << 20, 150.0, 1e2, wrong=3),
+            rec("recursive_doubling", 16 << 20, 80.0, 1e2), rec("recursive_doubling", 8, 0.0, 85.0),
+            {"type": "provenance"}]
+    with open(tmp_path / "bench-allreduce-ipc-mps_on-n4.jsonl", "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    with open(tmp_path / "bench-allreduce-staged-mps_off-n2.jsonl", "w") as f:
+        f.write(json.dumps(rec("ring", 16 << 20, 5.0, 1e4)) + "\n")
+    text = gpu_targets.table(str(tmp_path))
+    ipc = next(line for line in text.splitlines() if line.startswith("| ipc | on | 4 |"))
+    assert "310.0 GB/s (ring) met" in ipc                   # not native's 900, not 290
+    assert "80.0 GB/s (recursive_doubling) **missed**" in ipc   # the wrong ring row is ignored
+    assert "85.0 us (recursive_doubling) met" in ipc        # the median, not the average
+    staged = next(line for line in text.splitlines() if line.startswith("| staged | off | 2 |"))
+    assert staged.count("not measured") == 1 and "(target: N=4, MPS on)" in staged
+    assert "5.0 GB/s (ring) **missed**" in staged
+    assert gpu_targets.main([str(tmp_path / "nope")]) == 2

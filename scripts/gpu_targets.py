@@ -1,0 +1,103 @@
+"""Issue #13's GPU targets against the bench records of one ``scripts/gpu_proof.sh`` run.
+
+    python scripts/gpu_targets.py OUT        # markdown table on stdout
+
+Reads ``OUT/bench-allreduce-<transport>-mps_<on|off>-n<N>.jsonl`` (the proof
+script's names) and, per transport, MPS state and N, takes the best
+*hand-written* algorithm (not ``native``/``nccl``/``raw``; only checked rows
+with no wrong element) at each target size:
+
+- busbw >= 300 GB/s at 256 MiB and >= 100 GB/s at 16 MiB (N = 2 and 4);
+- an 8-byte allreduce in <= 100 us at N = 4 with MPS on (the median time).
+
+A size the run did not reach says so; nothing is estimated.
+"""
+import json
+import os
+import re
+import sys
+
+__all__ = ["TARGETS", "best_rows", "table", "main"]
+
+_NAME = re.compile(r"^bench-allreduce-(?P<transport>[a-z-]+)-mps_(?P<mps>on|off)-n(?P<n>\d+)\.jsonl$")
+_NOT_HAND_WRITTEN = ("native", "nccl", "raw")
+
+#: (label, bytes, field, goal, better): "busbw" is GB/s (higher is better), "time" is us.
+TARGETS = [
+    ("busbw at 256 MiB", 256 << 20, "busbw", 300.0, "higher"),
+    ("busbw at 16 MiB", 16 << 20, "busbw", 100.0, "higher"),
+    ("time of 8 B", 8, "time", 100.0, "lower"),
+]
+
+
+def _records(path):
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                yield json.loads(line)
+
+
+def best_rows(path):
+    """{bytes: (algorithm, busbw GB/s, median time us)} of the best hand-written row per size."""
+    best = {}
+    for r in _records(path):
+        if r.get("type") != "result" or r.get("algorithm") in _NOT_HAND_WRITTEN:
+            continue
+        if not r.get("checked") or r.get("wrong"):
+            continue
+        t = r["time_us"]
+        row = (r["algorithm"], float(r["busbw_GBps"]), float(t.get("median", t["avg"])))
+        old = best.get(r["bytes"])
+        if old is None or row[1] > old[1]:
+            best[r["bytes"]] = row
+    return best
+
+
+def _runs(out):
+    for name in sorted(os.listdir(out)):
+        m = _NAME.match(name)
+        if m:
+            yield m["transport"], m["mps"], int(m["n"]), os.path.join(out, name)
+
+
+def table(out):
+    """The markdown table (one line per transport x MPS x N), or a line saying why none."""
+    lines = ["| transport | MPS | N | " + " | ".join(label for label, *_ in TARGETS) + " |",
+             "| --- | --- | --- |" + " --- |" * len(TARGETS)]
+    any_run = False
+    for transport, mps, n, path in _runs(out):
+        any_run = True
+        best = best_rows(path)
+        cells = []
+        for label, nbytes, field, goal, better in TARGETS:
+            if field == "time" and not (n == 4 and mps == "on"):
+                cells.append("(target: N=4, MPS on)")
+                continue
+            row = best.get(nbytes)
+            if row is None:
+                cells.append("not measured")
+                continue
+            algo, busbw, time_us = row
+            value = busbw if field == "busbw" else time_us
+            met = value >= goal if better == "higher" else value <= goal
+            unit = "GB/s" if field == "busbw" else "us"
+            cells.append(f"{value:.1f} {unit} ({algo}) {'met' if met else '**missed**'} "
+                         f"(goal {'>=' if better == 'higher' else '<='} {goal:g})")
+        lines.append(f"| {transport} | {mps} | {n} | " + " | ".join(cells) + " |")
+    if not any_run:
+        return "No allreduce bench records in this run (bench-allreduce-*.jsonl)."
+    return "\n".join(lines)
+
+
+def main(argv):
+    if len(argv) != 1 or not os.path.isdir(argv[0]):
+        print("usage: python scripts/gpu_targets.py OUT   (a gpu_proof.sh results folder)",
+              file=sys.stderr)
+        return 2
+    print(table(argv[0]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
