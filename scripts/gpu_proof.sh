@@ -26,7 +26,8 @@
 #        - the bench (--xp cupy) of each primitive of --primitives at each N of --bench-ranks:
 #          every hand-written algorithm and native, and in the first transport the nccl column
 #          (NCCL wants one GPU per rank; with ranks sharing this GPU the bench skips those rows
-#          and says why unless NCCL >= 2.30 allows it);
+#          and says why unless NCCL >= 2.30 allows it) and the gloo column (torch.distributed's
+#          gloo backend on CUDA tensors: allreduce and bcast);
 #      plus the demo and an example with --device gpu (once);
 #   5. writes everything to benchmarks/gpu/<date>-<host>/ with RUN.md: what ran (commands, exit
 #      codes, seconds), the versions, the device path, the targets of issue #13
@@ -284,10 +285,10 @@ for mps in "${ORDER[@]}"; do
                 examples/all_reduce.py --device gpu
         fi
         for prim in "${PRIMS[@]}"; do
-            # Every hand-written algorithm, then native; the nccl column (transport-independent)
-            # with the first transport only.
+            # Every hand-written algorithm, then native; the nccl and gloo (torch.distributed)
+            # columns, which do not use mpicoll's transports, with the first transport only.
             extra=native
-            [[ $t == "${TRANSPORTS[0]}" ]] && extra=native,nccl
+            [[ $t == "${TRANSPORTS[0]}" ]] && extra=native,nccl,gloo
             algos=$("$PY" -c 'import sys, mpicoll
 print(",".join([a for a in mpicoll.algorithms(sys.argv[1]) if a != "native"] + sys.argv[2].split(",")))' \
                 "$prim" "$extra")

@@ -878,3 +878,57 @@ def test_xp_cupy_selects_a_device_and_records_it(fake_cupy):
     assert "# 2 ranks share GPU x without an MPS server" in provenance.gpu_lines(dict(prov, mps=shared))
     with pytest.raises(SystemExit, match=r"--device 3: .*\[0, 0\]; got 3"):
         specs.ArrayModule("cupy", MPI.COMM_SELF, device=3)
+
+
+# -- the gloo column, on a stand-in for torch (tests/fake_torch) ---------------------------
+
+FAKE_TORCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_torch")
+
+
+def _with_fake_torch(**extra):
+    path = os.pathsep.join([FAKE_TORCH] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    return dict(PYTHONPATH=path, **extra)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_gloo_column_rows_skips_and_provenance(tmp_path, n):
+    """gloo rows for allreduce and bcast (checked like every row, path 'gloo'), a skip record
+    with the reason for the others, the column in the provenance and the end record."""
+    proc = run_mpi(n, BENCH + ["all", "--algorithm", "ring,gloo", "--sizes", "8,4K", "-n", "2",
+                               "-w", "1", "-r", str(n - 1), "-J", "out.jsonl"],
+                   timeout=TIMEOUT, cwd=str(tmp_path), env=_with_fake_torch())
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    recs = records(tmp_path / "out.jsonl")
+    rows = [r for r in recs if r["type"] == "result" and r["algorithm"] == "gloo"]
+    assert sorted({r["primitive"] for r in rows}) == ["allreduce", "bcast"]
+    assert all(r["wrong"] == 0 and r["checked"] and r["path"] == "gloo" for r in rows)
+    assert {r["bytes"] for r in rows} == {8, 4096}
+    skipped = {r["primitive"] for r in recs if r["type"] == "skip" and r["algorithm"] == "gloo"}
+    assert "allgather" in skipped and "allreduce" not in skipped and "bcast" not in skipped
+    prov = recs[0]
+    assert prov["type"] == "provenance" and prov["gloo"]["used"] is True
+    assert prov["gloo"]["torch_version"] == "0.0-fake"
+    end = [r for r in recs if r["type"] == "end"][0]
+    assert "allgather" in end["gloo"]["primitives_skipped"]
+    assert "# gloo: torch 0.0-fake, one gloo process group" in proc.stdout
+
+
+def test_gloo_column_wrong_results_are_caught_and_missing_torch_skips(tmp_path):
+    """A gloo allreduce that computes nothing fails the check (#wrong, exit 1); torch missing
+    on one rank skips the whole column on every rank, naming that rank."""
+    proc = run_mpi(2, BENCH + ["allreduce", "--algorithm", "ring,gloo", "--sizes", "64", "-n",
+                               "1", "-w", "0", "-J", "wrong.jsonl"],
+                   timeout=TIMEOUT, cwd=str(tmp_path), env=_with_fake_torch(FAKE_TORCH_WRONG="1"))
+    assert proc.returncode == 1, (proc.stdout + proc.stderr)[-4000:]
+    rows = {r["algorithm"]: r for r in records(tmp_path / "wrong.jsonl", "result")}
+    assert rows["gloo"]["wrong"] > 0 and rows["ring"]["wrong"] == 0
+    proc = run_mpi(2, BENCH + ["allreduce", "--algorithm", "ring,gloo", "--sizes", "64", "-n",
+                               "1", "-w", "0", "-J", "skip.jsonl"],
+                   timeout=TIMEOUT, cwd=str(tmp_path),
+                   env=_with_fake_torch(FAKE_TORCH_MISSING_ON_RANK="1"))
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    recs = records(tmp_path / "skip.jsonl")
+    assert [r["algorithm"] for r in recs if r["type"] == "result"] == ["ring"]
+    reason = recs[0]["gloo"]["reason"]
+    assert recs[0]["gloo"]["used"] is False and "(rank 1)" in reason and "not installed" in reason
+    assert reason in proc.stdout

@@ -106,7 +106,7 @@ def test_failing_steps_are_recorded_and_the_run_goes_on(tmp_path):
         "python -m mpi4py -m pytest --with-mpi -q tests/mpi/test_device.py " \
         "tests/mpi/test_device_requests.py" in flat
     assert re.search(r"MPICOLL_GPU_TRANSPORT=staged mpiexec -n 2 python -m mpicoll\.bench allreduce --xp cupy "
-                     r"--algorithm [a-z_,]*native,nccl --sizes 8,64K,1M", flat)
+                     r"--algorithm [a-z_,]*native,nccl,gloo --sizes 8,64K,1M", flat)
     assert re.search(r"MPICOLL_GPU_TRANSPORT=ipc mpiexec -n 2 python -m mpicoll\.bench allreduce --xp cupy "
                      r"--algorithm [a-z_,]*native --sizes", flat)
     assert "Targets of issue #13" in md and "No allreduce bench records" in md

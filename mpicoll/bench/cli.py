@@ -122,7 +122,10 @@ def build_parser():
                             "same buffers, timing and check (skipped with --xp cupy unless MPI "
                             "is CUDA-aware); nccl: NCCL's own collective on the same buffers "
                             "(--xp cupy only, where it is included in all; otherwise, or "
-                            "when NCCL cannot run, skipped with the reason)")
+                            "when NCCL cannot run, skipped with the reason); gloo: "
+                            "torch.distributed's gloo backend on tensors sharing the same "
+                            "buffers, allreduce and bcast (only when listed; skipped with the "
+                            "reason where torch cannot run)")
         g.add_argument("--native-algorithm", type=_csv_list, default=[], metavar="NAME[,...]",
                        help="also run the MPI library's own NAME algorithm, forced (MPICH "
                             "MPIR_CVAR_<COLL>_INTRA_ALGORITHM, Open MPI coll_tuned_<coll>_"

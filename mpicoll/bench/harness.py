@@ -80,7 +80,7 @@ def algorithm_labels(primitive, requested, native_forced, *, strict=True):
             elif strict:
                 raise SystemExit(f"--algorithm: {primitive} has no algorithm {name!r}; "
                                  f"valid: {', '.join(known)}, auto, all, and the reference "
-                                 f"columns raw and nccl")
+                                 f"columns raw, nccl and gloo")
     out = [(n, n, None) for n in names]
     out += [(f"native[{f}]", "native", f) for f in native_forced.get(primitive, [])]
     return out
@@ -135,7 +135,7 @@ class Sweep:
     """Run the sweep of one or more primitives, writing records through ``sink``."""
 
     def __init__(self, opts, comm, sink, echo=print, native_forced=None, tracer=None,
-                 nccl=None, raw=None):
+                 nccl=None, raw=None, gloo=None):
         self.opts, self.comm, self.sink, self.echo = opts, comm, sink, echo
         self.rank, self.n = comm.Get_rank(), comm.Get_size()
         self.native_forced = native_forced or {}
@@ -144,7 +144,10 @@ class Sweep:
         self.total_wrong = 0
         self.records = []
         self.nccl = nccl            # bench.nccl Column or Skipped; None: not requested
-        self.nccl_skips = []        # (primitive, reason) of primitives without an nccl row
+        # The reference columns of other libraries (bench.nccl, bench.gloo): label -> Column
+        # or Skipped; and per label, (primitive, reason) of primitives without a row.
+        self.refs = {k: c for k, c in (("nccl", nccl), ("gloo", gloo)) if c is not None}
+        self.ref_skips = {k: [] for k in self.refs}
         # the raw mpi4py column; None: as opts ask (raw listed, or all in a measuring command)
         self.raw = rawcol.wanted(opts) if raw is None else bool(raw)
         self.raw_skip = None        # why the raw column could not run (same on every rank)
@@ -160,8 +163,8 @@ class Sweep:
         return size_sweep(self.opts.minbytes, self.opts.maxbytes, self.opts.stepfactor)
 
     def plan(self, primitives):
-        # "nccl" and "raw" are not registered algorithms: their columns add their own rows.
-        requested = [a for a in self.opts.algorithms if a not in ("nccl", rawcol.LABEL)]
+        # "nccl", "gloo" and "raw" are not registered algorithms: their columns add their rows.
+        requested = [a for a in self.opts.algorithms if a not in ("nccl", "gloo", rawcol.LABEL)]
         plan = {p: algorithm_labels(p, requested, self.native_forced,
                                     strict=len(primitives) == 1) for p in primitives}
         if self.raw:
@@ -169,31 +172,39 @@ class Sweep:
             if self.raw_skip is None:
                 for p in primitives:        # first: the other rows of a size record vs_raw
                     plan[p].insert(0, (rawcol.LABEL, rawcol.LABEL, None))
-        if self.nccl is not None and self.nccl.usable:
+        for label, col in self.refs.items():
+            if not col.usable:
+                continue
             for p in primitives:
-                why = self.nccl.skip_reason(SPECS[p], self.opts.op)
+                why = col.skip_reason(SPECS[p], self.opts.op)
                 if why is None:
-                    plan[p].append(("nccl", "nccl", None))
+                    plan[p].append((label, label, None))
                 else:
-                    self.nccl_skips.append((p, why))
+                    self.ref_skips[label].append((p, why))
         return plan
+
+    @property
+    def nccl_skips(self):
+        return self.ref_skips.get("nccl", [])
 
     def run(self, primitives):
         plan = self.plan(primitives)
         total = sum(len(self.sizes(p)) * len(plan[p]) for p in primitives)
         self.progress = Progress(self.rank == 0, total, self.opts.progress)
-        skips = dict(self.nccl_skips)
         if self.raw_skip is not None:
             self.sink.write({"type": "skip", "primitive": None, "algorithm": rawcol.LABEL,
                              "reason": self.raw_skip})
             if self.rank == 0:
                 self.echo(f"# {self.raw_skip}")
         for p in primitives:
-            if p in skips:
-                self.sink.write({"type": "skip", "primitive": p, "algorithm": "nccl",
-                                 "reason": skips[p]})
-                if self.rank == 0:
-                    self.echo(f"# {skips[p]}")
+            for label, skipped in self.ref_skips.items():
+                for q, why in skipped:
+                    if q != p:
+                        continue
+                    self.sink.write({"type": "skip", "primitive": p, "algorithm": label,
+                                     "reason": why})
+                    if self.rank == 0:
+                        self.echo(f"# {why}")
             if plan[p]:
                 self.run_primitive(p, plan[p])
         return self.total_wrong
@@ -257,8 +268,8 @@ class Sweep:
     def one(self, case, label, alg, forced, iters, warmup, memcpy):
         o = self.opts
         setting = None
-        if alg == "nccl":
-            wrong, t = self._measure(case, self.nccl.call(case), iters, warmup)
+        if alg in self.refs:
+            wrong, t = self._measure(case, self.refs[alg].call(case), iters, warmup)
         elif alg == rawcol.LABEL:
             wrong, t = self._measure(case, rawcol.call(case, self.comm, self.am), iters, warmup)
         elif forced is None:
@@ -282,7 +293,7 @@ class Sweep:
                "block_count": case.block, "call_nbytes": case.call_nbytes,
                "dtype": case.dtype.name, "op": case.opname if case.spec.reduces else None,
                "root": case.root, "iters": iters, "warmup": warmup, "timing": o.timing,
-               "xp": self.am.name, "path": "nccl" if alg == "nccl" else self.am.path,
+               "xp": self.am.name, "path": alg if alg in self.refs else self.am.path,
                "time_us": times, "algbw_GBps": algbw,
                "busbw_GBps": None if algbw is None or factor is None else algbw * factor,
                "busbw_factor": factor, "wrong": wrong, "checked": wrong is not None,

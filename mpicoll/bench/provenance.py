@@ -164,4 +164,8 @@ def gpu_lines(prov):
         lines.append(f"# nccl: NCCL {version_text(nccl.get('nccl_version'))}, one communicator "
                      f"for the run{shared}"
                      if nccl.get("used") else f"# {nccl.get('reason')}; nccl column skipped")
+    gloo = prov.get("gloo")
+    if gloo:
+        lines.append(f"# gloo: torch {gloo.get('torch_version')}, one gloo process group for the "
+                     f"run" if gloo.get("used") else f"# {gloo.get('reason')}")
     return lines

@@ -38,8 +38,8 @@ def is_native(label):
 
 
 def is_reference(label):
-    """The libraries' own collectives (native, native[...], raw, nccl): never 'hand-written'."""
-    return is_native(label) or label in ("raw", "nccl")
+    """The libraries' own collectives (native, native[...], raw, nccl, gloo): never 'hand-written'."""
+    return is_native(label) or label in ("raw", "nccl", "gloo")
 
 
 def index(results):
@@ -207,6 +207,10 @@ def render(provs, results, memcpys, with_targets=True):
     if any(r.get("algorithm") == "nccl" for r in results):
         lines.append("`nccl`: NCCL's own collective on the same GPU buffers, a reference "
                      "like native (never the best hand-written).")
+    if any(r.get("algorithm") == "gloo" for r in results):
+        lines.append("`gloo`: torch.distributed's gloo backend on tensors sharing the same "
+                     "buffers (allreduce: input copied into the output, then all_reduce in "
+                     "place), a reference like native (never the best hand-written).")
     lines.append("")
     for key in sorted(idx, key=lambda k: (k[0], k[1], k[2], k[3] or "")):
         lines += best_table(key, idx[key]) + [""]

@@ -54,8 +54,8 @@ def start(args):
     return prims, comm, collect(comm, provenance_extra(args, prims))
 
 
-def provenance_extra(args, primitives, native=None, nccl=None):
-    """The run's settings for the provenance record: sweep, buffers (GPUs), NCCL column."""
+def provenance_extra(args, primitives, native=None, nccl=None, gloo=None):
+    """The run's settings for the provenance record: sweep, buffers (GPUs), NCCL/gloo columns."""
     from .harness import CHECK_NOTE
     extra = {"mpicoll_check": CHECK_NOTE, "timing": args.timing, "xp": args.xp,
              "primitives": list(primitives), "dtype": args.dtype.name, "op": args.opname,
@@ -66,6 +66,8 @@ def provenance_extra(args, primitives, native=None, nccl=None):
         extra.update(am.provenance())
     if nccl is not None:
         extra["nccl"] = nccl.info()
+    if gloo is not None:
+        extra["gloo"] = gloo.info()
     return extra
 
 
@@ -97,7 +99,10 @@ def run(args):
     sink = Sink(rank, args.output, args.csv)
     from . import nccl as ncclcol
     column = ncclcol.setup(comm, args.array_module, args.dtype) if ncclcol.wanted(args) else None
-    prov = collect(comm, provenance_extra(args, primitives, native, column))
+    from . import gloo as gloocol
+    gloo = gloocol.setup(comm, args.array_module, args.dtype, args.opname) \
+        if gloocol.wanted(args) else None
+    prov = collect(comm, provenance_extra(args, primitives, native, column, gloo))
     sink.write(prov)
     if rank == 0:
         for line in header_lines(prov):
@@ -108,10 +113,11 @@ def run(args):
         tracer = Tracer(args.trace, args.trace_bytes)
     start = time.monotonic()
     sweep = Sweep(args, comm, sink, echo=lambda s: print(s, flush=True),
-                  native_forced=native, tracer=tracer, nccl=column)
+                  native_forced=native, tracer=tracer, nccl=column, gloo=gloo)
     wrong = sweep.run(primitives)
-    if column is not None:
-        column.close()
+    for col in (column, gloo):
+        if col is not None:
+            col.close()
     if tracer is not None:
         tracer.write(comm, prov)
     end = {"type": "end", "elapsed_s": time.monotonic() - start, "total_wrong": wrong,
@@ -119,8 +125,9 @@ def run(args):
            "native_forced": sweep.forced_settings[:1] + [
                s for i, s in enumerate(sweep.forced_settings[1:], 1)
                if s not in sweep.forced_settings[:i]]}
-    if column is not None:
-        end["nccl"] = dict(column.info(), primitives_skipped=dict(sweep.nccl_skips))
+    for label, col in (("nccl", column), ("gloo", gloo)):
+        if col is not None:
+            end[label] = dict(col.info(), primitives_skipped=dict(sweep.ref_skips.get(label, [])))
     sink.write(end)
     sink.close()
     if rank == 0:
