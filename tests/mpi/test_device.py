@@ -135,26 +135,33 @@ def test_device_matrix(kind, primitive, algo):
     light = name == "fake-ipc"
     roots = (list(range(N)) if N <= (3 if light else 5) else [0, N - 1]) if rooted else \
         [0, 1] if primitive == "reduce_scatter" else [0]
-    calls = 0
     moved = _ipc_messages() if name.endswith("-ipc") else None
-    for dt, opname, c in device_cases(primitive, fn, light):
+    assert check_cases(kind, primitive, algo, device_cases(primitive, fn, light), roots) > 0
+    lay = layout(private_comm(comm))
+    if moved is not None and N > 1 and lay.n_nodes == 1:
+        assert _ipc_messages() > moved        # same-node peers did read each other's memory
+
+
+def check_cases(kind, primitive, algo, cases, roots, face="blocking"):
+    """Run ``cases`` (dtype, op, count) at each root, in place and not, through ``face``;
+    check each result against NumPy and, bitwise, against native. The number of calls."""
+    name, dev, host = kind
+    calls = 0
+    for dt, opname, c in cases:
         for root in roots:
             if root >= N:
                 continue
             for in_place in (False, True):
                 if primitive == "bcast" and in_place:
                     continue
-                what = (f"{name} {primitive}/{algo} N={N} dtype={dt} op={opname} count={c} "
-                        f"root={root} in_place={in_place} rank={RANK}")
+                what = (f"{name} {face} {primitive}/{algo} N={N} dtype={dt} op={opname} "
+                        f"count={c} root={root} in_place={in_place} rank={RANK}")
                 got, native, ref = run_case(primitive, algo, dt, opname, c, root, in_place,
-                                            dev=dev, host=host)
+                                            dev=dev, host=host, face=face)
                 assert_same(got, ref, what + " vs NumPy")
                 assert_same(got, native, what + " vs native")
                 calls += 1
-    assert calls > 0
-    lay = layout(private_comm(comm))
-    if moved is not None and N > 1 and lay.n_nodes == 1:
-        assert _ipc_messages() > moved        # same-node peers did read each other's memory
+    return calls
 
 
 def _ipc_messages():

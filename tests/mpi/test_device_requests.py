@@ -17,8 +17,8 @@ from mpicoll._context import private_comm
 from mpicoll._topology import layout
 from mpicoll.sched import nonblocking as nb
 from refdata import data, reduce_ref
-from test_device import device_algorithms, device_cases, kind  # noqa: F401  (kind: fixture)
-from test_matrix import assert_same, run_case
+from test_device import check_cases, device_algorithms, device_cases, kind  # noqa: F401
+from test_matrix import assert_same
 
 comm = MPI.COMM_WORLD
 N, RANK = comm.Get_size(), comm.Get_rank()
@@ -30,7 +30,6 @@ N, RANK = comm.Get_size(), comm.Get_rank()
 def test_device_requests_matrix(kind, face, primitive, algo):  # noqa: F811
     """Every algorithm through ``i<name>(...).Wait()`` and ``<name>_init`` + Start/Wait, on
     device arrays: checked against NumPy and, bitwise, against native on the same arrays."""
-    name, dev, host = kind
     if N > 5 and face == "persistent":
         # CI's slowest launch (8 ranks on 2 cores): the persistent face binds the same plan
         # to the same transports as the nonblocking one, and was checked at N = 1..5.
@@ -38,22 +37,8 @@ def test_device_requests_matrix(kind, face, primitive, algo):  # noqa: F811
     fn = mpicoll.algorithm_info(primitive, algo)
     rooted = primitive in ("bcast", "reduce", "gather", "scatter")
     roots = sorted({0, N - 1}) if rooted else [0, 1] if primitive == "reduce_scatter" else [0]
-    calls = 0
-    for dt, opname, c in device_cases(primitive, fn, light=True):
-        for root in roots:
-            if root >= N:
-                continue
-            for in_place in (False, True):
-                if primitive == "bcast" and in_place:
-                    continue
-                what = (f"{name} {face} {primitive}/{algo} N={N} dtype={dt} op={opname} "
-                        f"count={c} root={root} in_place={in_place} rank={RANK}")
-                got, native, ref = run_case(primitive, algo, dt, opname, c, root, in_place,
-                                            dev=dev, host=host, face=face)
-                assert_same(got, ref, what + " vs NumPy")
-                assert_same(got, native, what + " vs native")
-                calls += 1
-    assert calls > 0
+    cases = device_cases(primitive, fn, light=True)
+    assert check_cases(kind, primitive, algo, cases, roots, face) > 0
     assert nb.active_count() == 0
 
 
