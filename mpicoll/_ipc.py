@@ -160,6 +160,9 @@ class Endpoint:
 
     def __init__(self, adapter, device, rank):
         self.adapter, self.device, self.rank = adapter, device, rank
+        # Transports of blocking calls and of requests (run by the progress thread) share
+        # this endpoint: its mappings and acknowledgements change under this lock.
+        self.lock = threading.Lock()
         self.maps = collections.OrderedDict()     # (peer, base) -> _Mapping, LRU order
         self.refused = set()                      # peers that could not map our memory
         self.acks = []                            # acknowledgement sends in flight
@@ -167,6 +170,10 @@ class Endpoint:
 
     def mapping(self, peer, base, gen, handle, size):
         """The receiver's mapping of ``peer``'s allocation at ``base`` (opened once)."""
+        with self.lock:
+            return self._mapping(peer, base, gen, handle, size)
+
+    def _mapping(self, peer, base, gen, handle, size):
         key = (peer, base)
         m = self.maps.get(key)
         if m is not None:
@@ -193,14 +200,20 @@ class Endpoint:
         self.adapter.ipc_close(m.mapping)
 
     def close_all(self):
-        maps, self.maps = self.maps, collections.OrderedDict()
+        with self.lock:
+            maps, self.maps = self.maps, collections.OrderedDict()
         for m in maps.values():
             self._close(m)
 
+    def add_ack(self, request, buf):
+        with self.lock:
+            self.acks.append((request, buf))
+
     def finish_acks(self):
-        if self.acks:
-            MPI.Request.Waitall([r for r, _ in self.acks])
-            self.acks = []
+        with self.lock:
+            acks, self.acks = self.acks, []
+        if acks:
+            MPI.Request.Waitall([r for r, _ in acks])
 
 
 def endpoint(pcomm, adapter, device):
@@ -533,7 +546,7 @@ class IpcTransport:
             self.adapter.sync()            # the copies/reductions have read the peers' memory
         for e, a in todo:
             buf = _OK_BUF if a == OK else _NACK_BUF
-            self.ep.acks.append((self.comm.Isend(buf, e.peer, e.tag + ACK_TAG), buf))
+            self.ep.add_ack(self.comm.Isend(buf, e.peer, e.tag + ACK_TAG), buf)
             if a == OK:
                 self._done(e)
 
