@@ -386,7 +386,10 @@ def before_blocking():
     ``MPICOLL_PROGRESS=none``, no thread runs: progress then stays inside
     mpicoll's own waits (and such a program can deadlock).
     """
-    if _active and not _thread.enabled() and _thread.auto_allowed():
+    if not _active or _thread.enabled() or not _thread.auto_allowed():
+        return
+    progress()                     # what already completed (a failed call's kept request) goes
+    if _active:
         try:
             _thread.start(auto=True)
         except RuntimeError:

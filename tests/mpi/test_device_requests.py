@@ -170,4 +170,4 @@ def test_blocking_device_call_before_the_wait_while_peers_wait_first(kind):  # n
         assert_same(host(r.result), reduce_ref(every, "SUM", "float64"), what)
     assert_same(host(reqs[2].result).reshape(N, -1), np.array(every), what)
     assert_same(host(b), reduce_ref(every, "MAX", "float64"), what)
-    assert not progress.enabled()
+    assert not progress.auto_started()       # stopped with the requests

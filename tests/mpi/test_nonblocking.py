@@ -139,7 +139,7 @@ def test_blocking_call_before_the_wait_while_peers_wait_first(algo):
         np.testing.assert_array_equal(q.result, comm.allreduce(x))
         np.testing.assert_array_equal(z, np.arange(1000.0) + N - 1)       # MAX over the ranks
         assert b.tolist() == [N] and y.tolist() == [N] * 3
-        assert not progress.enabled()            # the thread stopped with the requests
+        assert not progress.auto_started()       # the thread stopped with the requests
     p.Free()
 
 
