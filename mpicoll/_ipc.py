@@ -46,10 +46,11 @@ While it waits, the transport advances *every* message it has in flight
 (Testsome over all of them, yielding the processor between empty polls),
 the way MPI progresses all posted requests: a peer's header is answered even
 while this rank waits for something else, so the two-step protocol cannot
-deadlock where plain MPI would not. Reductions fuse with the receive only in
-blocking plans (:func:`fusions`, bound by :func:`mpicoll.sched.run.bind`):
-a receive from an IPC peer followed by the REDUCE of the received slice
-becomes one pass over the peer's memory.
+deadlock where plain MPI would not. Reductions fuse with the receive
+(:func:`fusions`, bound by :func:`mpicoll.sched.run.bind` in blocking,
+nonblocking and persistent plans alike): a receive from an IPC peer
+followed by the REDUCE of the received slice becomes one pass over the
+peer's memory.
 Mappings are closed when the private communicator is freed (with the user's
 communicator, or at MPI finalisation). The sender keeps no reference to its
 allocations: CUDA calls it undefined to ``cudaFree`` exported memory while a
@@ -63,7 +64,8 @@ engine of :mod:`mpicoll.sched.nonblocking` (each request has a transport of
 its own, on its own tag): a wait step is :meth:`IpcTransport.test`, which
 advances every message of the request, and a waiter polls
 :meth:`IpcTransport.pending` — never a blocking MPI wait, which would leave a
-peer's header unanswered. Those plans do not fuse receives with reductions.
+peer's header unanswered. A fused receive's reduction runs when its header
+is handled, inside such an advance.
 """
 import collections
 import os
@@ -582,22 +584,34 @@ def _reduce_into(op, other, out, lower, data):
 
 
 def recv_reduce(ctx, buf, source, reduce):
-    ctx._recvd(buf, source)
     t0 = _now()
     t = ctx.mpi
-    t.waitall([t.Irecv(buf, source, ctx.tag, reduce)])
+    t.waitall([irecv_reduce(ctx, buf, source, reduce, trace=False)])
     _trace("recv", t0, source=source, recv_bytes=buf.nbytes)
 
 
 def sendrecv_reduce(ctx, sendbuf, dest, recvbuf, source, reduce):
-    ctx._sent(sendbuf, dest)
-    ctx._recvd(recvbuf, source)
     t0 = _now()
     t = ctx.mpi
-    r = t.Irecv(recvbuf, source, ctx.tag, reduce)
+    r = irecv_reduce(ctx, recvbuf, source, reduce, trace=False)
+    ctx._sent(sendbuf, dest)
     t.waitall([t.Isend(sendbuf, dest, ctx.tag), r])
     _trace("sendrecv", t0, dest=dest, send_bytes=sendbuf.nbytes, source=source,
            recv_bytes=recvbuf.nbytes)
+
+
+def irecv_reduce(ctx, buf, source, reduce, trace=True):
+    """Post a receive of ``buf`` from ``source`` that calls ``reduce(data)`` on arrival.
+
+    ``reduce`` runs when the peer's header is handled (or its payload lands), at
+    any later advance of the transport: what it reads and writes must be final
+    when this is posted -- :func:`fusions` only fuses where they are.
+    """
+    ctx._recvd(buf, source)
+    t0 = _now() if trace else None
+    req = ctx.mpi.Irecv(buf, source, ctx.tag, reduce)
+    _trace("irecv", t0, source=source, recv_bytes=buf.nbytes)
+    return req
 
 
 def _now():
@@ -656,8 +670,28 @@ def _dead_after(ops, start, r):
     return True
 
 
+class Fused(collections.namedtuple("Fused", "copies recv source reduce send dest")):
+    """One fused receive + reduce of a plan, bound to arrays.
+
+    ``copies``: (dst, src) local copies run first; ``recv``/``source``: the
+    receive, whose data ``reduce(data)`` consumes; ``send``/``dest``: the
+    send of the same SENDRECV (None for a RECV).
+    """
+
+    def step(self, ctx):
+        """The blocking step: copies, then the receive (and send) with the reduction."""
+        if self.send is None:
+            step = _partial(recv_reduce, ctx, self.recv, self.source, self.reduce)
+        else:
+            step = _partial(sendrecv_reduce, ctx, self.send, self.dest, self.recv, self.source,
+                            self.reduce)
+        if self.copies:
+            step = _partial(_copies_then, self.copies, step)
+        return step
+
+
 def fusions(plan, op, ctx, view):
-    """Fused steps of ``plan`` for ``ctx``'s transport: ``{op index: step or None}``.
+    """Fused receives of ``plan`` for ``ctx``'s transport: ``{op index: Fused or None}``.
 
     A receive (RECV, SENDRECV) from an IPC peer followed by the REDUCE of that
     received slice with another becomes one step that reduces straight from
@@ -704,22 +738,24 @@ def fusions(plan, op, ctx, view):
             if _overlap(out, r) or r.buf < plan.nargs or not _dead_after(ops, j + 1, r):
                 continue
         reduce = _partial(_reduce_into, op, view(other), view(out), lower)
+        copies = [(view(ops[k][1]), view(ops[k][2])) for k in range(i + 1, j)]
         if o[0] == RECV:
-            step = _partial(recv_reduce, ctx, view(r), src, reduce)
+            fused[i] = Fused(copies, view(r), src, reduce, None, None)
         else:
-            step = _partial(sendrecv_reduce, ctx, view(o[1]), o[2], view(r), src, reduce)
-        if j > i + 1:
-            copies = [(view(ops[k][1]), view(ops[k][2])) for k in range(i + 1, j)]
-            step = _partial(_copies_then, copies, step)
-        fused[i] = step
+            fused[i] = Fused(copies, view(r), src, reduce, view(o[1]), o[2])
         for k in range(i + 1, j + 1):
             fused[k] = None
     return fused
 
 
-def _copies_then(copies, step):
-    for dst, src in copies:
+def copies(pairs):
+    """Run local copies ``(dst, src)`` in order."""
+    for dst, src in pairs:
         dst[...] = src
+
+
+def _copies_then(pairs, step):
+    copies(pairs)
     step()
 
 

@@ -192,18 +192,37 @@ def bind(plan, arrays, op, ctx, fast, nonblocking=False, persistent=False):
             add(reqs[slot].Start)
             return slot
         start = partial(kind, msg(buf), peer, tag) if fast else partial(kind, view(buf), peer)
+        return posted(start, slot)
+
+    def posted(start, slot=None):
+        if slot is None:
+            slot = len(reqs)
+            reqs.append(None)
         add(partial(_post, reqs, slot, start))
         return slot
 
     fused = {}
-    if not (fast or nonblocking) and op is not None and getattr(ctx.mpi, "fuses", False):
-        from .._ipc import fusions     # receive + reduce in one pass over the peer's memory
-        fused = fusions(plan, op, ctx, view)
+    if not fast and op is not None and getattr(ctx.mpi, "fuses", False):
+        from .. import _ipc            # receive + reduce in one pass over the peer's memory
+        fused = _ipc.fusions(plan, op, ctx, view)
 
     for i, o in enumerate(plan.ops):
         if i in fused:
-            if fused[i] is not None:
-                add(fused[i])
+            f = fused[i]
+            if f is None:
+                pass                   # the REDUCE (and copies) a fused receive took
+            elif not nonblocking:
+                add(f.step(ctx))
+            else:
+                # The reduction runs when the message arrives: copies first, so that
+                # what it reads is final once the receive is posted.
+                if f.copies:
+                    add(partial(_ipc.copies, f.copies))
+                r = posted(partial(_ipc.irecv_reduce, ctx, f.recv, f.source, f.reduce))
+                if f.send is None:
+                    add((r,))
+                else:
+                    add((posted(partial(ctx.isend, f.send, f.dest)), r))
             continue
         k = o[0]
         if nonblocking and k in (SEND, RECV, SENDRECV):
