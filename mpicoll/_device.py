@@ -380,6 +380,9 @@ class _Requests:
     def finish(self, requests):
         pass
 
+    def reset(self):
+        """A blocking call starts on this transport again (its memoized steps replay)."""
+
 
 class AwareTransport(_Requests):
     """CUDA-aware MPI: synchronise, then pass device arrays through."""
@@ -416,6 +419,10 @@ class AwareTransport(_Requests):
     def waitall(self, requests):
         MPI.Request.Waitall(requests)
 
+    def reset(self):
+        if self.staged is not None:
+            self.staged.reset()
+
     def __getattr__(self, name):
         # Native collectives. A user op's Python function runs on the host and
         # would dereference device pointers: those reductions are staged, and so
@@ -451,14 +458,20 @@ class StagedTransport(_Requests):
         self.comm = comm
         self.adapter = adapter
         self.device = device
+        self.requests = requests
         if requests:
             self.arena = PinnedArena(adapter)
         else:
             self.arena = arena_for(adapter, device)
+        self.inflight = {}         # id(request) -> (request, device array or None, host slot)
+        self.reset()
+
+    def reset(self):
+        if not self.requests:
             # Every request of a blocking call completes within it: a new call starts
             # with no live slot (even if an earlier call was cut short by an error).
             self.arena.live = 0
-        self.inflight = {}         # id(request) -> (request, device array or None, host slot)
+            self.inflight.clear()
 
     def _outgoing(self, buf):
         if self.adapter.matches(buf):
@@ -633,6 +646,25 @@ def transport(comm, adapter, device, requests=False):
                 return made
     return fallback
 
+
+def transport_key():
+    """What the choice of a device transport (and its binding) rests on, cheaply.
+
+    A blocking call memoized with its transport (:mod:`mpicoll._memo`) is
+    replayed on that transport only while this is unchanged: the chosen
+    transport (:func:`set_transport`, ``MPICOLL_GPU_TRANSPORT``), the
+    CUDA-aware decision, ``MPICOLL_CUDA_AWARE_COLLECTIVES``, this thread's
+    pinned arenas (:func:`release_staging` drops them) and what other
+    modules register in :data:`KEY_PARTS` (the ipc transport's fusion switch).
+    """
+    env = os.environ.get
+    return (_transport_override, env("MPICOLL_GPU_TRANSPORT"), _aware_override, _aware_decision,
+            env("MPICOLL_CUDA_AWARE_COLLECTIVES"), getattr(_arenas, "table", None),
+            *(part() for part in KEY_PARTS))
+
+
+#: Callables whose results join :func:`transport_key` (set by modules above this one).
+KEY_PARTS = []
 
 #: ``make(comm, adapter, device, fallback, nodes)`` -> the ipc transport or None;
 #: set by :mod:`mpicoll._ipc` when imported (it sits above this module: no import cycle).

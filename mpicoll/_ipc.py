@@ -27,7 +27,9 @@ private communicator (``T`` is the call's tag; the control tags are
 travels inside the header (kind ``EAGER``, copied to the host by the sender,
 to the device by the receiver), and the send completes when MPI has sent
 it: one message instead of a header and an acknowledgement, no mapping and
-no device-to-device copy. Every rank must use the same :data:`EAGER_MAX`
+no device-to-device copy. A blocking send, receive or sendrecv that is eager
+(both ways) while the transport has nothing else in flight is one blocking
+MPI call on the headers (no peer can be waiting for this rank's answer then). Every rank must use the same :data:`EAGER_MAX`
 (``MPICOLL_IPC_EAGER``, bytes; 0 turns it off): the receiver sizes its
 header receive by it.
 
@@ -278,6 +280,11 @@ class IpcTransport:
         self.to_ack = []           # (entry, OK | NACK) to send in this order
         self.rec = None
 
+    def reset(self):
+        """A blocking call starts on this transport again (its memoized steps replay):
+        every message of the last one completed within it."""
+        self.fallback.reset()
+
     # -- who goes where ------------------------------------------------------
     def ipc_peer(self, peer):
         return peer != self.rank and self.nodes[peer] == self.nodes[self.rank]
@@ -288,12 +295,15 @@ class IpcTransport:
         self.rec = rec
 
     def _count(self, e):
-        self.ep.stats[("sent_" if e.sent else "recv_") + e.path] += 1
+        self._tally(e.sent, e.path, e.nbytes)
+
+    def _tally(self, sent, path, nbytes):
+        self.ep.stats[("sent_" if sent else "recv_") + path] += 1
         if self.rec is not None:
-            c = self.rec._paths.setdefault(e.path, [0, 0, 0, 0])
-            i = 0 if e.sent else 2
+            c = self.rec._paths.setdefault(path, [0, 0, 0, 0])
+            i = 0 if sent else 2
             c[i] += 1
-            c[i + 1] += e.nbytes
+            c[i + 1] += nbytes
 
     def _track(self, e, returned):
         e.req = returned
@@ -310,10 +320,7 @@ class IpcTransport:
             return self._track(e, e.wait)
         e = _Entry(True, buf, dest, tag)
         if EAGER_MAX and e.nbytes <= EAGER_MAX:
-            hdr = e.hdr = np.zeros(_HDR + _words(e.nbytes), np.uint64)
-            hdr[:2] = (EAGER, e.nbytes)
-            if e.nbytes:
-                self._to_host(buf, _payload(hdr, e.nbytes, buf.dtype))
+            hdr = e.hdr = self._eager_header(buf)
             e.wait = e.hreq = self.comm.Isend(hdr, dest, tag + HDR_TAG)
             e.path = "eager"
             return self._track(e, e.wait)
@@ -363,15 +370,64 @@ class IpcTransport:
         self.fifo[(source, tag)].append(e)
         return self._track(e, e.wait)
 
+    # Blocking messages. While nothing else is in flight, an eager one (both ways, for
+    # Sendrecv) is one blocking MPI call on its header: no peer can be waiting for this
+    # rank to answer a header then, and it saves the polling loop.
+    def _eager_now(self, nbytes, peer):
+        return not self.active and EAGER_MAX and nbytes <= EAGER_MAX and self.ipc_peer(peer)
+
     def Send(self, buf, dest, tag):
+        if self._eager_now(buf.nbytes, dest):
+            self.comm.Send(self._eager_header(buf), dest, tag + HDR_TAG)
+            self._tally(True, "eager", buf.nbytes)
+            return
         self.waitall([self.Isend(buf, dest, tag)])
 
-    def Recv(self, buf, source, tag):
-        self.waitall([self.Irecv(buf, source, tag)])
+    def Recv(self, buf, source, tag, reduce=None):
+        """Receive into ``buf`` (``reduce``: as for :meth:`Irecv`)."""
+        if self._eager_now(buf.nbytes, source):
+            hdr = np.empty(_HDR + _words(buf.nbytes), np.uint64)
+            self.comm.Recv(hdr, source, tag + HDR_TAG)
+            self._land_eager(hdr, buf, source, reduce)
+            return
+        self.waitall([self.Irecv(buf, source, tag, reduce)])
 
-    def Sendrecv(self, sbuf, dest, stag, rbuf, source, rtag):
-        r = self.Irecv(rbuf, source, rtag)
+    def Sendrecv(self, sbuf, dest, stag, rbuf, source, rtag, reduce=None):
+        """Send ``sbuf`` and receive into ``rbuf`` (``reduce``: as for :meth:`Irecv`)."""
+        if self._eager_now(sbuf.nbytes, dest) and self._eager_now(rbuf.nbytes, source):
+            hdr = np.empty(_HDR + _words(rbuf.nbytes), np.uint64)
+            self.comm.Sendrecv(self._eager_header(sbuf), dest, stag + HDR_TAG,
+                               hdr, source, rtag + HDR_TAG)
+            self._tally(True, "eager", sbuf.nbytes)
+            self._land_eager(hdr, rbuf, source, reduce)
+            return
+        r = self.Irecv(rbuf, source, rtag, reduce)
         self.waitall([self.Isend(sbuf, dest, stag), r])
+
+    def _eager_header(self, buf):
+        """A header of kind EAGER carrying ``buf``'s bytes."""
+        hdr = np.zeros(_HDR + _words(buf.nbytes), np.uint64)
+        hdr[:2] = (EAGER, buf.nbytes)
+        if buf.nbytes:
+            self._to_host(buf, _payload(hdr, buf.nbytes, buf.dtype))
+        return hdr
+
+    def _land_eager(self, h, buf, peer, reduce):
+        """Put an EAGER header's payload in ``buf`` (or hand it to ``reduce``)."""
+        kind, nbytes = int(h[0]), int(h[1])
+        if kind != EAGER or nbytes != buf.nbytes:
+            raise RuntimeError(f"mpicoll ipc: a message of {nbytes} bytes from rank {peer} "
+                               f"for a receive of {buf.nbytes} bytes")
+        data = _payload(h, nbytes, buf.dtype)
+        if not nbytes:
+            pass
+        elif self.adapter.matches(buf):
+            self.adapter.to_device(data, buf)
+        else:
+            buf[...] = data.reshape(buf.shape)
+        if reduce is not None:
+            reduce(buf)
+        self._tally(False, "eager", nbytes)
 
     # -- completion --------------------------------------------------------------
     def waitall(self, requests):
@@ -520,20 +576,9 @@ class IpcTransport:
             e.state = _ACKING
             self.to_ack.append((e, OK))    # acknowledged once the stream has run the copy
         elif kind == EAGER:
-            if nbytes != e.nbytes:
-                raise RuntimeError(f"mpicoll ipc: an eager message of {nbytes} bytes from rank "
-                                   f"{e.peer} for a receive of {e.nbytes} bytes")
-            data = _payload(h, nbytes, e.buf.dtype)
-            if not nbytes:
-                pass
-            elif self.adapter.matches(e.buf):
-                self.adapter.to_device(data, e.buf)
-            else:
-                e.buf[...] = data.reshape(e.buf.shape)
-            if e.reduce is not None:
-                e.reduce(e.buf)
             e.path = "eager"
-            self._done(e)
+            e.state = _DONE
+            self._land_eager(h, e.buf, e.peer, e.reduce)
         else:
             e.wait = self.fallback.Irecv(e.buf, e.peer, e.tag)
             e.path = self.fallback.path
@@ -584,23 +629,22 @@ def _reduce_into(op, other, out, lower, data):
 
 
 def recv_reduce(ctx, buf, source, reduce):
+    ctx._recvd(buf, source)
     t0 = _now()
-    t = ctx.mpi
-    t.waitall([irecv_reduce(ctx, buf, source, reduce, trace=False)])
+    ctx.mpi.Recv(buf, source, ctx.tag, reduce)
     _trace("recv", t0, source=source, recv_bytes=buf.nbytes)
 
 
 def sendrecv_reduce(ctx, sendbuf, dest, recvbuf, source, reduce):
-    t0 = _now()
-    t = ctx.mpi
-    r = irecv_reduce(ctx, recvbuf, source, reduce, trace=False)
     ctx._sent(sendbuf, dest)
-    t.waitall([t.Isend(sendbuf, dest, ctx.tag), r])
+    ctx._recvd(recvbuf, source)
+    t0 = _now()
+    ctx.mpi.Sendrecv(sendbuf, dest, ctx.tag, recvbuf, source, ctx.tag, reduce)
     _trace("sendrecv", t0, dest=dest, send_bytes=sendbuf.nbytes, source=source,
            recv_bytes=recvbuf.nbytes)
 
 
-def irecv_reduce(ctx, buf, source, reduce, trace=True):
+def irecv_reduce(ctx, buf, source, reduce):
     """Post a receive of ``buf`` from ``source`` that calls ``reduce(data)`` on arrival.
 
     ``reduce`` runs when the peer's header is handled (or its payload lands), at
@@ -608,7 +652,7 @@ def irecv_reduce(ctx, buf, source, reduce, trace=True):
     when this is posted -- :func:`fusions` only fuses where they are.
     """
     ctx._recvd(buf, source)
-    t0 = _now() if trace else None
+    t0 = _now()
     req = ctx.mpi.Irecv(buf, source, ctx.tag, reduce)
     _trace("irecv", t0, source=source, recv_bytes=buf.nbytes)
     return req
@@ -772,3 +816,4 @@ def _make(comm, adapter, device, fallback, nodes):
 
 
 _device.IPC = _make
+_device.KEY_PARTS.append(lambda: FUSE)    # fused steps are bound: a memoized call rebinds

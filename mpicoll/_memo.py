@@ -1,7 +1,7 @@
 """Repeated small calls skip what cannot have changed: the memo of a call's last good run.
 
 A blocking functional call whose buffers are all given by the caller (NumPy
-arrays, ``MPI.IN_PLACE`` or None) and that moves at most 64 KiB is
+or device arrays, ``MPI.IN_PLACE`` or None) and that moves at most 64 KiB is
 remembered after it ran: its bound plan steps, its fingerprint and the
 facts its validation rested on. The next call with the *same objects* —
 same communicator, same arrays (weakly referenced, with unchanged shape,
@@ -9,11 +9,19 @@ dtype, strides and writability), same op, root, counts and algorithm
 argument, the same ``MPICOLL_<P>_ALGORITHM`` — re-checks only those facts
 and goes straight to the agreement step (the one native Allgather; none in
 ``local`` mode) and the plan's steps. Everything else (a different buffer,
-a traffic recorder or tracer active, device arrays, an error anywhere)
+a traffic recorder or tracer active, an error anywhere)
 takes the full path, which validates and agrees as always.
 
-The memo keeps at most 256 calls and 64 KiB of views each alive; this is
-what turns a ~50 µs Python call into a few µs (benchmarks/latency.md).
+Device arrays (CuPy, or any registered adapter's weakly referable arrays)
+are remembered with the transport their steps were bound to (staged,
+CUDA-aware or ipc: one per call, reusable once the call completed); the
+entry replays on it, on the arrays' device, only while
+:func:`mpicoll._device.transport_key` is unchanged, and is dropped if a
+replay fails (its transport may hold messages of the failed call).
+
+The memo keeps the last 256 calls (the oldest is dropped first) and 64 KiB
+of views each alive; this is what turns a ~50 µs Python call into a few µs
+(benchmarks/latency.md).
 """
 import os
 import weakref
@@ -21,7 +29,7 @@ import weakref
 import numpy as np
 from mpi4py import MPI
 
-from . import _context
+from . import _context, _device
 from . import _fingerprint as fpr
 from . import _ops
 from ._call import _MODES, Call
@@ -35,13 +43,29 @@ _memo = {}
 
 
 def memoizable(bufs):
-    """True when every buffer is a weakly referable NumPy array, IN_PLACE or None."""
+    """True when every buffer is a NumPy array, a weakly referable device array,
+    IN_PLACE or None."""
     for b in bufs:
-        if b is None or b is MPI.IN_PLACE:
+        if b is None or b is MPI.IN_PLACE or type(b) is np.ndarray:
             continue
-        if type(b) is not np.ndarray:
+        if _device.adapter_of(b) is None or not _weakly_referable(b):
             return False
     return not _context._recorders and _context.trace_hook is None and _ops.trace_hook is None
+
+
+_referable = {}
+
+
+def _weakly_referable(b):
+    ok = _referable.get(type(b))
+    if ok is None:
+        try:
+            weakref.ref(b)
+            ok = True
+        except TypeError:
+            ok = False
+        _referable[type(b)] = ok
+    return ok
 
 
 def _key(primitive, comm, algorithm, bufs, rest):
@@ -51,7 +75,7 @@ def _key(primitive, comm, algorithm, bufs, rest):
 
 class _Entry:
     __slots__ = ("comm", "pcomm", "state", "size", "refs", "facts", "rest", "steps",
-                 "prologue", "static", "count", "var", "env", "out", "desc")
+                 "prologue", "static", "count", "var", "env", "out", "desc", "dev", "key")
 
     def valid(self, comm, bufs, rest):
         if self.comm is not comm or not self.pcomm:       # a freed communicator is null
@@ -68,6 +92,8 @@ class _Entry:
                 r = tuple(r)            # counts: compared by value (the list may be mutated)
             if mine is not r and mine != r:
                 return False
+        if self.dev is not None and _device.transport_key() != self.dev[3]:
+            return False
         return self.var is None or os.environ.get(self.var) == self.env
 
     def run(self):
@@ -90,10 +116,27 @@ class _Entry:
 
     def execute(self):
         self.state.seq += 1
+        if self.dev is not None:
+            return self._execute_on_device()
         if self.prologue is not None:
             np.copyto(*self.prologue)
         for step in self.steps:
             step()
+        return self.out
+
+    def _execute_on_device(self):
+        transport, adapter, device, _ = self.dev
+        try:
+            with _device.on_device(adapter, device):
+                transport.reset()
+                if self.prologue is not None:
+                    self.prologue[0][...] = self.prologue[1]
+                for step in self.steps:
+                    step()
+        except BaseException:
+            if _memo.get(self.key) is self:
+                del _memo[self.key]     # the next call builds a fresh transport
+            raise
         return self.out
 
 
@@ -110,19 +153,27 @@ class _Judge:
 
 
 
-def remember(call, comm, algorithm, bufs, rest, out, steps, prologue, space=None):
-    """Store a call that just ran on the memo's terms (``steps`` bound to host arrays).
+def remember(call, comm, algorithm, bufs, rest, out, steps, prologue, dev=None, space=None):
+    """Store a call that just ran on the memo's terms (``steps`` bound to its arrays).
+
+    ``dev``: None for host arrays; for device arrays (transport, adapter,
+    device, :func:`mpicoll._device.transport_key` when bound).
 
     ``space``: the key's first part when not the primitive (P2PComm's methods,
     whose argument rules are mpi4py's, keep entries of their own).
     """
-    if len(_memo) >= _MAX:
-        _memo.clear()
+    while len(_memo) >= _MAX:
+        # The oldest entry goes (dicts keep insertion order): a loop's calls, remembered
+        # last, survive what earlier code left behind.
+        del _memo[next(iter(_memo))]
     e = _Entry()
     e.comm, e.pcomm, e.state, e.size = comm, call.pcomm, call.state, call.size
     e.refs = tuple(None if b is None or b is MPI.IN_PLACE else weakref.ref(b) for b in bufs)
+    # Device arrays have no read-only flag (CuPy's): False skips that check.
     e.facts = tuple(b if b is None or b is MPI.IN_PLACE else
-                    (b.shape, b.dtype, b.strides, b.flags.writeable) for b in bufs)
+                    (b.shape, b.dtype, b.strides, type(b) is np.ndarray and b.flags.writeable)
+                    for b in bufs)
+    e.dev = dev
     e.rest = tuple(tuple(r) if isinstance(r, (list, tuple)) else r for r in rest)
     e.steps, e.prologue = tuple(steps), prologue
     e.desc = call.desc
@@ -135,7 +186,9 @@ def remember(call, comm, algorithm, bufs, rest, out, steps, prologue, space=None
     e.out = out if idx else None
     if out is not None and not idx:
         return                       # a result we allocated: a new one each call, no memo
-    _memo[_key(space or call.primitive, comm, algorithm, bufs, rest)] = e
+    e.key = _key(space or call.primitive, comm, algorithm, bufs, rest)
+    _memo.pop(e.key, None)          # a call remembered again is the newest
+    _memo[e.key] = e
 
 
 def run(primitive, impl, comm, algorithm, bufs, rest, args, space=None):

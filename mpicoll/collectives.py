@@ -30,7 +30,7 @@ from mpi4py import MPI
 from . import coll as _coll  # noqa: F401  (importing it fills the registry)
 from ._buffers import (IN_PLACE, as_array, check_counts, check_no_alias, check_root,
                        check_size, same_dtype, same_memory)
-from ._device import adapter_of, empty, on_device
+from ._device import adapter_of, empty, on_device, transport_key
 from ._call import Call
 from ._context import Ctx
 from . import _memo
@@ -111,8 +111,11 @@ def _run(call, count, itemsize, fn, *args, prologue=None):
                 fn(ctx, *args)
             else:
                 steps = execute(ctx, entry, args, op, fast)
-            if call.memo is not None and fast and count * itemsize <= _memo.LIMIT:
-                call.memo[:] = (steps, prologue)       # the memo replays them (see _memo)
+            if (call.memo is not None and ctx._rec is None and type(ctx) is Ctx
+                    and count * itemsize <= _memo.LIMIT):
+                # The memo replays them (see _memo); device steps on their transport.
+                dev = None if fast else (ctx.mpi, adapter, device, transport_key())
+                call.memo[:] = (steps, prologue, dev)
             return
 
         def run_now():

@@ -51,7 +51,7 @@ class _Device:
 class FakeDeviceArray(NDArrayOperatorsMixin):
     """A 'device' array whose memory is a private NumPy array."""
 
-    __slots__ = ("_a",)
+    __slots__ = ("_a", "__weakref__")    # weakly referable, as cupy.ndarray is
     exports = 0             # __cuda_array_interface__ reads (i.e. MPI saw a device pointer)
 
     def __init__(self, a):

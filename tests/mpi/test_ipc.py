@@ -357,6 +357,40 @@ def test_small_messages_travel_eagerly_in_their_header(ipc_on):
 
 
 @pytest.mark.mpi(min_size=2)
+def test_blocking_eager_messages_are_one_mpi_call(ipc_on, monkeypatch):
+    """With nothing in flight, a blocking eager send, receive or sendrecv posts no request
+    (one blocking MPI call on the header); the data and the eager counts are right, and a
+    receive of another size raises naming both sizes."""
+    _ipc.EAGER_MAX = 256
+    with nodes() as c:
+        ctx = ctx_of(c)
+        posted = []
+        for name in ("Isend", "Irecv"):
+            orig = getattr(_ipc.IpcTransport, name)
+            monkeypatch.setattr(_ipc.IpcTransport, name,
+                                lambda self, *a, _o=orig, **k: posted.append(1) or _o(self, *a, **k))
+        x = fd.to_device(np.arange(4.0) + RANK)
+        got = fd.device_empty(4, np.float64)
+        ctx.sendrecv(x, RIGHT, got, LEFT)
+        assert np.array_equal(fd.to_host(got), np.arange(4.0) + LEFT)
+        if RANK == 0:
+            ctx.send(x, 1)
+        elif RANK == 1:
+            ctx.recv(got, 0)
+            assert np.array_equal(fd.to_host(got), np.arange(4.0))
+        assert posted == []
+        st = stats(c)
+        assert st["sent_eager"] == 1 + (RANK == 0) and st["recv_eager"] == 1 + (RANK == 1)
+        assert st.get("sent_ipc", 0) == st.get("recv_ipc", 0) == 0
+        if RANK == 0:
+            ctx.send(x, 1)
+        elif RANK == 1:
+            with pytest.raises(RuntimeError, match="message of 32 bytes from rank 0 for a "
+                                                   "receive of 40 bytes"):
+                ctx.recv(fd.device_empty(5, np.float64), 0)
+
+
+@pytest.mark.mpi(min_size=2)
 def test_eager_messages_fuse_and_match_the_mapped_protocol(ipc_on):
     """Small reductions through eager messages give, bit for bit, what the mapped protocol
     and NumPy give (every reducing algorithm that fuses, and a non-commutative user op)."""

@@ -4,14 +4,17 @@ A repeated call with the same buffers skips validation, choice and binding.
 Each test changes one thing the memo rests on and checks the call notices:
 new data, a reshaped or read-only buffer, another algorithm in the
 environment, a bad argument or a different call on one rank, a traffic
-recorder, a large message.
+recorder, a large message; for device arrays (the CPU stand-in of
+tests/mpi/fakedevice.py), the transport the steps were bound to.
 """
 import numpy as np
 import pytest
 from mpi4py import MPI
 
+import fakedevice as fd
 import mpicoll
-from mpicoll import _memo
+from mpicoll import _device, _ipc, _memo, gpu
+from refdata import on_nodes
 
 comm = MPI.COMM_WORLD
 N, RANK = comm.Get_size(), comm.Get_rank()
@@ -245,3 +248,89 @@ def test_functional_scans_repeat_correctly():
             if RANK > 0:                          # max over ranks 0..RANK-1
                 np.testing.assert_array_equal(y, np.arange(4.0) + RANK - 1 + k)
     assert hits(loop) >= 6
+
+
+# -- device arrays: replayed on the transport their steps were bound to ----------------------
+
+@pytest.fixture
+def fake():
+    """The stand-in device with IPC; each test chooses the transport."""
+    ad = fd.install()
+    fd.enable_ipc(True)
+    _device.set_cuda_aware(False)
+    eager = _ipc.EAGER_MAX
+    yield ad
+    _ipc.EAGER_MAX = eager
+    _ipc.FUSE = True
+    _device.set_transport(None)
+    _device.set_cuda_aware(None)
+    fd.enable_ipc(False)
+
+
+def ipc_moved(c):
+    """Messages this rank sent through the ipc transport on ``c`` (mapped or eager)."""
+    st = gpu.ipc_stats(c).get(("fake", 0), {})
+    return st.get("sent_ipc", 0) + st.get("sent_eager", 0)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("transport", ["staged", "aware", "ipc", "ipc-mapped"])
+@pytest.mark.parametrize("algo", ["ring", "recursive_doubling", "native"])
+def test_device_calls_repeat_on_their_transport(fake, transport, algo):
+    """Repeated calls on the same device arrays are memo hits and see new data, on every
+    transport (ipc-mapped: no eager messages, the payload through mapped allocations)."""
+    _device.set_transport(transport.split("-")[0])
+    if transport == "ipc-mapped":
+        _ipc.EAGER_MAX = 0
+    with on_nodes(str(N)) as c:
+        x, y = fd.device_empty(5, np.float64), fd.device_empty(5, np.float64)
+
+        def loop():
+            for k in range(6):
+                host = np.arange(5.0) * (RANK + 1) + k
+                x.set(host)
+                assert mpicoll.allreduce(x, y, comm=c, algorithm=algo) is y
+                np.testing.assert_array_equal(fd.to_host(y), comm.allreduce(host))
+        assert hits(loop) >= 5
+        if N > 1 and transport.startswith("ipc") and algo != "native":
+            assert ipc_moved(c) > 0
+
+
+@pytest.mark.mpi
+def test_device_memo_rebinds_when_the_transport_changes(fake):
+    """A new transport choice (or the ipc fusion switch) makes the next call take the full
+    path and bind anew: the messages then move the new way."""
+    with on_nodes(str(N)) as c:
+        x, y = fd.to_device(np.full(4, RANK + 1.0)), fd.device_empty(4, np.float64)
+        for choice, fuse in [("ipc", True), ("staged", True), ("ipc", True), ("ipc", False),
+                             ("aware", False)]:
+            _device.set_transport(choice)
+            _ipc.FUSE = fuse
+            before = ipc_moved(c)
+            n = hits(lambda: [mpicoll.allreduce(x, y, comm=c, algorithm="ring")
+                              for _ in range(3)])
+            assert n == 2, (choice, fuse)              # the first call binds, two replay
+            assert (fd.to_host(y) == N * (N + 1) / 2).all()
+            if N > 1:
+                assert (ipc_moved(c) > before) == (choice == "ipc"), (choice, fuse)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_failed_device_replay_is_forgotten(fake, monkeypatch):
+    """A replay that raises (here every rank, at its first copy off the device, before any
+    message) drops its entry: the next call builds a fresh transport and binds again."""
+    _device.set_transport("staged")
+    with on_nodes(str(N)) as c:
+        x, y = fd.to_device(np.ones(4)), fd.device_empty(4, np.float64)
+        assert hits(lambda: [mpicoll.allreduce(x, y, comm=c, algorithm="ring")
+                             for _ in range(2)]) == 1
+
+        def lost(dev, host):
+            raise RuntimeError("fake: device lost")
+        monkeypatch.setattr(fake, "to_host", lost)
+        with pytest.raises(RuntimeError, match="device lost"):
+            mpicoll.allreduce(x, y, comm=c, algorithm="ring")
+        monkeypatch.undo()
+        assert hits(lambda: mpicoll.allreduce(x, y, comm=c, algorithm="ring")) == 0
+        assert hits(lambda: mpicoll.allreduce(x, y, comm=c, algorithm="ring")) == 1
+        assert (fd.to_host(y) == N).all()
