@@ -35,7 +35,7 @@ from . import _ops
 from ._call import _MODES, Call
 from .sched import nonblocking as _nb
 
-__all__ = ["run", "memoizable", "remember", "LIMIT"]
+__all__ = ["run", "memoizable", "array_or_none", "remember", "LIMIT"]
 
 LIMIT = 1 << 16           # bytes moved per rank: larger calls do not need the memo
 _MAX = 256
@@ -46,11 +46,17 @@ def memoizable(bufs):
     """True when every buffer is a NumPy array, a weakly referable device array,
     IN_PLACE or None."""
     for b in bufs:
-        if b is None or b is MPI.IN_PLACE or type(b) is np.ndarray:
-            continue
-        if _device.adapter_of(b) is None or not _weakly_referable(b):
+        if not array_or_none(b):
             return False
     return not _context._recorders and _context.trace_hook is None and _ops.trace_hook is None
+
+
+def array_or_none(b):
+    """A buffer the memo can key on: a NumPy array, a weakly referable device array,
+    IN_PLACE or None."""
+    if b is None or b is MPI.IN_PLACE or type(b) is np.ndarray:
+        return True
+    return _device.adapter_of(b) is not None and _weakly_referable(b)
 
 
 _referable = {}

@@ -111,7 +111,7 @@ _SR, _OP, _SUM = ("sendbuf", "recvbuf"), "op", MPI.SUM
 def _memo_args(memo, args, kwargs):
     """(buffers, other arguments) of a blocking call the memo may serve, else None.
 
-    Only bare NumPy arrays, ``MPI.IN_PLACE`` or None as buffers, and only
+    Only bare NumPy or device arrays, ``MPI.IN_PLACE`` or None as buffers, and only
     arguments bound by name without surprises: anything else (a datatype, a
     list spec, an unknown keyword, too many arguments) takes the full path,
     which parses and reports it.
@@ -125,9 +125,8 @@ def _memo_args(memo, args, kwargs):
         return None
     bufs = [given[n] for n in names]
     rest = [given.get(p, default) for p, default in others]
-    for b in bufs:
-        if b is not None and b is not MPI.IN_PLACE and type(b) is not np.ndarray:
-            return None
+    if not all(map(_memo.array_or_none, bufs)):
+        return None
     return tuple(bufs), tuple(rest)
 
 

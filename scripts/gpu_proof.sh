@@ -28,6 +28,8 @@
 #          (NCCL wants one GPU per rank; with ranks sharing this GPU the bench skips those rows
 #          and says why unless NCCL >= 2.30 allows it) and the gloo column (torch.distributed's
 #          gloo backend on CUDA tensors: allreduce and bcast);
+#        - `python -m mpicoll.bench latency --xp cupy` (8 B allreduce, ring and recursive
+#          doubling, every face against the raw call) at each N of --bench-ranks;
 #      plus the demo and an example with --device gpu (once);
 #   5. writes everything to benchmarks/gpu/<date>-<host>/ with RUN.md: what ran (commands, exit
 #      codes, seconds), the versions, the device path, the targets of issue #13
@@ -289,14 +291,23 @@ for mps in "${ORDER[@]}"; do
             # columns, which do not use mpicoll's transports, with the first transport only.
             extra=native
             [[ $t == "${TRANSPORTS[0]}" ]] && extra=native,nccl,gloo
+            # (If Python cannot even import mpicoll here, the bench steps fail and say why;
+            # the run goes on: no bare command may end it under set -e.)
             algos=$("$PY" -c 'import sys, mpicoll
 print(",".join([a for a in mpicoll.algorithms(sys.argv[1]) if a != "native"] + sys.argv[2].split(",")))' \
-                "$prim" "$extra")
+                "$prim" "$extra" 2>/dev/null) || algos=all
             for n in "${SIZES_B[@]}"; do
                 f=$OUT/bench-$prim-$tag-n$n
                 mpistep "bench-$prim-$tag-n$n" "$n" MPICOLL_GPU_TRANSPORT="$t" "$PY" -m mpicoll.bench \
                     "$prim" --xp cupy --algorithm "$algos" "${SWEEP[@]}" -J "$f.jsonl" --csv "$f.csv"
             done
+        done
+        # What one small call costs per face (memo, persistent, nonblocking) against the raw
+        # call on the same CuPy arrays: the 8-byte target of issue #13, face by face.
+        for n in "${SIZES_B[@]}"; do
+            mpistep "latency-$tag-n$n" "$n" MPICOLL_GPU_TRANSPORT="$t" "$PY" -m mpicoll.bench \
+                latency --xp cupy --bytes 8 --algorithm ring,recursive_doubling -n 100 \
+                --repeats 3 -J "$OUT/latency-$tag-n$n.jsonl"
         done
         WRAP=()
     done

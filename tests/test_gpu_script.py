@@ -4,6 +4,7 @@ Its GPU steps cannot run here; their bookkeeping can: with a stand-in ``nvidia-s
 a GPU and ``--no-install`` on this venv, every GPU step fails (no CuPy), the script carries on,
 writes RUN.md with each command and exit code, and exits 1.
 """
+import glob
 import os
 import re
 import shutil
@@ -116,6 +117,16 @@ def test_failing_steps_are_recorded_and_the_run_goes_on(tmp_path):
     assert (out / "logs" / "versions.log").exists() and (out / "proof.log").exists()
 
 
+def _libmpi_of_this_venv():
+    """MPI4PY_LIBMPI naming the MPI library beside this interpreter (the mpich wheel puts it
+    in the venv's lib/): the new venv sees this one's packages through a .pth file but looks
+    for libmpi under its own prefix, where no wheel was installed (on the GPU machine the
+    carried mpich wheel puts it there). Without it the test would pass only where a system
+    libmpi happens to be installed."""
+    found = sorted(glob.glob(os.path.join(sys.prefix, "lib", "libmpi.so.*")))  # not the .so stub
+    return {"MPI4PY_LIBMPI": found[0]} if found else {}
+
+
 def test_offline_install_from_carried_wheels(tmp_path):
     """--wheels DIR (the GPU machine has no network): a plain venv that sees the interpreter's
     own packages through a .pth file, DIR's wheels installed with --no-index, the checkout on
@@ -128,7 +139,7 @@ def test_offline_install_from_carried_wheels(tmp_path):
             "--mps", "off", "--test-ranks", "1", "--primitives", "allreduce", timeout=400,
             env={"MPICOLL_NVIDIA_SMI": fake_smi(tmp_path, "GPU 0: Stand-in GPU\\n"),
                  "MPICOLL_GPU_VENV": str(venv), "PYTHON": sys.executable,
-                 "MPICOLL_STEP_TIMEOUT": "60"})
+                 "MPICOLL_STEP_TIMEOUT": "60", **_libmpi_of_this_venv()})
     assert r.returncode == 1, (r.returncode, r.stdout[-3000:], r.stderr[-3000:])
     md = (out / "RUN.md").read_text()
     steps = dict(re.findall(r"^\| (\S+) \| (\d+)(?: \*\*FAILED\*\*)? \| [\d.]+ \|", md, re.M))

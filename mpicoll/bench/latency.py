@@ -11,6 +11,13 @@ Each figure is the median of ``--repeats`` blocks of ``-n`` calls (each
 block timed between barriers, the slowest rank's time per call), so a noisy
 machine shows as spread between blocks rather than as a bias. Results are
 checked once against the raw call before timing.
+
+``--xp cupy``: the buffers are CuPy arrays on each rank's GPU (as the main
+bench selects it), every call is followed by a stream synchronisation, and
+``raw`` is what a user would write: the mpi4py call on the device arrays
+where MPI is CUDA-aware, else the copy to the host, the mpi4py call on host
+arrays and the copy back. The header names the device path (staged,
+cuda-aware) and the transport (``MPICOLL_GPU_TRANSPORT``).
 """
 import json
 import statistics
@@ -20,11 +27,14 @@ import numpy as np
 
 import mpicoll
 
-__all__ = ["add_parser", "latency", "FACES"]
+from .specs import ArrayModule
+
+__all__ = ["add_parser", "latency", "table", "FACES"]
 
 FACES = ("raw", "agree", "p2pcomm", "local", "persistent", "nonblocking")
 
-# primitive -> (raw call, functional call, nonblocking, persistent) on (comm, x, y)
+# primitive -> (raw call, functional call, nonblocking, persistent) on (comm, x, y);
+# _RESULT names the buffer a raw call writes (staged by hand on device arrays)
 _CALLS = {
     "allreduce": (lambda c, x, y: c.Allreduce(x, y),
                   lambda x, y, a, comm: mpicoll.allreduce(x, y, algorithm=a, comm=comm),
@@ -39,6 +49,7 @@ _CALLS = {
                 lambda x, y, a, comm: mpicoll.ibarrier(algorithm=a, comm=comm),
                 lambda x, y, a, comm: mpicoll.barrier_init(algorithm=a, comm=comm)),
 }
+_RESULT = {"allreduce": 1, "bcast": 0, "barrier": None}
 
 
 def add_parser(sub):
@@ -51,16 +62,24 @@ def add_parser(sub):
     p.add_argument("-n", "--iters", type=int, default=2000, help="calls per timed block")
     p.add_argument("--repeats", type=int, default=7, help="timed blocks (median taken)")
     p.add_argument("-J", "--output", metavar="FILE", help="results as JSON lines")
+    p.add_argument("--xp", choices=("numpy", "cupy"), default="numpy",
+                   help="array module of the buffers (default numpy); cupy: device buffers "
+                        "on each rank's GPU, raw = the mpi4py call on them where MPI is "
+                        "CUDA-aware, else staged by hand through host copies")
+    p.add_argument("--device", type=int, default=None, metavar="N",
+                   help="with --xp cupy: use GPU N on every rank (default: MPICOLL_DEVICE, "
+                        "else local rank mod GPU count)")
     p.set_defaults(func=latency)
 
 
-def _time(comm, fn, iters, repeats):
+def _time(comm, fn, iters, repeats, sync):
     per_block = []
     for _ in range(repeats):
         comm.Barrier()
         t0 = time.perf_counter()
         for _ in range(iters):
             fn()
+            sync()
         dt = (time.perf_counter() - t0) / iters
         per_block.append(comm.allreduce(dt, op=_max()))
     return statistics.median(per_block)
@@ -71,7 +90,23 @@ def _max():
     return MPI.MAX
 
 
-def _faces(primitive, comm, x, y, algo):
+def _raw(primitive, comm, x, y, am):
+    """The raw face: the mpi4py call on the buffers, or staged by hand (device, not aware)."""
+    raw = _CALLS[primitive][0]
+    if am.xp is np or am.path == "cuda-aware":
+        return lambda: raw(comm, x, y)
+    which = _RESULT[primitive]
+    hy = None if y is None else am.to_host(y)
+
+    def staged():
+        hx = am.to_host(x)
+        raw(comm, hx, hy)
+        if which is not None:
+            am.put((x, y)[which], 0, (hx, hy)[which])
+    return staged
+
+
+def _faces(primitive, comm, x, y, algo, am):
     raw, blocking, start, init = _CALLS[primitive]
     persistent = init(x, y, algo, comm)
 
@@ -80,7 +115,7 @@ def _faces(primitive, comm, x, y, algo):
         persistent.Wait()
     dropin = mpicoll.P2PComm(comm, **{primitive: algo})
     return {
-        "raw": lambda: raw(comm, x, y),
+        "raw": _raw(primitive, comm, x, y, am),
         "agree": lambda: blocking(x, y, algo, comm),
         "p2pcomm": lambda: raw(dropin, x, y),
         "local": lambda: blocking(x, y, algo, comm),
@@ -92,32 +127,49 @@ def _faces(primitive, comm, x, y, algo):
 def latency(args):
     from mpi4py import MPI
     comm = MPI.COMM_WORLD.Dup()
-    rank, size = comm.Get_rank(), comm.Get_size()
     prim = args.primitive
     algos = [a for a in mpicoll.algorithms(prim) if a != "native"] \
         if args.algorithm == "all" else args.algorithm.split(",")
-    sizes = [int(s) for s in args.bytes.split(",")]
-    out = open(args.output, "a") if args.output and rank == 0 else None
+    am = ArrayModule(args.xp, comm, args.device)
+    where = "host"
+    if args.xp == "cupy":
+        dp = am.provenance()["device_path"]
+        where = (f"cupy, {am.path}, transport {dp['transport']}, "
+                 f"MPS {'on' if am.mps.get('mps') else 'off'}")
+    table(comm, prim, algos, [int(s) for s in args.bytes.split(",")], args.iters, args.repeats,
+          am, where, args.output)
+    return 0
+
+
+def table(comm, prim, algos, sizes, iters, repeats, am, where, output=None):
+    """Time every face for each size and algorithm on ``am``'s buffers; print (and
+    append to ``output`` as JSON lines) the table. ``am``: a :class:`specs.ArrayModule`
+    or anything with its ``xp``, ``path``, ``empty``, ``to_host``, ``put`` and ``sync``."""
+    from mpi4py import MPI
+    rank, size = comm.Get_rank(), comm.Get_size()
+    out = open(output, "a") if output and rank == 0 else None
     if rank == 0:
-        print(f"# mpicoll.bench latency: {prim}, N={size}, {MPI.Get_library_version().splitlines()[0]}")
-        print(f"# median of {args.repeats} blocks x {args.iters} calls, slowest rank per block; "
+        print(f"# mpicoll.bench latency: {prim}, N={size}, {where}, "
+              f"{MPI.Get_library_version().splitlines()[0]}")
+        print(f"# median of {repeats} blocks x {iters} calls, slowest rank per block; "
               f"µs per call")
         print(f"# {'bytes':>8} {'algorithm':<20} " + " ".join(f"{f:>11}" for f in FACES)
               + "  (x raw: agree p2pcomm local persistent)")
     for nbytes in sizes:
         n = max(1, nbytes // 8)
         for algo in algos:
-            x = np.full(n, rank + 1.0)
-            y = np.empty(n)
-            faces, persistent = _faces(prim, comm, x, y, algo)
+            x, y = am.empty(n, np.float64), am.empty(n, np.float64)
+            am.put(x, 0, np.full(n, rank + 1.0))
+            faces, persistent = _faces(prim, comm, x, y, algo, am)
             times = {}
             for face in FACES:
                 mpicoll.set_check(comm, "local" if face == "local" else "agree")
-                times[face] = _time(comm, faces[face], args.iters, args.repeats) * 1e6
+                times[face] = _time(comm, faces[face], iters, repeats, am.sync) * 1e6
             mpicoll.set_check(comm, None)
             persistent.Free()
             if prim == "allreduce":     # the check: the last call's result
-                assert np.all(y == size * (size + 1) / 2), f"{algo}: wrong allreduce result"
+                assert np.all(am.to_host(y) == size * (size + 1) / 2), \
+                    f"{algo}: wrong allreduce result"
             if rank == 0:
                 ratios = " ".join(f"{times[f] / times['raw']:.2f}" for f in FACES[1:5])
                 print(f"  {nbytes:>8} {algo:<20} " + " ".join(f"{times[f]:>11.2f}" for f in FACES)
@@ -125,7 +177,7 @@ def latency(args):
                 if out:
                     out.write(json.dumps({"primitive": prim, "ranks": size, "bytes": nbytes,
                                           "algorithm": algo, "us_per_call": times,
-                                          "iters": args.iters, "repeats": args.repeats}) + "\n")
+                                          "buffers": where, "iters": iters,
+                                          "repeats": repeats}) + "\n")
     if out:
         out.close()
-    return 0
