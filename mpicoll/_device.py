@@ -52,6 +52,12 @@ class CupyAdapter:
     def __init__(self):
         import cupy
         self.cupy = cupy
+        # Before CuPy 13, a copy to the host under a non-default current stream returned
+        # before it was done (cupy#7820): the machine image's CuPy may be that old.
+        try:
+            self._async_get = int(getattr(cupy, "__version__", "").split(".")[0]) < 13
+        except ValueError:
+            self._async_get = True
 
     @staticmethod
     def matches(obj):
@@ -80,6 +86,8 @@ class CupyAdapter:
         # Ordered after the kernels queued on the current stream; returns
         # when the copy is done (blocking by default).
         self.cupy.asnumpy(dev, out=host.reshape(dev.shape))
+        if self._async_get:
+            self.sync()
 
     def to_device(self, host, dev):
         dev.set(host.reshape(dev.shape))
@@ -343,6 +351,13 @@ def staging_stats():
 def release_staging():
     """Drop this thread's pinned blocks (the next staged call allocates again)."""
     _arenas.table = {}
+    for hook in ON_RELEASE:
+        hook()
+
+
+#: Called by :func:`release_staging` (the memo forgets its device entries, which hold
+#: transports and their arenas).
+ON_RELEASE = []
 
 
 # -- transports -------------------------------------------------------------

@@ -58,8 +58,11 @@ communicator, or at MPI finalisation). The sender keeps no reference to its
 allocations: CUDA calls it undefined to ``cudaFree`` exported memory while a
 peer still maps it, so a process that hands its pool's blocks back to the
 driver (``MemoryPool.free_all_blocks``) should do it while no peer maps them
-(after freeing the communicator); reallocation at the same address is safe
-(the generation changes and the peer remaps).
+(after freeing the communicator) -- and CuPy's pool calls it by itself when
+an allocation runs out of memory: near a GPU's capacity, free the
+communicator first or turn the transport off (``MPICOLL_GPU_TRANSPORT=staged``).
+Reallocation at the same address is safe (the generation changes and the
+peer remaps).
 
 Nonblocking and persistent collectives run on this transport in the progress
 engine of :mod:`mpicoll.sched.nonblocking` (each request has a transport of
@@ -67,7 +70,12 @@ its own, on its own tag): a wait step is :meth:`IpcTransport.test`, which
 advances every message of the request, and a waiter polls
 :meth:`IpcTransport.pending` — never a blocking MPI wait, which would leave a
 peer's header unanswered. A fused receive's reduction runs when its header
-is handled, inside such an advance.
+is handled, inside such an advance. With ``MPICOLL_PROGRESS=thread`` that
+advance, its copies and reductions run on the progress thread's current
+stream: correct with CuPy's default (legacy) stream, which orders every
+stream that synchronises with it; a caller on a non-blocking stream
+(``Stream(non_blocking=True)``) or a per-thread default stream must
+synchronise before ``Start``/the call and after ``Wait`` itself.
 """
 import collections
 import os

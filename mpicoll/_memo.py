@@ -19,8 +19,12 @@ entry replays on it, on the arrays' device, only while
 :func:`mpicoll._device.transport_key` is unchanged, and is dropped if a
 replay fails (its transport may hold messages of the failed call).
 
-The memo keeps the last 256 calls (the oldest is dropped first) and 64 KiB
-of views each alive; this is what turns a ~50 µs Python call into a few µs
+The memo keeps the last 256 calls (the oldest is dropped first) and the
+arrays their steps are bound to alive; a view of a base larger than 64 KiB
+is never remembered (it would keep the whole base alive: ``x[:8]`` of a
+large array takes the full path every time), and
+:func:`mpicoll.gpu.release_staging` forgets the device entries (they hold
+pinned arenas). This is what turns a ~50 µs Python call into a few µs
 (benchmarks/latency.md).
 """
 import os
@@ -35,7 +39,7 @@ from . import _ops
 from ._call import _MODES, Call
 from .sched import nonblocking as _nb
 
-__all__ = ["run", "memoizable", "array_or_none", "remember", "LIMIT"]
+__all__ = ["run", "memoizable", "array_or_none", "remember", "forget_device", "LIMIT"]
 
 LIMIT = 1 << 16           # bytes moved per rank: larger calls do not need the memo
 _MAX = 256
@@ -53,10 +57,15 @@ def memoizable(bufs):
 
 def array_or_none(b):
     """A buffer the memo can key on: a NumPy array, a weakly referable device array,
-    IN_PLACE or None."""
-    if b is None or b is MPI.IN_PLACE or type(b) is np.ndarray:
+    IN_PLACE or None -- and not a view of more than :data:`LIMIT` bytes (an entry's
+    bound steps keep the view, hence its whole base, alive)."""
+    if b is None or b is MPI.IN_PLACE:
         return True
-    return _device.adapter_of(b) is not None and _weakly_referable(b)
+    if type(b) is not np.ndarray and (_device.adapter_of(b) is None
+                                      or not _weakly_referable(b)):
+        return False
+    base = b.base
+    return base is None or getattr(base, "nbytes", LIMIT + 1) <= LIMIT
 
 
 _referable = {}
@@ -77,6 +86,15 @@ def _weakly_referable(b):
 def _key(primitive, comm, algorithm, bufs, rest):
     # Identities only: cheap, and ``valid`` re-checks every value anyway.
     return (primitive, id(comm), algorithm, *map(id, bufs), *map(id, rest))
+
+
+def forget_device():
+    """Drop every entry on device arrays (they hold transports and pinned arenas)."""
+    for k in [k for k, e in _memo.items() if e.dev is not None]:
+        del _memo[k]
+
+
+_device.ON_RELEASE.append(forget_device)
 
 
 class _Entry:

@@ -58,7 +58,7 @@ def test_latency_on_device_arrays_stages_the_raw_face(tmp_path, capsys):
     from mpicoll.bench.latency import FACES, table
 
     class Counting:
-        xp, path = object(), "staged"            # not NumPy: device buffers, not CUDA-aware
+        xp, collectives = object(), "staged"     # not NumPy: device buffers, not CUDA-aware
         copies = {"to_host": 0, "put": 0}
 
         @staticmethod
@@ -87,6 +87,9 @@ def test_latency_on_device_arrays_stages_the_raw_face(tmp_path, capsys):
     # put of x, the raw face's one to_host of y and the result check's to_host.
     assert Counting.copies == {"to_host": 6 + 2, "put": 6 + 1}
     assert "stand-in" in capsys.readouterr().out
+    Counting.copies.update(to_host=0, put=0)            # a barrier stages nothing
+    table(MPI.COMM_SELF, "barrier", ["dissemination"], [8], 3, 2, Counting, "stand-in")
+    assert Counting.copies == {"to_host": 0, "put": 1}
 
 
 def test_standin_device_latency_script_runs(tmp_path):

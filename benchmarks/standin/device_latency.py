@@ -34,7 +34,7 @@ class FakeModule:
     """The ArrayModule face :func:`table` uses, on fake device arrays."""
 
     xp = fd
-    path = "staged"                  # raw: staged by hand (the stand-in is not CUDA-aware)
+    collectives = "staged"           # raw: staged by hand (the stand-in is not CUDA-aware)
 
     @staticmethod
     def empty(n, dtype):

@@ -15,8 +15,8 @@ checked once against the raw call before timing.
 ``--xp cupy``: the buffers are CuPy arrays on each rank's GPU (as the main
 bench selects it), every call is followed by a stream synchronisation, and
 ``raw`` is what a user would write: the mpi4py call on the device arrays
-where MPI is CUDA-aware, else the copy to the host, the mpi4py call on host
-arrays and the copy back. The header names the device path (staged,
+where MPI's collectives are CUDA-aware, else the copy to the host, the
+mpi4py call on host arrays and the copy back. The header names the device path (staged,
 cuda-aware) and the transport (``MPICOLL_GPU_TRANSPORT``).
 """
 import json
@@ -64,8 +64,8 @@ def add_parser(sub):
     p.add_argument("-J", "--output", metavar="FILE", help="results as JSON lines")
     p.add_argument("--xp", choices=("numpy", "cupy"), default="numpy",
                    help="array module of the buffers (default numpy); cupy: device buffers "
-                        "on each rank's GPU, raw = the mpi4py call on them where MPI is "
-                        "CUDA-aware, else staged by hand through host copies")
+                        "on each rank's GPU, raw = the mpi4py call on them where MPI's "
+                        "collectives are CUDA-aware, else staged by hand through host copies")
     p.add_argument("--device", type=int, default=None, metavar="N",
                    help="with --xp cupy: use GPU N on every rank (default: MPICOLL_DEVICE, "
                         "else local rank mod GPU count)")
@@ -91,11 +91,19 @@ def _max():
 
 
 def _raw(primitive, comm, x, y, am):
-    """The raw face: the mpi4py call on the buffers, or staged by hand (device, not aware)."""
+    """The raw face: the mpi4py call on the buffers, or staged by hand.
+
+    Device arrays go to MPI's own collective only where the library's
+    *collectives* are CUDA-aware (``am.collectives``): a library aware in
+    point-to-point only (MPICH + CUDA UCX) reduces on the CPU and would
+    dereference device pointers.
+    """
     raw = _CALLS[primitive][0]
-    if am.xp is np or am.path == "cuda-aware":
-        return lambda: raw(comm, x, y)
     which = _RESULT[primitive]
+    if am.xp is np or getattr(am, "collectives", None) == "cuda-aware":
+        return lambda: raw(comm, x, y)
+    if which is None:                      # barrier: no data to stage
+        return lambda: raw(comm, None, None)
     hy = None if y is None else am.to_host(y)
 
     def staged():
@@ -144,7 +152,8 @@ def latency(args):
 def table(comm, prim, algos, sizes, iters, repeats, am, where, output=None):
     """Time every face for each size and algorithm on ``am``'s buffers; print (and
     append to ``output`` as JSON lines) the table. ``am``: a :class:`specs.ArrayModule`
-    or anything with its ``xp``, ``path``, ``empty``, ``to_host``, ``put`` and ``sync``."""
+    or anything with its ``xp``, ``empty``, ``to_host``, ``put`` and ``sync`` (and
+    ``collectives``: ``"cuda-aware"`` when MPI's collectives take its arrays)."""
     from mpi4py import MPI
     rank, size = comm.Get_rank(), comm.Get_size()
     out = open(output, "a") if output and rank == 0 else None
@@ -160,6 +169,7 @@ def table(comm, prim, algos, sizes, iters, repeats, am, where, output=None):
         for algo in algos:
             x, y = am.empty(n, np.float64), am.empty(n, np.float64)
             am.put(x, 0, np.full(n, rank + 1.0))
+            am.sync()                      # the copy is asynchronous on CuPy
             faces, persistent = _faces(prim, comm, x, y, algo, am)
             times = {}
             for face in FACES:

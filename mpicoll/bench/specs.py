@@ -57,6 +57,7 @@ class ArrayModule:
         self.gpus = None           # every rank's GPU, rank order (cupy)
         self.gpu_id = None         # "host pci-bus-id": equal on two ranks = one GPU
         self.path = "host"         # how device buffers reach MPI (cupy: cuda-aware, staged)
+        self.collectives = "host"  # MPI's own collectives on them (cupy: cuda-aware, staged)
         if name == "numpy":
             self.xp = np
         elif name == "cupy":
@@ -85,6 +86,7 @@ class ArrayModule:
         except mpicoll.ArgumentError as exc:        # e.g. MPICOLL_CUDA_AWARE=maybe
             raise SystemExit(f"--xp cupy: {exc}") from None
         self.path = self._path["device_path"]["path"]
+        self.collectives = self._path["device_path"]["collectives"]   # native on device arrays
         dev = self.selection["device"]
         name = cupy.cuda.runtime.getDeviceProperties(dev)["name"]
         name = name.decode() if isinstance(name, bytes) else str(name)

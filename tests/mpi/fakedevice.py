@@ -51,12 +51,17 @@ class _Device:
 class FakeDeviceArray(NDArrayOperatorsMixin):
     """A 'device' array whose memory is a private NumPy array."""
 
-    __slots__ = ("_a", "__weakref__")    # weakly referable, as cupy.ndarray is
+    __slots__ = ("_a", "_base", "__weakref__")    # weakly referable, as cupy.ndarray is
     exports = 0             # __cuda_array_interface__ reads (i.e. MPI saw a device pointer)
 
-    def __init__(self, a):
+    def __init__(self, a, base=None):
         assert isinstance(a, np.ndarray)
         self._a = a
+        self._base = base
+
+    def _view(self, a):
+        # As CuPy's views: ``base`` is the array that owns the memory.
+        return FakeDeviceArray(a, self._base if self._base is not None else self)
 
     # array attributes -----------------------------------------------------
     shape = property(lambda self: self._a.shape)
@@ -68,7 +73,8 @@ class FakeDeviceArray(NDArrayOperatorsMixin):
     strides = property(lambda self: self._a.strides)
     flags = property(lambda self: self._a.flags)
     device = property(lambda self: _Device())
-    T = property(lambda self: FakeDeviceArray(self._a.T))
+    T = property(lambda self: self._view(self._a.T))
+    base = property(lambda self: self._base)
 
     def __len__(self):
         return len(self._a)
@@ -77,22 +83,22 @@ class FakeDeviceArray(NDArrayOperatorsMixin):
         return f"FakeDeviceArray({self._a!r})"
 
     def __getitem__(self, key):
-        return FakeDeviceArray(np.asarray(self._a[key]))
+        return self._view(np.asarray(self._a[key]))
 
     def __setitem__(self, key, value):
         self._a[key] = _unwrap(value)
 
     def reshape(self, *shape):
-        return FakeDeviceArray(self._a.reshape(*shape))
+        return self._view(self._a.reshape(*shape))
 
     def ravel(self):
-        return FakeDeviceArray(self._a.ravel())
+        return self._view(self._a.ravel())
 
     def copy(self):
         return FakeDeviceArray(self._a.copy())
 
     def view(self, dtype):
-        return FakeDeviceArray(self._a.view(dtype))
+        return self._view(self._a.view(dtype))
 
     def astype(self, dtype):
         return FakeDeviceArray(self._a.astype(dtype))

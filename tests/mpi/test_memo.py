@@ -7,6 +7,9 @@ environment, a bad argument or a different call on one rank, a traffic
 recorder, a large message; for device arrays (the CPU stand-in of
 tests/mpi/fakedevice.py), the transport the steps were bound to.
 """
+import gc
+import weakref
+
 import numpy as np
 import pytest
 from mpi4py import MPI
@@ -154,6 +157,23 @@ def test_large_calls_are_not_memoized():
     y = np.empty_like(x)
     assert hits(lambda: [mpicoll.allreduce(x, y) for _ in range(3)]) == 0
     assert (y == N).all()
+
+
+@pytest.mark.mpi
+def test_views_of_large_arrays_are_not_remembered():
+    """A small view of a large array takes the full path every time: a memo entry would
+    keep the whole array alive. A view of a small one is remembered as usual."""
+    big, y = np.ones(_memo.LIMIT // 8 + 1), np.empty(4)
+    x = big[:4]
+    assert hits(lambda: [mpicoll.allreduce(x, y) for _ in range(3)]) == 0
+    assert (y == N).all()
+    alive = weakref.ref(big)
+    del big, x
+    gc.collect()
+    assert alive() is None
+    small = np.ones(8)
+    xs = small[:4]
+    assert hits(lambda: [mpicoll.allreduce(xs, y) for _ in range(3)]) == 2
 
 
 # -- P2PComm's blocking methods on bare NumPy arrays go through the memo too -----------------
@@ -361,3 +381,19 @@ def test_p2pcomm_methods_on_device_arrays_repeat_correctly(fake, transport):
                 comm.Bcast(hb, root=k % N)
                 np.testing.assert_array_equal(fd.to_host(b), hb)
         assert hits(loop) >= 3 + (4 - N if N < 4 else 0)
+
+
+@pytest.mark.mpi
+def test_release_staging_forgets_device_entries(fake):
+    """gpu.release_staging() drops the pinned arenas: the memo's device entries, which
+    hold them through their transports, go too; the next call binds anew."""
+    _device.set_transport("staged")
+    with on_nodes(str(N)) as c:
+        x, y = fd.to_device(np.ones(4)), fd.device_empty(4, np.float64)
+        h = np.ones(4)
+        assert hits(lambda: [mpicoll.allreduce(x, y, comm=c) for _ in range(2)]) == 1
+        mpicoll.allreduce(h, h.copy(), comm=c)                  # a host entry stays
+        gpu.release_staging()
+        assert all(e.dev is None for e in _memo._memo.values()) and _memo._memo
+        assert hits(lambda: mpicoll.allreduce(x, y, comm=c)) == 0
+        assert (fd.to_host(y) == N).all()
