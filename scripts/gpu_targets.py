@@ -10,6 +10,11 @@ with no wrong element) at each target size:
 - busbw >= 300 GB/s at 256 MiB and >= 100 GB/s at 16 MiB (N = 2 and 4);
 - an 8-byte allreduce in <= 100 us at N = 4 with MPS on (the median time).
 
+Then, from ``OUT/latency-<transport>-mps_<on|off>-n<N>.jsonl`` (``python -m
+mpicoll.bench latency --xp cupy``), the 8-byte allreduce per face (raw,
+agree, p2pcomm, local, persistent, nonblocking), the same goal applied to
+the ``agree`` face (what a plain ``mpicoll.allreduce`` call costs).
+
 A size the run did not reach says so; nothing is estimated.
 """
 import json
@@ -17,9 +22,12 @@ import os
 import re
 import sys
 
-__all__ = ["TARGETS", "best_rows", "table", "main"]
+__all__ = ["TARGETS", "best_rows", "table", "latency_table", "main"]
 
 _NAME = re.compile(r"^bench-allreduce-(?P<transport>[a-z-]+)-mps_(?P<mps>on|off)-n(?P<n>\d+)\.jsonl$")
+_LATENCY = re.compile(r"^latency-(?P<transport>[a-z-]+)-mps_(?P<mps>on|off)-n(?P<n>\d+)\.jsonl$")
+_FACES = ("raw", "agree", "p2pcomm", "local", "persistent", "nonblocking")
+_SMALL_GOAL = 100.0      # us: the 8-byte goal, N = 4 with MPS on
 _NOT_HAND_WRITTEN = ("native", "nccl", "raw")
 
 #: (label, bytes, field, goal, better): "busbw" is GB/s (higher is better), "time" is us.
@@ -54,9 +62,9 @@ def best_rows(path):
     return best
 
 
-def _runs(out):
+def _runs(out, pattern=_NAME):
     for name in sorted(os.listdir(out)):
-        m = _NAME.match(name)
+        m = pattern.match(name)
         if m:
             yield m["transport"], m["mps"], int(m["n"]), os.path.join(out, name)
 
@@ -90,12 +98,43 @@ def table(out):
     return "\n".join(lines)
 
 
+def latency_table(out):
+    """The per-face table of the latency records (one line per file and algorithm)."""
+    lines = ["| transport | MPS | N | algorithm | " + " | ".join(f"{f} us" for f in _FACES)
+             + " | agree vs goal |", "| --- | --- | --- | --- |" + " --- |" * (len(_FACES) + 1)]
+    found = False
+    for transport, mps, n, path in _runs(out, _LATENCY):
+        for r in _records(path):
+            if r.get("bytes") != 8 or "us_per_call" not in r:
+                continue
+            found = True
+            us = r["us_per_call"]
+            agree = us.get("agree")
+            if agree is None:
+                verdict = "not measured"
+            elif n == 4 and mps == "on":
+                verdict = f"{'met' if agree <= _SMALL_GOAL else '**missed**'} " \
+                          f"(goal <= {_SMALL_GOAL:g})"
+            else:
+                verdict = "(target: N=4, MPS on)"
+            cells = [f"{us[f]:.1f}" if f in us else "-" for f in _FACES]
+            lines.append(f"| {transport} | {mps} | {n} | {r.get('algorithm')} | "
+                         + " | ".join(cells) + f" | {verdict} |")
+    if not found:
+        return "No 8-byte latency records in this run (latency-*.jsonl)."
+    return "\n".join(lines)
+
+
 def main(argv):
     if len(argv) != 1 or not os.path.isdir(argv[0]):
         print("usage: python scripts/gpu_targets.py OUT   (a gpu_proof.sh results folder)",
               file=sys.stderr)
         return 2
     print(table(argv[0]))
+    print()
+    print("8-byte allreduce per face (python -m mpicoll.bench latency --xp cupy):")
+    print()
+    print(latency_table(argv[0]))
     return 0
 
 

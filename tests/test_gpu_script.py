@@ -186,3 +186,34 @@ def test_targets_table_from_bench_records(tmp_path):
     assert staged.count("not measured") == 1 and "(target: N=4, MPS on)" in staged
     assert "5.0 GB/s (ring) **missed**" in staged
     assert gpu_targets.main([str(tmp_path / "nope")]) == 2
+
+
+def test_latency_table_from_latency_records(tmp_path):
+    """scripts/gpu_targets.py's per-face table: 8-byte rows only, the goal applied to the
+    agree face at N = 4 with MPS on, other runs marked, no records named."""
+    import json
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    try:
+        import gpu_targets
+    finally:
+        sys.path.pop(0)
+    assert "No 8-byte latency records" in gpu_targets.latency_table(str(tmp_path))
+    faces = ("raw", "agree", "p2pcomm", "local", "persistent", "nonblocking")
+
+    def rec(algo, nbytes, agree):
+        return {"primitive": "allreduce", "ranks": 4, "bytes": nbytes, "algorithm": algo,
+                "us_per_call": dict(zip(faces, (20.0, agree, agree + 5, agree - 5, 60.0, 150.0)))}
+    with open(tmp_path / "latency-ipc-mps_on-n4.jsonl", "w") as f:
+        for r in (rec("ring", 8, 140.0), rec("recursive_doubling", 8, 90.0),
+                  rec("ring", 1024, 50.0)):
+            f.write(json.dumps(r) + "\n")
+    with open(tmp_path / "latency-staged-mps_off-n4.jsonl", "w") as f:
+        f.write(json.dumps(rec("ring", 8, 300.0)) + "\n")
+    lines = gpu_targets.latency_table(str(tmp_path)).splitlines()
+    ring = next(x for x in lines if x.startswith("| ipc | on | 4 | ring |"))
+    rd = next(x for x in lines if x.startswith("| ipc | on | 4 | recursive_doubling |"))
+    assert "| 20.0 | 140.0 | 145.0 | 135.0 | 60.0 | 150.0 | **missed**" in ring
+    assert "| 90.0 |" in rd and "met (goal <= 100)" in rd
+    assert len([x for x in lines if x.startswith("| ipc |")]) == 2      # 1024 B not listed
+    staged = next(x for x in lines if x.startswith("| staged |"))
+    assert "(target: N=4, MPS on)" in staged
