@@ -47,6 +47,7 @@ from mpi4py import MPI
 from . import _fingerprint as fpr
 from ._context import _TAG, Ctx, existing_private_comm, private_comm
 from ._defaults import default_algorithm
+from ._device import adapter_of, speaks_ipc
 from ._errors import ArgumentError, ArgumentTypeError, describe
 from ._fingerprint import CollectiveMismatchError
 from ._registry import algorithms, env_choice, lookup
@@ -166,7 +167,7 @@ class Call:
     """The state of one collective call on one rank."""
 
     __slots__ = ("primitive", "comm", "pcomm", "rank", "size", "error", "algorithm",
-                 "desc", "state", "kind", "pending", "tag", "request", "memo")
+                 "desc", "state", "kind", "pending", "tag", "request", "memo", "ipc")
 
     def __init__(self, primitive, comm, kind=None):
         #: None (blocking), "start" (nonblocking) or "init" (persistent)
@@ -176,6 +177,7 @@ class Call:
         self.pending = None          # (Iallgather request, every fingerprint, mine)
         self.request = None          # the nonblocking/persistent request the call made
         self.memo = None             # a list to receive (steps, prologue) for mpicoll._memo
+        self.ipc = False             # device buffers through the ipc protocol (set by choose)
         self.tag = _TAG
         self.primitive = primitive
         self.comm = _as_comm(comm)
@@ -242,7 +244,7 @@ class Call:
                 raise err
             return [payload]
         flags = (fpr.FLAG_ERROR if err is not None else 0) | (
-            fpr.FLAG_CHECKED if mode == "checked" else 0)
+            fpr.FLAG_CHECKED if mode == "checked" else 0) | (fpr.FLAG_IPC if self.ipc else 0)
         mine = fpr.build_bytes(phase, seq, self.primitive, flags,
                                self.desc if phase == fpr.SETTLE else None, payload)
         if self.kind == "start" and phase == fpr.SETTLE:
@@ -270,6 +272,7 @@ class Call:
         every = fpr.matrix(raw, self.size)
         checked = fpr.any_checked(every)
         if fpr.all_agree(every, checked):
+            self._check_ipc(every)
             return fpr.payloads(every) if phase == fpr.EXCHANGE else None
         diffs = fpr.differences(every, checked)
         if diffs and not checked:
@@ -281,6 +284,7 @@ class Call:
         state.seq = int(every[:, fpr.C_SEQ].max()) + 1
         if not np.any(every[:, fpr.C_FLAGS] & fpr.FLAG_ERROR):
             if not diffs:
+                self._check_ipc(every)
                 return fpr.payloads(every) if phase == fpr.EXCHANGE else None
             raise CollectiveMismatchError(fpr.mismatch_message(every, diffs), diffs[0][1], diffs)
         if self.kind == "start":
@@ -291,6 +295,30 @@ class Call:
                 f"mpicoll.{self.primitive}: invalid arguments on rank(s) {fpr.ranks_text(failed)} "
                 f"(nothing was sent; the error was raised there when the call was made)")
         self._raise_errors(err, diffs, every)
+
+    def _check_ipc(self, every):
+        """Raise on every rank if some ranks of a node would send device buffers through
+        the ipc protocol and others of that node would not: its headers would never be
+        matched (a hang). Every rank judges the same matrix, so all raise alike."""
+        bits = (every[:, fpr.C_FLAGS] & fpr.FLAG_IPC) != 0
+        if bits.all() or not bits.any():
+            return
+        nodes = layout(self.pcomm).nodes
+        for node in dict.fromkeys(nodes):
+            ranks = [r for r in range(self.size) if nodes[r] == node]
+            on = [r for r in ranks if bits[r]]
+            if on and len(on) < len(ranks):
+                off = [r for r in ranks if not bits[r]]
+                self.state.seq = int(every[:, fpr.C_SEQ].max()) + 1
+                raise CollectiveMismatchError(
+                    f"mpicoll.{self.primitive}: on one node, rank(s) {fpr.ranks_text(on)} would "
+                    f"move device buffers through the ipc transport and rank(s) "
+                    f"{fpr.ranks_text(off)} would not (host buffers, another "
+                    f"MPICOLL_GPU_TRANSPORT or no CUDA IPC there): they could not talk. Pass "
+                    f"the same kind of buffer on every rank of a node, or choose "
+                    f"MPICOLL_GPU_TRANSPORT=staged (or aware) on every rank (nothing was sent)",
+                    MPI.ERR_OTHER, [("transport", MPI.ERR_OTHER,
+                                     {"ipc": on, "not ipc": off})])
 
     def _raise_errors(self, err, diffs, fps):
         """Some rank failed validation: exchange the messages; raise everywhere."""
@@ -323,14 +351,19 @@ class Call:
             f"(nothing was sent) - {detail}{also}", failed[0][1])
 
     def choose(self, name=None, *, op=None, nbytes=0, count=0, dtype=None, root=None,
-               counts=None):
+               counts=None, like=()):
         """Resolve the algorithm: argument, then MPICOLL_<P>_ALGORITHM, then auto.
 
         ``op``, ``count`` (elements each rank contributes or receives as a
         block; equal on every rank), ``dtype``, ``root`` and ``counts``
         (reduce_scatter's recvcounts) also describe the call for checked mode.
+        ``like``: the call's arrays, first the one whose memory the transport
+        follows (None where a rank has none): device arrays through the ipc
+        transport are flagged for the agreement step.
         """
         primitive = self.primitive
+        arr = next((a for a in like if a is not None), None)
+        self.ipc = arr is not None and speaks_ipc(adapter_of(arr))
         if name is None:
             name = env_choice(primitive) or "auto"
         elif not isinstance(name, str):

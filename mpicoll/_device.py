@@ -41,7 +41,7 @@ from ._cuda_probe import cuda_aware_report
 __all__ = ["adapter_of", "register_adapter", "data_ptr", "empty", "transport",
            "PinnedArena", "AwareTransport", "StagedTransport", "set_cuda_aware",
            "cuda_aware_decision", "staging_stats", "release_staging", "set_transport",
-           "transport_choice", "ipc_support", "TRANSPORTS"]
+           "transport_choice", "ipc_support", "speaks_ipc", "TRANSPORTS"]
 
 
 class CupyAdapter:
@@ -632,6 +632,16 @@ def ipc_support(adapter):
     return probe()
 
 
+def speaks_ipc(adapter):
+    """Whether this rank moves ``adapter``'s arrays through the ipc protocol with the
+    other ranks of its node (headers on their own tags: a peer that does not would
+    never match them). The agreement step compares it between a node's ranks."""
+    if adapter is None or IPC is None:
+        return False
+    choice = transport_choice()[0]
+    return choice == "ipc" or (choice == "auto" and ipc_support(adapter)[0])
+
+
 def _fallback(comm, adapter, device, choice, requests):
     if choice != "staged" and (choice == "aware" or cuda_aware_decision()[0]):
         return AwareTransport(comm, adapter, device, requests)
@@ -649,13 +659,13 @@ def transport(comm, adapter, device, requests=False):
         return comm
     choice = transport_choice()[0]
     fallback = _fallback(comm, adapter, device, choice, requests)
-    if choice == "ipc" or (choice == "auto" and ipc_support(adapter)[0]):
+    if speaks_ipc(adapter):
         from ._topology import layout
         nodes = layout(comm).nodes
         rank = comm.Get_rank()
-        # Every rank decides alike for a pair: same layout, same choice (and, with
-        # auto, the same IPC support on one node's ranks).
-        if nodes.count(nodes[rank]) > 1 and IPC is not None:
+        # Every rank of a node decides alike: the agreement step (mpicoll._call) made
+        # sure of it for this call (same layout; speaks_ipc alike on a node's ranks).
+        if nodes.count(nodes[rank]) > 1:
             made = IPC(comm, adapter, device, fallback, nodes)
             if made is not None:
                 return made

@@ -19,7 +19,7 @@ from mpi4py import MPI
 
 from ._errors import ArgumentError
 
-__all__ = ["L", "SETTLE", "EXCHANGE", "FLAG_ERROR", "FLAG_CHECKED", "FLAG_RECORDED",
+__all__ = ["L", "SETTLE", "EXCHANGE", "FLAG_ERROR", "FLAG_CHECKED", "FLAG_RECORDED", "FLAG_IPC",
            "build", "build_bytes", "matrix", "differences", "mismatch_message", "CollectiveMismatchError",
            "op_code", "dtype_code"]
 
@@ -38,6 +38,7 @@ L = 16                             # int64 words per rank (128 bytes)
 FLAG_ERROR = 1       # validation failed on this rank
 FLAG_CHECKED = 2     # this rank runs in checked mode
 FLAG_RECORDED = 4    # the call-description fields (algorithm .. recvcounts) are filled
+FLAG_IPC = 8         # device buffers through the ipc protocol (compared between a node's ranks)
 
 _NONE = -1           # root / recvcounts of calls without one
 

@@ -99,7 +99,7 @@ _device.ON_RELEASE.append(forget_device)
 
 class _Entry:
     __slots__ = ("comm", "pcomm", "state", "size", "refs", "facts", "rest", "steps",
-                 "prologue", "static", "count", "var", "env", "out", "desc", "dev", "key")
+                 "prologue", "static", "count", "var", "env", "out", "desc", "dev", "key", "ipc")
 
     def valid(self, comm, bufs, rest):
         if self.comm is not comm or not self.pcomm:       # a freed communicator is null
@@ -130,7 +130,8 @@ class _Entry:
                 return _MISS          # a junk MPICOLL_CHECK: the full path reports it
         seq = state.seq
         if mode != "local" and self.size > 1:
-            flags = fpr.FLAG_RECORDED | (fpr.FLAG_CHECKED if mode == "checked" else 0)
+            flags = fpr.FLAG_RECORDED | (fpr.FLAG_CHECKED if mode == "checked" else 0) | (
+                fpr.FLAG_IPC if self.ipc else 0)
             mine = self.static + fpr.dynamic_bytes(seq, self.count, flags)
             every = state.raw
             self.pcomm.Allgather([mine, MPI.BYTE], [every, MPI.BYTE])
@@ -198,6 +199,7 @@ def remember(call, comm, algorithm, bufs, rest, out, steps, prologue, dev=None, 
                     (b.shape, b.dtype, b.strides, type(b) is np.ndarray and b.flags.writeable)
                     for b in bufs)
     e.dev = dev
+    e.ipc = call.ipc                 # as the agreement step saw it (mpicoll._call)
     e.rest = tuple(tuple(r) if isinstance(r, (list, tuple)) else r for r in rest)
     e.steps, e.prologue = tuple(steps), prologue
     e.desc = call.desc

@@ -137,7 +137,7 @@ def _bcast(call, bufs, root, algorithm):
         root = check_root(root, call.size)
         flat = as_array("buf", buf, writable=call.rank != root)
         fn = call.choose(algorithm, nbytes=flat.nbytes, count=flat.size, dtype=flat.dtype,
-                         root=root)
+                         root=root, like=(flat,))
     call.settle()
     _run(call, flat.size, flat.itemsize, fn, flat, root)
     return buf
@@ -172,7 +172,7 @@ def _reduce(call, bufs, op, root, algorithm):
                                         "as many as sendbuf", sendbuf.shape)
         check_op(op, data.dtype)
         fn = call.choose(algorithm, op=op, nbytes=data.nbytes, count=data.size,
-                         dtype=data.dtype, root=root)
+                         dtype=data.dtype, root=root, like=(data, dest))
     call.settle()
     pro = None
     if _is_in_place(sendbuf):
@@ -206,7 +206,7 @@ def _allreduce(call, bufs, op, algorithm):
                                     "as many as sendbuf", sendbuf.shape)
         check_op(op, dest.dtype)
         fn = call.choose(algorithm, op=op, nbytes=dest.nbytes, count=dest.size,
-                         dtype=dest.dtype)
+                         dtype=dest.dtype, like=(data, dest))
     call.settle()
     _run(call, dest.size, dest.itemsize, fn, data, dest, op)
     return out
@@ -248,7 +248,7 @@ def _gather(call, bufs, root, algorithm):
                 out, dest = _recv_array("recvbuf", recvbuf, data, n * data.size,
                                         f"{n} ranks x {data.size}", (n,) + sendbuf.shape)
         fn = call.choose(algorithm, nbytes=data.nbytes, count=data.size, dtype=data.dtype,
-                         root=root)
+                         root=root, like=(data, dest))
     call.settle()
     _run(call, data.size, data.itemsize, fn, data, dest, root)
     return out if is_root else None
@@ -280,7 +280,8 @@ def _allgather(call, bufs, algorithm):
             data = as_array("sendbuf", sendbuf)
             out, dest = _recv_array("recvbuf", recvbuf, data, n * data.size,
                                     f"{n} ranks x {data.size}", (n,) + sendbuf.shape)
-        fn = call.choose(algorithm, nbytes=data.nbytes, count=data.size, dtype=data.dtype)
+        fn = call.choose(algorithm, nbytes=data.nbytes, count=data.size, dtype=data.dtype,
+                         like=(data, dest))
     call.settle()
     _run(call, data.size, data.itemsize, fn, data, dest)
     return out
@@ -329,7 +330,7 @@ def _scatter(call, bufs, root, algorithm):
                 check_size("sendbuf", data, n * dest.size, f"{n} ranks x {dest.size}")
                 check_no_alias("sendbuf", data, "recvbuf", dest)
         fn = call.choose(algorithm, nbytes=dest.nbytes, count=dest.size, dtype=dest.dtype,
-                         root=root)
+                         root=root, like=(data, dest))
     call.settle()
     _run(call, dest.size, dest.itemsize, fn, data, dest, root)
     return out
@@ -383,7 +384,7 @@ def _reduce_scatter(call, bufs, counts, op, algorithm):
                                     f"recvcounts[{call.rank}]", block_shape)
         check_op(op, full.dtype)
         fn = call.choose(algorithm, op=op, nbytes=full.nbytes, count=full.size,
-                         dtype=full.dtype, counts=counts)
+                         dtype=full.dtype, counts=counts, like=(full, dest))
     call.settle()
     pro = None
     if _is_in_place(sendbuf):
@@ -432,7 +433,7 @@ def _alltoall(call, bufs, algorithm):
                 f"{'recvbuf' if data is dest else 'sendbuf'}: expected a multiple of {n} "
                 f"elements (one block per rank); got {data.size}", MPI.ERR_COUNT)
         fn = call.choose(algorithm, nbytes=data.nbytes // n, count=data.size // n,
-                         dtype=data.dtype)
+                         dtype=data.dtype, like=(data, dest))
     call.settle()
     pro = None
     if data is dest:

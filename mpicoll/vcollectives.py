@@ -113,7 +113,7 @@ def _gatherv(call, bufs, root, algorithm):
                 out = rv.obj
         like = data if data is not None else rflat
         fn = call.choose(algorithm, nbytes=total * like.itemsize // call.size, count=total,
-                         dtype=like.dtype, root=root, counts=counts)
+                         dtype=like.dtype, root=root, counts=counts, like=(data, rflat))
     call.settle()
     _run(call, total, like.itemsize, fn, data, rflat, counts, rdispls, root)
     return out
@@ -171,7 +171,7 @@ def _scatterv(call, bufs, root, algorithm):
             _check_counts("sendbuf counts", scounts, counts, "receives")
         like = dest if dest is not None else sflat
         fn = call.choose(algorithm, nbytes=total * like.itemsize // call.size, count=total,
-                         dtype=like.dtype, root=root, counts=counts)
+                         dtype=like.dtype, root=root, counts=counts, like=(sflat, dest))
     call.settle()
     _run(call, total, like.itemsize, fn, sflat, dest, counts, sdispls, root)
     return out
@@ -219,7 +219,7 @@ def _allgatherv(call, bufs, algorithm):
             _check_counts("recvbuf counts", rcounts, counts, "sends")
             out = rv.obj
         fn = call.choose(algorithm, nbytes=total * rflat.itemsize // call.size, count=total,
-                         dtype=rflat.dtype, counts=counts)
+                         dtype=rflat.dtype, counts=counts, like=(data, rflat))
     call.settle()
     _run(call, total, rflat.itemsize, fn, data, rflat, counts, rdispls)
     return out
@@ -296,7 +296,7 @@ def _alltoallv(call, bufs, algorithm):
                 "must equal rank j's recvcounts[i]); nothing was sent", MPI.ERR_COUNT)
         # Each rank's counts are its own: nothing about them is equal on every rank,
         # so auto looks at N only and checked mode has no count to compare.
-        fn = call.choose(algorithm, nbytes=0, count=0, dtype=rflat.dtype)
+        fn = call.choose(algorithm, nbytes=0, count=0, dtype=rflat.dtype, like=(sflat, rflat))
     call.settle()
     pro = None
     if in_place:

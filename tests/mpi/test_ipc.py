@@ -327,6 +327,55 @@ def test_requests_ipc_inside_nodes_staged_across(ipc_on):
 
 
 @pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("face", ["blocking", "memo", "nonblocking"])
+def test_a_node_split_between_ipc_and_not_raises_everywhere(ipc_on, face):
+    """One rank of a node with host buffers (or another transport) while its node peers
+    send device buffers through ipc: their headers would never be matched. Every rank
+    raises, naming both sides, before anything is sent; the next call works."""
+    with nodes() as c:
+        x = fd.to_device(np.full(3, RANK + 1.0))
+        y = fd.device_empty(3, np.float64)
+        if face == "memo":                       # replays first, then rank 0 changes transport
+            for _ in range(2):
+                mpicoll.allreduce(x, y, comm=c)
+            if RANK == 0:
+                _device.set_transport("staged")
+            arg = x
+        else:
+            arg = np.full(3, 1.0) if RANK == 0 else x        # host memory on rank 0
+        ipc_on.reset()
+        def moved():
+            return {k: v for k, v in stats(c).items() if k.startswith(("sent", "recv"))}
+        before = moved()
+        with pytest.raises(mpicoll.CollectiveMismatchError) as info:
+            if face == "nonblocking":
+                mpicoll.iallreduce(arg, comm=c).Wait()
+            else:
+                mpicoll.allreduce(arg, y if arg is x else None, comm=c)
+        text = str(info.value)
+        assert "rank(s) 0 would not" in text and f"rank(s) 1{'-' if N > 2 else ''}" in text
+        assert "MPICOLL_GPU_TRANSPORT=staged" in text
+        assert ipc_on.d2d == ipc_on.d2h == ipc_on.ipc_exports == 0 and moved() == before
+        _device.set_transport("ipc")
+        got = fd.to_host(mpicoll.allreduce(x, comm=c))
+        assert (got == N * (N + 1) / 2).all()
+
+
+@pytest.mark.mpi(min_size=3)
+def test_host_and_device_ranks_on_different_nodes_or_staged_work(ipc_on):
+    """A split only matters inside a node: rank 0 alone on its node with host buffers, the
+    others with device buffers through ipc, is fine; so is any mix with staged."""
+    host = RANK == 0
+    for spec, transport in [(f"1,{N - 1}", "ipc"), (str(N), "staged")]:
+        _device.set_transport(transport)
+        with nodes(spec) as c:
+            x = np.full(4, RANK + 1.0) if host else fd.to_device(np.full(4, RANK + 1.0))
+            got = mpicoll.allreduce(x, comm=c, algorithm="ring")
+            got = got if host else fd.to_host(got)
+            assert (got == N * (N + 1) / 2).all(), (spec, transport)
+
+
+@pytest.mark.mpi(min_size=2)
 def test_small_messages_travel_eagerly_in_their_header(ipc_on):
     """Up to EAGER_MAX bytes: one header message carries the payload (copied to the host and
     back), no mapping, no acknowledgement; a byte more takes the mapping protocol. Eager and
