@@ -150,11 +150,15 @@ def test_raw_is_wanted_with_all_or_listed_never_in_fit_or_tune():
     assert set(rawcol.CALLS) == set(mpicoll.PRIMITIVES)
 
 
-def test_raw_skips_device_buffers_without_cuda_aware_mpi():
-    assert rawcol.skip_reason(NS(name="numpy", path="host")) is None
-    assert rawcol.skip_reason(NS(name="cupy", path="cuda-aware")) is None
-    why = rawcol.skip_reason(NS(name="cupy", path="staged"))
+def test_raw_skips_device_buffers_without_cuda_aware_collectives():
+    assert rawcol.skip_reason(NS(name="numpy", path="host", collectives="host")) is None
+    aware = NS(name="cupy", path="cuda-aware", collectives="cuda-aware")
+    assert rawcol.skip_reason(aware) is None
+    why = rawcol.skip_reason(NS(name="cupy", path="staged", collectives="staged"))
     assert why.startswith("raw: --xp cupy on the staged device path") and "skipped" in why
+    # MPICH + CUDA UCX: point-to-point takes device pointers, the collectives do not.
+    why = rawcol.skip_reason(NS(name="cupy", path="cuda-aware", collectives="staged"))
+    assert "collectives are not CUDA-aware" in why
 
 
 def test_raw_call_synchronises_device_work_first():

@@ -26,6 +26,7 @@ from mpicoll._registry import PRIMITIVES
 
 from . import latency, model, overlap, plot, report, tune
 from .run import run
+from .specs import add_xp_arguments
 from .units import OP_NAMES, parse_dtype, parse_range, parse_size
 
 __all__ = ["main", "build_parser"]
@@ -91,13 +92,9 @@ def sweep_options(p, *, b="8", e="1M", f=2.0, n=20, w=5, op=True):
     g.add_argument("--timing", choices=("osu", "loop"), default="osu",
                    help="osu: time each call, barrier between calls (default); "
                         "loop: time back-to-back calls")
-    g.add_argument("--xp", choices=("numpy", "cupy"), default="numpy",
-                   help="array module of the buffers (default numpy); cupy: device buffers, "
-                        "one GPU per local rank, messages CUDA-aware or staged through "
-                        "pinned host memory (the path is recorded in the provenance)")
-    g.add_argument("--device", type=int, default=None, metavar="N",
-                   help="with --xp cupy: use GPU N on every rank (default: MPICOLL_DEVICE, "
-                        "else local rank mod GPU count)")
+    add_xp_arguments(g, "cupy: device buffers, one GPU per local rank, messages CUDA-aware "
+                        "or staged through pinned host memory (the path is recorded in the "
+                        "provenance)")
     g.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="import a module or .py file first (e.g. one registering a test "
                         "algorithm); repeatable")
@@ -119,8 +116,8 @@ def build_parser():
                        help="comma list of algorithm names, or all (native and raw included; "
                             "default all); raw: the plain mpi4py call (comm.Allreduce(sendbuf, "
                             "recvbuf, op), ...) on the bench's communicator, no mpicoll layer, "
-                            "same buffers, timing and check (skipped with --xp cupy unless MPI "
-                            "is CUDA-aware); nccl: NCCL's own collective on the same buffers "
+                            "same buffers, timing and check (skipped with --xp cupy unless MPI's "
+                            "collectives are CUDA-aware); nccl: NCCL's own collective on the same buffers "
                             "(--xp cupy only, where it is included in all; otherwise, or "
                             "when NCCL cannot run, skipped with the reason); gloo: "
                             "torch.distributed's gloo backend on tensors sharing the same "

@@ -27,7 +27,7 @@ import numpy as np
 
 import mpicoll
 
-from .specs import ArrayModule
+from .specs import ArrayModule, add_xp_arguments
 
 __all__ = ["add_parser", "latency", "table", "FACES"]
 
@@ -62,13 +62,9 @@ def add_parser(sub):
     p.add_argument("-n", "--iters", type=int, default=2000, help="calls per timed block")
     p.add_argument("--repeats", type=int, default=7, help="timed blocks (median taken)")
     p.add_argument("-J", "--output", metavar="FILE", help="results as JSON lines")
-    p.add_argument("--xp", choices=("numpy", "cupy"), default="numpy",
-                   help="array module of the buffers (default numpy); cupy: device buffers "
-                        "on each rank's GPU, raw = the mpi4py call on them where MPI's "
-                        "collectives are CUDA-aware, else staged by hand through host copies")
-    p.add_argument("--device", type=int, default=None, metavar="N",
-                   help="with --xp cupy: use GPU N on every rank (default: MPICOLL_DEVICE, "
-                        "else local rank mod GPU count)")
+    add_xp_arguments(p, "cupy: device buffers on each rank's GPU, raw = the mpi4py call on "
+                        "them where MPI's collectives are CUDA-aware, else staged by hand "
+                        "through host copies")
     p.set_defaults(func=latency)
 
 

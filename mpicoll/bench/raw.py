@@ -30,8 +30,10 @@ it (first, so every other row of a size records ``vs_raw`` = raw time /
 its time); ``--algorithm raw,...`` selects it explicitly.
 
 With ``--xp cupy`` the buffers are handed to mpi4py as they are (after the
-current stream is synchronised, as mpi4py requires), which is valid only for
-a CUDA-aware MPI: on the staged path the column is skipped, with the reason.
+current stream is synchronised, as mpi4py requires), which is valid only
+where the MPI library's *collectives* are CUDA-aware
+(``gpu.device_path()["collectives"]``); otherwise (staged, or CUDA-aware in
+point-to-point only) the column is skipped, with the reason.
 """
 __all__ = ["LABEL", "CALLS", "wanted", "skip_reason", "agreed_skip_reason", "call"]
 
@@ -71,9 +73,12 @@ def skip_reason(am):
     """Why this rank cannot make the raw calls on ``am``'s buffers (None: it can)."""
     if am.name == "numpy":
         return None
-    if getattr(am, "path", None) != "cuda-aware":
-        return (f"raw: --xp {am.name} on the {am.path} device path: the MPI library is not "
-                f"CUDA-aware, so mpi4py cannot hand it device buffers; raw column skipped")
+    if getattr(am, "collectives", None) != "cuda-aware":
+        # MPICH + CUDA UCX is CUDA-aware in point-to-point only: its collectives reduce
+        # on the CPU and would dereference device pointers.
+        return (f"raw: --xp {am.name} on the {am.path} device path: the MPI library's "
+                f"collectives are not CUDA-aware, so mpi4py cannot hand them device buffers; "
+                f"raw column skipped")
     return None
 
 

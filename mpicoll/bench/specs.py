@@ -40,6 +40,15 @@ def busbw_factor(primitive, n):
     return None
 
 
+def add_xp_arguments(parser, xp_help):
+    """``--xp numpy|cupy`` and ``--device N``: the buffers :class:`ArrayModule` makes."""
+    parser.add_argument("--xp", choices=("numpy", "cupy"), default="numpy",
+                        help="array module of the buffers (default numpy); " + xp_help)
+    parser.add_argument("--device", type=int, default=None, metavar="N",
+                        help="with --xp cupy: use GPU N on every rank (default: MPICOLL_DEVICE, "
+                             "else local rank mod GPU count)")
+
+
 class ArrayModule:
     """NumPy or CuPy buffers behind one small interface.
 
