@@ -303,13 +303,13 @@ class Call:
         bits = (every[:, fpr.C_FLAGS] & fpr.FLAG_IPC) != 0
         if bits.all() or not bits.any():
             return
-        nodes = layout(self.pcomm).nodes
-        for node in dict.fromkeys(nodes):
-            ranks = [r for r in range(self.size) if nodes[r] == node]
+        for ranks in layout(self.pcomm).members:
             on = [r for r in ranks if bits[r]]
             if on and len(on) < len(ranks):
                 off = [r for r in ranks if not bits[r]]
-                self.state.seq = int(every[:, fpr.C_SEQ].max()) + 1
+                # As after a mismatch: the ranks' call numbers agree again (never backwards:
+                # a nonblocking call is judged after this rank may have made others).
+                self.state.seq = max(self.state.seq, int(every[:, fpr.C_SEQ].max()) + 1)
                 raise CollectiveMismatchError(
                     f"mpicoll.{self.primitive}: on one node, rank(s) {fpr.ranks_text(on)} would "
                     f"move device buffers through the ipc transport and rank(s) "
@@ -363,7 +363,6 @@ class Call:
         """
         primitive = self.primitive
         arr = next((a for a in like if a is not None), None)
-        self.ipc = arr is not None and speaks_ipc(adapter_of(arr))
         if name is None:
             name = env_choice(primitive) or "auto"
         elif not isinstance(name, str):
@@ -396,6 +395,10 @@ class Call:
                 raise ArgumentError(why, MPI.ERR_OP)
         self.algorithm = name
         self.desc = (name, op, dtype, count, root, counts)
+        # Native collectives and empty calls send nothing through the ipc protocol (the
+        # former go to the fallback transport): any mix of buffers is fine for them.
+        self.ipc = (name != "native" and count > 0 and arr is not None
+                    and speaks_ipc(adapter_of(arr)))
         return fn
 
     def ctx(self, count=0, itemsize=0, adapter=None, device=None):

@@ -17,10 +17,12 @@ are remembered with the transport their steps were bound to (staged,
 CUDA-aware or ipc: one per call, reusable once the call completed); the
 entry replays on it, on the arrays' device, only while
 :func:`mpicoll._device.transport_key` is unchanged, and is dropped if a
-replay fails (its transport may hold messages of the failed call).
+replay fails: the next call binds a fresh transport (as after any failed
+collective, messages the failed call posted may still be pending in MPI; a
+communicator that saw a failure is best freed).
 
-The memo keeps the last 256 calls (the oldest is dropped first) and the
-arrays their steps are bound to alive; a view of a base larger than 64 KiB
+The memo keeps the last 256 calls (32 on device arrays; the oldest is
+dropped first) and the arrays their steps are bound to alive; a view of a base larger than 64 KiB
 is never remembered (it would keep the whole base alive: ``x[:8]`` of a
 large array takes the full path every time), and
 :func:`mpicoll.gpu.release_staging` forgets the device entries (they hold
@@ -43,6 +45,7 @@ __all__ = ["run", "memoizable", "array_or_none", "remember", "forget_device", "L
 
 LIMIT = 1 << 16           # bytes moved per rank: larger calls do not need the memo
 _MAX = 256
+_MAX_DEVICE = 32          # of which on device arrays (GPU memory they keep alive)
 _memo = {}
 
 
@@ -178,6 +181,19 @@ class _Judge:
 
 
 
+def _make_room(device):
+    """Drop the oldest entries (dicts keep insertion order: a loop's calls, remembered
+    last, survive what earlier code left behind) until one more fits -- and, for a
+    device entry, until fewer than :data:`_MAX_DEVICE` device entries are left: each
+    holds its arrays, scratch and transport on the GPU."""
+    while len(_memo) >= _MAX:
+        del _memo[next(iter(_memo))]
+    if device:
+        on_device = [k for k, e in _memo.items() if e.dev is not None]
+        for k in on_device[:max(0, len(on_device) - _MAX_DEVICE + 1)]:
+            del _memo[k]
+
+
 def remember(call, comm, algorithm, bufs, rest, out, steps, prologue, dev=None, space=None):
     """Store a call that just ran on the memo's terms (``steps`` bound to its arrays).
 
@@ -187,10 +203,10 @@ def remember(call, comm, algorithm, bufs, rest, out, steps, prologue, dev=None, 
     ``space``: the key's first part when not the primitive (P2PComm's methods,
     whose argument rules are mpi4py's, keep entries of their own).
     """
-    while len(_memo) >= _MAX:
-        # The oldest entry goes (dicts keep insertion order): a loop's calls, remembered
-        # last, survive what earlier code left behind.
-        del _memo[next(iter(_memo))]
+    idx = [i for i, b in enumerate(bufs) if b is out and out is not None]
+    if out is not None and not idx:
+        return                       # a result we allocated: a new one each call, no memo
+    _make_room(dev is not None)
     e = _Entry()
     e.comm, e.pcomm, e.state, e.size = comm, call.pcomm, call.state, call.size
     e.refs = tuple(None if b is None or b is MPI.IN_PLACE else weakref.ref(b) for b in bufs)
@@ -208,10 +224,7 @@ def remember(call, comm, algorithm, bufs, rest, out, steps, prologue, dev=None, 
     if algorithm is None:
         e.var = f"MPICOLL_{call.primitive.upper()}_ALGORITHM"
         e.env = os.environ.get(e.var)
-    idx = [i for i, b in enumerate(bufs) if b is out and out is not None]
     e.out = out if idx else None
-    if out is not None and not idx:
-        return                       # a result we allocated: a new one each call, no memo
     e.key = _key(space or call.primitive, comm, algorithm, bufs, rest)
     _memo.pop(e.key, None)          # a call remembered again is the newest
     _memo[e.key] = e

@@ -364,13 +364,15 @@ def test_a_node_split_between_ipc_and_not_raises_everywhere(ipc_on, face):
 @pytest.mark.mpi(min_size=3)
 def test_host_and_device_ranks_on_different_nodes_or_staged_work(ipc_on):
     """A split only matters inside a node: rank 0 alone on its node with host buffers, the
-    others with device buffers through ipc, is fine; so is any mix with staged."""
+    others with device buffers through ipc, is fine; so is any mix with staged, and with
+    native (the ipc transport hands native collectives to its fallback)."""
     host = RANK == 0
-    for spec, transport in [(f"1,{N - 1}", "ipc"), (str(N), "staged")]:
+    for spec, transport, algo in [(f"1,{N - 1}", "ipc", "ring"), (str(N), "staged", "ring"),
+                                  (str(N), "ipc", "native")]:
         _device.set_transport(transport)
         with nodes(spec) as c:
             x = np.full(4, RANK + 1.0) if host else fd.to_device(np.full(4, RANK + 1.0))
-            got = mpicoll.allreduce(x, comm=c, algorithm="ring")
+            got = mpicoll.allreduce(x, comm=c, algorithm=algo)
             got = got if host else fd.to_host(got)
             assert (got == N * (N + 1) / 2).all(), (spec, transport)
 

@@ -397,3 +397,20 @@ def test_release_staging_forgets_device_entries(fake):
         assert all(e.dev is None for e in _memo._memo.values()) and _memo._memo
         assert hits(lambda: mpicoll.allreduce(x, y, comm=c)) == 0
         assert (fd.to_host(y) == N).all()
+
+
+@pytest.mark.mpi
+def test_device_entries_are_capped(fake):
+    """At most _MAX_DEVICE entries on device arrays (each keeps GPU memory alive): a loop
+    over more distinct arrays keeps the newest, and its calls stay correct."""
+    _device.set_transport("staged")
+    with on_nodes(str(N)) as c:
+        xs = [fd.to_device(np.full(2, k + 1.0)) for k in range(_memo._MAX_DEVICE + 8)]
+        y = fd.device_empty(2, np.float64)
+        for k, x in enumerate(xs):
+            mpicoll.allreduce(x, y, comm=c)
+            assert (fd.to_host(y) == N * (k + 1)).all()
+        on_device = [e for e in _memo._memo.values() if e.dev is not None]
+        assert len(on_device) == _memo._MAX_DEVICE
+        assert hits(lambda: mpicoll.allreduce(xs[-1], y, comm=c)) == 1
+        assert hits(lambda: mpicoll.allreduce(xs[0], y, comm=c)) == 0
