@@ -45,6 +45,7 @@ import numpy as np
 from mpi4py import MPI
 
 from . import _fingerprint as fpr
+from . import _ipc
 from ._context import _TAG, Ctx, existing_private_comm, private_comm
 from ._defaults import default_algorithm
 from ._device import adapter_of, speaks_ipc
@@ -57,7 +58,7 @@ from .sched import nonblocking as _nb
 from .sched.nonblocking import keep_until_complete
 from .sched.run import PlanCache
 
-__all__ = ["Call", "check_mode", "set_check", "get_check", "CollectiveMismatchError"]
+__all__ = ["Call", "check_mode", "set_check", "get_check", "ipc_flags", "CollectiveMismatchError"]
 
 _MODES = {"": "agree", "agree": "agree",
           "0": "local", "local": "local", "off": "local", "false": "local", "no": "local",
@@ -133,6 +134,14 @@ def _as_comm(comm):
     if comm == MPI.COMM_NULL:
         raise ArgumentError("comm: expected a valid intracommunicator; got MPI.COMM_NULL", MPI.ERR_COMM)
     return comm
+
+
+def ipc_flags(ipc):
+    """The fingerprint flags of a call through the ipc protocol (``ipc``), else 0:
+    FLAG_IPC and the eager limit every rank of a node must share."""
+    if not ipc:
+        return 0
+    return fpr.FLAG_IPC | (min(_ipc.EAGER_MAX, 1 << 40) << fpr.IPC_EAGER_SHIFT)
 
 
 class _CommState:
@@ -244,7 +253,7 @@ class Call:
                 raise err
             return [payload]
         flags = (fpr.FLAG_ERROR if err is not None else 0) | (
-            fpr.FLAG_CHECKED if mode == "checked" else 0) | (fpr.FLAG_IPC if self.ipc else 0)
+            fpr.FLAG_CHECKED if mode == "checked" else 0) | ipc_flags(self.ipc)
         mine = fpr.build_bytes(phase, seq, self.primitive, flags,
                                self.desc if phase == fpr.SETTLE else None, payload)
         if self.kind == "start" and phase == fpr.SETTLE:
@@ -298,27 +307,45 @@ class Call:
 
     def _check_ipc(self, every):
         """Raise on every rank if some ranks of a node would send device buffers through
-        the ipc protocol and others of that node would not: its headers would never be
-        matched (a hang). Every rank judges the same matrix, so all raise alike."""
-        bits = (every[:, fpr.C_FLAGS] & fpr.FLAG_IPC) != 0
-        if bits.all() or not bits.any():
+        the ipc protocol and others of that node would not, or would with another eager
+        limit (``MPICOLL_IPC_EAGER``): headers would never be matched or be truncated (a
+        hang, or an error on some ranks). Every rank judges the same matrix, so all
+        raise alike."""
+        flags = every[:, fpr.C_FLAGS]
+        bits = (flags & fpr.FLAG_IPC) != 0
+        if not bits.any():
             return
+        eager = flags >> fpr.IPC_EAGER_SHIFT
         for ranks in layout(self.pcomm).members:
             on = [r for r in ranks if bits[r]]
-            if on and len(on) < len(ranks):
-                off = [r for r in ranks if not bits[r]]
-                # As after a mismatch: the ranks' call numbers agree again (never backwards:
-                # a nonblocking call is judged after this rank may have made others).
-                self.state.seq = max(self.state.seq, int(every[:, fpr.C_SEQ].max()) + 1)
+            if not on:
+                continue
+            limits = {int(eager[r]) for r in on}
+            if len(on) == len(ranks) and len(limits) == 1:
+                continue
+            # As after a mismatch: the ranks' call numbers agree again (never backwards:
+            # a nonblocking call is judged after this rank may have made others).
+            self.state.seq = max(self.state.seq, int(every[:, fpr.C_SEQ].max()) + 1)
+            if len(on) == len(ranks):
+                groups = {}
+                for r in on:
+                    groups.setdefault(f"{int(eager[r])} bytes", []).append(r)
                 raise CollectiveMismatchError(
-                    f"mpicoll.{self.primitive}: on one node, rank(s) {fpr.ranks_text(on)} would "
-                    f"move device buffers through the ipc transport and rank(s) "
-                    f"{fpr.ranks_text(off)} would not (host buffers, another "
-                    f"MPICOLL_GPU_TRANSPORT or no CUDA IPC there): they could not talk. Pass "
-                    f"the same kind of buffer on every rank of a node, or choose "
-                    f"MPICOLL_GPU_TRANSPORT=staged (or aware) on every rank (nothing was sent)",
-                    MPI.ERR_OTHER, [("transport", MPI.ERR_OTHER,
-                                     {"ipc": on, "not ipc": off})])
+                    f"mpicoll.{self.primitive}: the ranks of one node send device buffers "
+                    f"through the ipc transport with different eager limits "
+                    f"(MPICOLL_IPC_EAGER: "
+                    + "; ".join(f"{k} on rank(s) {fpr.ranks_text(v)}" for k, v in groups.items())
+                    + "): set the same value on every rank (nothing was sent)",
+                    MPI.ERR_OTHER, [("ipc eager limit", MPI.ERR_OTHER, groups)])
+            off = [r for r in ranks if not bits[r]]
+            raise CollectiveMismatchError(
+                f"mpicoll.{self.primitive}: on one node, rank(s) {fpr.ranks_text(on)} would "
+                f"move device buffers through the ipc transport and rank(s) "
+                f"{fpr.ranks_text(off)} would not (host buffers, another "
+                f"MPICOLL_GPU_TRANSPORT or no CUDA IPC there): they could not talk. Pass "
+                f"the same kind of buffer on every rank of a node, or choose "
+                f"MPICOLL_GPU_TRANSPORT=staged (or aware) on every rank (nothing was sent)",
+                MPI.ERR_OTHER, [("transport", MPI.ERR_OTHER, {"ipc": on, "not ipc": off})])
 
     def _raise_errors(self, err, diffs, fps):
         """Some rank failed validation: exchange the messages; raise everywhere."""

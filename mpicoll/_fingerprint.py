@@ -39,6 +39,7 @@ FLAG_ERROR = 1       # validation failed on this rank
 FLAG_CHECKED = 2     # this rank runs in checked mode
 FLAG_RECORDED = 4    # the call-description fields (algorithm .. recvcounts) are filled
 FLAG_IPC = 8         # device buffers through the ipc protocol (compared between a node's ranks)
+IPC_EAGER_SHIFT = 8  # with FLAG_IPC, the flags' higher bits carry the ipc eager limit (bytes)
 
 _NONE = -1           # root / recvcounts of calls without one
 

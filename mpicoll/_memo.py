@@ -38,7 +38,7 @@ from mpi4py import MPI
 from . import _context, _device
 from . import _fingerprint as fpr
 from . import _ops
-from ._call import _MODES, Call
+from ._call import _MODES, Call, ipc_flags
 from .sched import nonblocking as _nb
 
 __all__ = ["run", "memoizable", "array_or_none", "remember", "forget_device", "LIMIT"]
@@ -133,8 +133,8 @@ class _Entry:
                 return _MISS          # a junk MPICOLL_CHECK: the full path reports it
         seq = state.seq
         if mode != "local" and self.size > 1:
-            flags = fpr.FLAG_RECORDED | (fpr.FLAG_CHECKED if mode == "checked" else 0) | (
-                fpr.FLAG_IPC if self.ipc else 0)
+            flags = fpr.FLAG_RECORDED | (fpr.FLAG_CHECKED if mode == "checked" else 0) | \
+                ipc_flags(self.ipc)
             mine = self.static + fpr.dynamic_bytes(seq, self.count, flags)
             every = state.raw
             self.pcomm.Allgather([mine, MPI.BYTE], [every, MPI.BYTE])

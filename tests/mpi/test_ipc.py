@@ -361,6 +361,22 @@ def test_a_node_split_between_ipc_and_not_raises_everywhere(ipc_on, face):
         assert (got == N * (N + 1) / 2).all()
 
 
+@pytest.mark.mpi(min_size=2)
+def test_different_eager_limits_on_a_node_raise_everywhere(ipc_on):
+    """MPICOLL_IPC_EAGER must be alike on a node's ranks (a receiver sizes its header by
+    its own): a difference raises on every rank, naming each limit and its ranks."""
+    with nodes() as c:
+        x = fd.to_device(np.full(3, RANK + 1.0))
+        _ipc.EAGER_MAX = 256 if RANK == 0 else 0
+        with pytest.raises(mpicoll.CollectiveMismatchError,
+                           match=r"different eager limits \(MPICOLL_IPC_EAGER: 256 bytes on "
+                                 r"rank\(s\) 0; 0 bytes on rank\(s\) 1"):
+            mpicoll.allreduce(x, comm=c, algorithm="ring")
+        _ipc.EAGER_MAX = 256
+        got = fd.to_host(mpicoll.allreduce(x, comm=c, algorithm="ring"))
+        assert (got == N * (N + 1) / 2).all()
+
+
 @pytest.mark.mpi(min_size=3)
 def test_host_and_device_ranks_on_different_nodes_or_staged_work(ipc_on):
     """A split only matters inside a node: rank 0 alone on its node with host buffers, the
