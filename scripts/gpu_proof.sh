@@ -3,7 +3,7 @@
 #
 #   bash scripts/gpu_proof.sh [--quick] [--no-install | --wheels DIR] [--transports LIST]
 #                             [--mps LIST] [--primitives LIST] [--test-ranks LIST]
-#                             [--bench-ranks LIST] [--out DIR]
+#                             [--bench-ranks LIST] [--budget SECONDS] [--out DIR]
 #
 # Run from anywhere (it works in the repository root). Assumes only Python 3.10+, pip, gcc and
 # access to PyPI (or, with --wheels, no network at all); it installs into .venv-gpu:
@@ -40,18 +40,23 @@
 #   --primitives   default allreduce,allgather,reduce_scatter,bcast
 #   --test-ranks   default 1,2,4                    --bench-ranks default 2,4
 #   --out DIR      results here instead of benchmarks/gpu/<date>-<host>
+#   --budget S     the whole run within S seconds of its start: each step's timeout shrinks to
+#                  what is left (less MPICOLL_PROOF_RESERVE, default 30 s, kept for the reports
+#                  and RUN.md), and a step with under 15 s left is not started but recorded as
+#                  skipped; RUN.md lists them. Default: no budget (MPICOLL_PROOF_BUDGET).
 # Settings: MPICOLL_GPU_VENV (.venv-gpu), CUPY_SPEC (the CuPy requirement), PYTHON (python3),
 #   MPICOLL_NVIDIA_SMI (nvidia-smi), MPICOLL_MPS_CONTROL (nvidia-cuda-mps-control),
 #   MPICOLL_BENCH_SIZES (the bench's size options, default --sizes 8,1K,64K,1M,16M,256M -n 10
 #   -w 3 -c 1), MPICOLL_STEP_TIMEOUT (seconds per step, default 300).
-# On the lent H200 (15 minutes, start-up included) one command that fits:
-#   bash scripts/gpu_proof.sh --wheels .whl --primitives allreduce --test-ranks 2,4
+# On the lent H200 (15 minutes, start-up included) one command that fits, its results written
+# even if time runs short (run it with a device timeout a little over the budget):
+#   bash scripts/gpu_proof.sh --wheels .whl --primitives allreduce --test-ranks 2,4 --budget 540
 set -euo pipefail
 
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; }
 
 ARGV=("$@")
-QUICK=0 INSTALL=1 OUT="" WHEELS=""
+QUICK=0 INSTALL=1 OUT="" WHEELS="" BUDGET=${MPICOLL_PROOF_BUDGET:-0}
 TRANSPORTS_ARG="" MPS_ARG="" PRIMS_ARG="" TRANKS_ARG="" BRANKS_ARG=""
 needs() { [[ $2 -ge 2 ]] || { echo "gpu_proof.sh: $1 needs a value" >&2; exit 2; }; }
 while (($#)); do
@@ -60,6 +65,7 @@ while (($#)); do
         --no-install) INSTALL=0 ;;
         --wheels) needs "$1" $#; WHEELS=$2; INSTALL=2; shift ;;
         --out) needs "$1" $#; OUT=$2; shift ;;
+        --budget) needs "$1" $#; BUDGET=$2; shift ;;
         --transports) needs "$1" $#; TRANSPORTS_ARG=$2; shift ;;
         --mps) needs "$1" $#; MPS_ARG=$2; shift ;;
         --primitives) needs "$1" $#; PRIMS_ARG=$2; shift ;;
@@ -70,6 +76,11 @@ while (($#)); do
     esac
     shift
 done
+
+if ! [[ $BUDGET =~ ^[0-9]+$ ]]; then
+    echo "gpu_proof.sh: --budget: expected whole seconds (0 = none); got '$BUDGET'" >&2
+    exit 2
+fi
 
 # list NAME VALUE DEFAULT ALLOWED...: split a comma list into the array NAME, each item checked.
 list() {
@@ -137,19 +148,43 @@ exec > >(tee -a "$OUT/proof.log") 2>&1
 TEE_PID=$!
 FAILED=()
 T0=$(date +%s)
+DEADLINE=$((BUDGET ? T0 + BUDGET : 0))
+RESERVE=${MPICOLL_PROOF_RESERVE:-30}
+BUDGETED=1         # steps count against --budget (the reports at the end do not)
+SKIPPED=()
 export PYTHONUNBUFFERED=1 MPLBACKEND=Agg OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 
 say() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 
+# limit: the seconds the next step may take -- the step timeout, or less near the --budget
+# deadline; 0 when under 15 s are left (the step is then skipped).
+limit() {
+    local lim=$STEP_TIMEOUT left
+    if ((DEADLINE && BUDGETED)); then
+        left=$((DEADLINE - $(date +%s) - RESERVE))
+        ((left < lim)) && lim=$left
+        ((lim < 15)) && lim=0
+    fi
+    echo "$lim"
+}
+
 # step NAME CMD...: run CMD (output to the console and OUT/logs/NAME.log), record exit and time.
 step() {
-    local name=$1 t0 rc
+    local name=$1 t0 rc lim
     shift
     mkdir -p "$OUT/logs"
+    lim=$(limit)
+    if ((lim == 0)); then
+        say "step $name: skipped (the --budget of $BUDGET s is spent)"
+        printf '%s\t%s\t%s\t%s\n' "$name" "skipped" "0.0" "$*" >>"$STEPS"
+        SKIPPED+=("$name")
+        LAST_RC=125
+        return 0
+    fi
     say "step $name: $*"
     t0=$(date +%s.%N)
     set +e
-    timeout -k 20 "$STEP_TIMEOUT" "$@" 2>&1 | tee "$OUT/logs/$name.log"
+    timeout -k 20 "$lim" "$@" 2>&1 | tee "$OUT/logs/$name.log"
     rc=${PIPESTATUS[0]}
     set -e
     LAST_RC=$rc
@@ -159,7 +194,7 @@ step() {
     if ((rc == 0)); then
         say "step $name: ok ($dt s)"
     else
-        say "step $name: FAILED with exit $rc ($dt s)$( ((rc == 124)) && echo ": timed out after $STEP_TIMEOUT s")"
+        say "step $name: FAILED with exit $rc ($dt s)$( ((rc == 124)) && echo ": timed out after $lim s")"
         FAILED+=("$name")
     fi
     return 0
@@ -174,7 +209,7 @@ mpistep() {
         vars+=("$1")
         shift
     done
-    step "$name" "${WRAP[@]}" env MPIEXEC_TIMEOUT="$STEP_TIMEOUT" "${vars[@]}" "$MPIEXEC" -n "$n" "$@"
+    step "$name" "${WRAP[@]}" env MPIEXEC_TIMEOUT="$(limit)" "${vars[@]}" "$MPIEXEC" -n "$n" "$@"
 }
 WRAP=()            # a command prefix for mpistep (the aware transport's environment)
 
@@ -318,6 +353,7 @@ print(",".join([a for a in mpicoll.algorithms(sys.argv[1]) if a != "native"] + s
 done
 
 # --- 5. reports: one per transport and MPS state; the targets of issue #13 -----------------------
+BUDGETED=0         # the reserve is for these
 for tag in "${COMBOS[@]}"; do
     files=()
     for f in "$OUT"/bench-*-"$tag"-n*.jsonl; do
@@ -370,7 +406,7 @@ PY
     echo "| step | exit | seconds | command |"
     echo "| --- | --- | --- | --- |"
     while IFS=$'\t' read -r name rc dt cmd; do
-        echo "| $name | $rc$( ((rc != 0)) && echo ' **FAILED**') | $dt | \`${cmd//|/\\|}\` |"
+        echo "| $name | $rc$([[ $rc != 0 && $rc != skipped ]] && echo ' **FAILED**') | $dt | \`${cmd//|/\\|}\` |"
     done <"$STEPS"
     echo
     echo "Logs: \`logs/<step>.log\`; the whole run: \`proof.log\`. Bench records:"
@@ -386,7 +422,11 @@ PY
         if [[ -s $OUT/report-$tag.md ]]; then cat "$OUT/report-$tag.md"; else echo "No report: no bench step produced records."; fi
         echo
     done
-    if ((${#FAILED[@]})); then echo "**Failed steps:** ${FAILED[*]}"; else echo "All steps passed."; fi
+    if ((${#FAILED[@]})); then echo "**Failed steps:** ${FAILED[*]}"; else echo "All steps that ran passed."; fi
+    if ((${#SKIPPED[@]})); then
+        echo
+        echo "**Not run: the --budget of $BUDGET s was spent before:** ${SKIPPED[*]}"
+    fi
 } >"$OUT/RUN.md"
 
 say "RUN.md written: $OUT/RUN.md"

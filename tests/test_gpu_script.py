@@ -217,3 +217,24 @@ def test_latency_table_from_latency_records(tmp_path):
     assert len([x for x in lines if x.startswith("| ipc |")]) == 2      # 1024 B not listed
     staged = next(x for x in lines if x.startswith("| staged |"))
     assert "(target: N=4, MPS on)" in staged
+
+
+def test_a_spent_budget_skips_steps_but_writes_run_md(tmp_path):
+    """--budget: a step with under 15 s left (after the reserve for the reports) is not
+    started but recorded as skipped; the reports and RUN.md are still written, and RUN.md
+    names what did not run. A junk budget is refused before anything runs."""
+    out = tmp_path / "out"
+    r = run("--quick", "--no-install", "--out", str(out), "--budget", "40", timeout=120,
+            env={"MPICOLL_NVIDIA_SMI": fake_smi(tmp_path, "GPU 0: Stand-in GPU\\n"),
+                 "MPICOLL_MPS_CONTROL": str(tmp_path / "no-mps-control"),
+                 "MPICOLL_GPU_VENV": sys.prefix, "MPICOLL_PROOF_RESERVE": "30"})
+    assert r.returncode == 0, (r.returncode, r.stdout[-3000:], r.stderr[-3000:])
+    md = (out / "RUN.md").read_text()
+    skipped = re.findall(r"^\| (\S+) \| skipped \| 0\.0 \|", md, re.M)
+    assert "nvidia-smi" in skipped and "test-staged-mps_off-n1" in skipped, md[-3000:]
+    # Nothing ran but the targets table (the reserve is for it and the reports).
+    assert re.findall(r"^\| (\S+) \| \d+", md, re.M) == ["targets"]
+    assert "**Not run: the --budget of 40 s was spent before:** nvidia-smi" in md
+    assert "Targets of issue #13" in md and "FAILED" not in md
+    bad = run("--budget", "ten", env={"MPICOLL_NVIDIA_SMI": fake_smi(tmp_path, "GPU 0: x\\n")})
+    assert bad.returncode == 2 and "--budget: expected whole seconds" in bad.stderr
