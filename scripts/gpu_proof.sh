@@ -49,8 +49,10 @@
 #   MPICOLL_BENCH_SIZES (the bench's size options, default --sizes 8,1K,64K,1M,16M,256M -n 10
 #   -w 3 -c 1), MPICOLL_STEP_TIMEOUT (seconds per step, default 300).
 # On the lent H200 (15 minutes, start-up included) one command that fits, its results written
-# even if time runs short (run it with a device timeout a little over the budget):
-#   bash scripts/gpu_proof.sh --wheels .whl --primitives allreduce --test-ranks 2,4 --budget 540
+# even if time runs short (run it with a device timeout a little over the budget; the wheels
+# from `bash scripts/gpu_wheels.sh .whl` here, carried; results under the device run's $OUT):
+#   bash scripts/gpu_proof.sh --wheels .whl --primitives allreduce --test-ranks 2,4 --budget 540 \
+#       --out "$OUT/proof"
 set -euo pipefail
 
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; }

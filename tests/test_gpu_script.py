@@ -238,3 +238,9 @@ def test_a_spent_budget_skips_steps_but_writes_run_md(tmp_path):
     assert "Targets of issue #13" in md and "FAILED" not in md
     bad = run("--budget", "ten", env={"MPICOLL_NVIDIA_SMI": fake_smi(tmp_path, "GPU 0: x\\n")})
     assert bad.returncode == 2 and "--budget: expected whole seconds" in bad.stderr
+
+
+def test_wheels_script_help_names_what_it_downloads():
+    r = subprocess.run(["bash", os.path.join(ROOT, "scripts", "gpu_wheels.sh"), "--help"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0 and "libucx-cu13" in r.stdout and "64 MiB" in r.stdout
