@@ -36,7 +36,8 @@
 #      (scripts/gpu_targets.py) and one bench report per transport and MPS state.
 # A failing step does not stop the run; the script exits 1 at the end if any step failed.
 #   --quick        tests at N = 1, 2; bench allreduce at N = 2 on 8 B, 64 KiB, 1 MiB
-#   --transports   default staged,aware,ipc        --mps        default off,on
+#   --transports   default ipc,aware,staged (in this order: under --budget, what matters most
+#                  first)                           --mps        default on,off (on runs first)
 #   --primitives   default allreduce,allgather,reduce_scatter,bcast
 #   --test-ranks   default 1,2,4                    --bench-ranks default 2,4
 #   --out DIR      results here instead of benchmarks/gpu/<date>-<host>
@@ -99,8 +100,8 @@ list() {
         fi
     done
 }
-list TRANSPORTS "$TRANSPORTS_ARG" staged,aware,ipc staged aware ipc
-list MPS_STATES "$MPS_ARG" off,on off on
+list TRANSPORTS "$TRANSPORTS_ARG" ipc,aware,staged staged aware ipc
+list MPS_STATES "$MPS_ARG" on,off off on
 list PRIMS "$PRIMS_ARG" allreduce,allgather,reduce_scatter,bcast allreduce allgather reduce_scatter bcast
 if ((QUICK)); then
     list SIZES_T "$TRANKS_ARG" 1,2 1 2 3 4 5 6 7 8

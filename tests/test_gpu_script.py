@@ -90,7 +90,7 @@ def test_failing_steps_are_recorded_and_the_run_goes_on(tmp_path):
     assert steps["nvidia-smi"] == "0" and steps["versions"] == "1", steps
     # MPS cannot start here: its runs are skipped, the tests run once with MPS off, N = 1 once.
     assert steps["mps-start"] != "0" and "mps-stop" not in steps, steps
-    want = ["test-staged-mps_off-n1", "test-staged-mps_off-n2", "test-aware-mps_off-n2",
+    want = ["test-ipc-mps_off-n1", "test-staged-mps_off-n2", "test-aware-mps_off-n2",
             "test-ipc-mps_off-n2"]
     assert sorted(k for k in steps if k.startswith("test-")) == sorted(want), steps
     for t in ("staged", "aware", "ipc"):
@@ -106,9 +106,9 @@ def test_failing_steps_are_recorded_and_the_run_goes_on(tmp_path):
     assert "MPICOLL_TEST_XP=cupy MPICOLL_GPU_TRANSPORT=ipc" in md and \
         "python -m mpi4py -m pytest --with-mpi -q tests/mpi/test_device.py " \
         "tests/mpi/test_device_requests.py" in flat
-    assert re.search(r"MPICOLL_GPU_TRANSPORT=staged mpiexec -n 2 python -m mpicoll\.bench allreduce --xp cupy "
-                     r"--algorithm [a-z_,]*native,nccl,gloo --sizes 8,64K,1M", flat)
     assert re.search(r"MPICOLL_GPU_TRANSPORT=ipc mpiexec -n 2 python -m mpicoll\.bench allreduce --xp cupy "
+                     r"--algorithm [a-z_,]*native,nccl,gloo --sizes 8,64K,1M", flat)
+    assert re.search(r"MPICOLL_GPU_TRANSPORT=staged mpiexec -n 2 python -m mpicoll\.bench allreduce --xp cupy "
                      r"--algorithm [a-z_,]*native --sizes", flat)
     assert "Targets of issue #13" in md and "No allreduce bench records" in md
     assert "| device path | **staged** (decided by MPIX_Query_cuda_support) |" in md
@@ -231,7 +231,7 @@ def test_a_spent_budget_skips_steps_but_writes_run_md(tmp_path):
     assert r.returncode == 0, (r.returncode, r.stdout[-3000:], r.stderr[-3000:])
     md = (out / "RUN.md").read_text()
     skipped = re.findall(r"^\| (\S+) \| skipped \| 0\.0 \|", md, re.M)
-    assert "nvidia-smi" in skipped and "test-staged-mps_off-n1" in skipped, md[-3000:]
+    assert "nvidia-smi" in skipped and "test-ipc-mps_off-n1" in skipped, md[-3000:]
     # Nothing ran but the targets table (the reserve is for it and the reports).
     assert re.findall(r"^\| (\S+) \| \d+", md, re.M) == ["targets"]
     assert "**Not run: the --budget of 40 s was spent before:** nvidia-smi" in md
