@@ -48,7 +48,7 @@ from . import _fingerprint as fpr
 from . import _ipc
 from ._context import _TAG, Ctx, existing_private_comm, private_comm
 from ._defaults import default_algorithm
-from ._device import adapter_of, speaks_ipc
+from ._device import adapter_of, host_copy_max, speaks_ipc
 from ._errors import ArgumentError, ArgumentTypeError, describe
 from ._fingerprint import CollectiveMismatchError
 from ._registry import algorithms, env_choice, lookup
@@ -176,7 +176,8 @@ class Call:
     """The state of one collective call on one rank."""
 
     __slots__ = ("primitive", "comm", "pcomm", "rank", "size", "error", "algorithm",
-                 "desc", "state", "kind", "pending", "tag", "request", "memo", "ipc")
+                 "desc", "state", "kind", "pending", "tag", "request", "memo", "ipc",
+                 "host_copy")
 
     def __init__(self, primitive, comm, kind=None):
         #: None (blocking), "start" (nonblocking) or "init" (persistent)
@@ -187,6 +188,7 @@ class Call:
         self.request = None          # the nonblocking/persistent request the call made
         self.memo = None             # a list to receive (steps, prologue) for mpicoll._memo
         self.ipc = False             # device buffers through the ipc protocol (set by choose)
+        self.host_copy = False       # a small blocking device call run on host copies (choose)
         self.tag = _TAG
         self.primitive = primitive
         self.comm = _as_comm(comm)
@@ -385,8 +387,9 @@ class Call:
         block; equal on every rank), ``dtype``, ``root`` and ``counts``
         (reduce_scatter's recvcounts) also describe the call for checked mode.
         ``like``: the call's arrays, first the one whose memory the transport
-        follows (None where a rank has none): device arrays through the ipc
-        transport are flagged for the agreement step.
+        follows (None where a rank has none): small blocking calls on device
+        arrays run on host copies (:func:`mpicoll._device.host_copy_max`),
+        others through the ipc transport are flagged for the agreement step.
         """
         primitive = self.primitive
         arr = next((a for a in like if a is not None), None)
@@ -422,10 +425,15 @@ class Call:
                 raise ArgumentError(why, MPI.ERR_OP)
         self.algorithm = name
         self.desc = (name, op, dtype, count, root, counts)
+        adapter = None if arr is None else adapter_of(arr)
+        # Small blocking calls on device arrays run on host copies (plain MPI messages,
+        # as the staged and aware transports send: any of them may meet on one call).
+        self.host_copy = (adapter is not None and self.kind is None and name != "native"
+                          and 0 < nbytes <= host_copy_max())
         # Native collectives and empty calls send nothing through the ipc protocol (the
         # former go to the fallback transport): any mix of buffers is fine for them.
-        self.ipc = (name != "native" and count > 0 and arr is not None
-                    and speaks_ipc(adapter_of(arr)))
+        self.ipc = (adapter is not None and name != "native" and count > 0
+                    and not self.host_copy and speaks_ipc(adapter))
         return fn
 
     def ctx(self, count=0, itemsize=0, adapter=None, device=None):

@@ -41,7 +41,7 @@ from ._cuda_probe import cuda_aware_report
 __all__ = ["adapter_of", "register_adapter", "data_ptr", "empty", "transport",
            "PinnedArena", "AwareTransport", "StagedTransport", "set_cuda_aware",
            "cuda_aware_decision", "staging_stats", "release_staging", "set_transport",
-           "transport_choice", "ipc_support", "speaks_ipc", "TRANSPORTS"]
+           "transport_choice", "ipc_support", "speaks_ipc", "host_copy_max", "TRANSPORTS"]
 
 
 class CupyAdapter:
@@ -632,6 +632,38 @@ def ipc_support(adapter):
     return probe()
 
 
+#: Default of ``MPICOLL_GPU_HOST_COPY`` (bytes per rank).
+HOST_COPY_MAX = 4096
+
+
+def host_copy_max():
+    """Blocking calls on device arrays moving at most this many bytes per rank run their
+    algorithm on page-locked host copies (``MPICOLL_GPU_HOST_COPY``, bytes; 0: never).
+
+    One device-to-host copy of the inputs, the algorithm's messages and reductions on
+    the host, one host-to-device copy of the results -- instead of a copy (or an IPC
+    round trip) and a kernel per message, which for a few bytes cost more than the data
+    (Open MPI's coll/cuda stages reductions the same way).
+    """
+    return env_bytes("MPICOLL_GPU_HOST_COPY", HOST_COPY_MAX)
+
+
+def env_bytes(name, default):
+    """The byte count (>= 0) in environment variable ``name``; ``default`` when unset.
+    Anything else raises :class:`mpicoll.ArgumentError` naming the variable."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        from ._errors import ArgumentError
+        raise ArgumentError(f"{name}: expected a byte count >= 0; got {raw!r}")
+    return value
+
+
 def speaks_ipc(adapter):
     """Whether this rank moves ``adapter``'s arrays through the ipc protocol with the
     other ranks of its node (headers on their own tags: a peer that does not would
@@ -678,14 +710,15 @@ def transport_key():
     A blocking call memoized with its transport (:mod:`mpicoll._memo`) is
     replayed on that transport only while this is unchanged: the chosen
     transport (:func:`set_transport`, ``MPICOLL_GPU_TRANSPORT``), the
-    CUDA-aware decision, ``MPICOLL_CUDA_AWARE_COLLECTIVES``, this thread's
+    CUDA-aware decision, ``MPICOLL_CUDA_AWARE_COLLECTIVES``,
+    ``MPICOLL_GPU_HOST_COPY``, this thread's
     pinned arenas (:func:`release_staging` drops them) and what other
     modules register in :data:`KEY_PARTS` (the ipc transport's fusion switch).
     """
     env = os.environ.get
     return (_transport_override, env("MPICOLL_GPU_TRANSPORT"), _aware_override, _aware_decision,
-            env("MPICOLL_CUDA_AWARE_COLLECTIVES"), getattr(_arenas, "table", None),
-            *(part() for part in KEY_PARTS))
+            env("MPICOLL_CUDA_AWARE_COLLECTIVES"), env("MPICOLL_GPU_HOST_COPY"),
+            getattr(_arenas, "table", None), *(part() for part in KEY_PARTS))
 
 
 #: Callables whose results join :func:`transport_key` (set by modules above this one).

@@ -106,23 +106,10 @@ _NACK_BUF = np.array([NACK], np.uint64)
 #: used one is closed beyond this.
 MAX_MAPPINGS = 256
 
-def _eager_max():
-    raw = os.environ.get("MPICOLL_IPC_EAGER", "").strip()
-    if not raw:
-        return 4096
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise ValueError(f"MPICOLL_IPC_EAGER: expected a byte count >= 0; got {raw!r}")
-    return value
-
-
 #: Messages of at most this many bytes travel inside their header (0: none). A D2H and
 #: an H2D copy of a few KiB cost about what one device-to-device copy, its stream sync and
 #: the acknowledgement's extra message cost (not measured on a GPU yet).
-EAGER_MAX = _eager_max()
+EAGER_MAX = _device.env_bytes("MPICOLL_IPC_EAGER", 4096)
 
 #: Fuse a receive from an IPC peer with the reduction that reads it (False: copy, then
 #: reduce, as on the other transports -- for comparisons).

@@ -156,7 +156,8 @@ class _Entry:
         transport, adapter, device, _ = self.dev
         try:
             with _device.on_device(adapter, device):
-                transport.reset()
+                if transport is not None:      # None: host mirrors (mpicoll._host_copy)
+                    transport.reset()
                 if self.prologue is not None:
                     self.prologue[0][...] = self.prologue[1]
                 for step in self.steps:

@@ -33,7 +33,7 @@ from ._buffers import (IN_PLACE, as_array, check_counts, check_no_alias, check_r
 from ._device import adapter_of, empty, on_device, transport_key
 from ._call import Call
 from ._context import Ctx
-from . import _memo
+from . import _host_copy, _memo
 from .sched import nonblocking as _nb
 from .sched.run import execute
 from ._errors import ArgumentError
@@ -94,6 +94,9 @@ def _run(call, count, itemsize, fn, *args, prologue=None):
             adapter = adapter_of(a)
             if adapter is not None:
                 device = adapter.device_id(a)
+    if call.host_copy:                 # small and on a device: host mirrors (see _host_copy)
+        return _host_copy.run(call, count, itemsize, fn, args, prologue, adapter, device,
+                              _memo.LIMIT)
     ctx = call.ctx(count, itemsize, adapter, device)  # recorded for traffic() even when empty
     if not count and fn.primitive != "barrier":   # zero elements everywhere: nothing to move
         if call.kind is not None:

@@ -28,6 +28,7 @@ import os
 
 from . import _device
 from ._cuda_probe import cuda_aware_report
+from ._errors import ArgumentError
 from ._device import release_staging, set_cuda_aware, set_transport, staging_stats
 
 __all__ = ["cuda_aware", "cuda_aware_report", "cupy_status", "device_path", "set_cuda_aware",
@@ -72,6 +73,9 @@ def device_path(buf=None):
     rank shares its GPU (``shared``, ``ranks_on_gpu``) and, when it does with
     no server, ``advice`` naming the command that starts one.
 
+    ``host_copy_max``: blocking calls moving at most this many bytes per rank
+    run on host copies of their arrays (``MPICOLL_GPU_HOST_COPY``; 0: never).
+
     ``transport`` is what moves device messages between ranks of this rank's
     node: ``"ipc"`` (CUDA IPC mappings, :mod:`mpicoll._ipc`) or ``path``;
     ``path`` stays how device buffers reach MPI (for peers on other nodes,
@@ -90,7 +94,11 @@ def device_path(buf=None):
     used = choice == "ipc" or (choice == "auto" and ipc_ok)
     if choice == "ipc" and not ipc_ok:
         ipc_why += f"; same-node messages go inline ({path}) after a header"
-    return {"path": path, "cuda_aware": aware, "source": source,
+    try:
+        host_copy = _device.host_copy_max()
+    except ArgumentError as exc:
+        host_copy = str(exc)
+    return {"path": path, "cuda_aware": aware, "source": source, "host_copy_max": host_copy,
             "collectives": "cuda-aware" if coll else "staged", "collectives_source": coll_source,
             "transport": "ipc" if used else path, "transport_choice": choice,
             "transport_source": choice_source, "ipc_supported": ipc_ok, "ipc_reason": ipc_why,

@@ -477,9 +477,11 @@ def test_demo_device_gpu_on_a_stand_in_device(n):
     assert "device: --device gpu (CuPy arrays); CuPy 0.0.0+fake, CUDA runtime 12.8, driver 13.0" in out
     assert re.search(rf"^  GPU 0 \(Fake GPU\) on \S+: rank{'s 0-2' if n == 3 else ' 0'}$", out, re.M), out
     assert ("3 ranks share a GPU" in out) == (n == 3)
-    # The PyPI MPICH wheel is not CUDA-aware: staged, and the walk's traffic lines say so.
+    # The PyPI MPICH wheel is not CUDA-aware: staged; the walk's arrays are small, so its calls
+    # run on host copies (MPICOLL_GPU_HOST_COPY), and the traffic lines say so.
     assert re.search(r"^device path: staged: .* \(decided by MPIX_Query_cuda_support\)", out, re.M), out
-    assert len(re.findall(r"^traffic \(\w+, staged path\):", out, re.M)) == 8, out   # the 7 seed walkthroughs + scan
+    assert "small calls (at most 4096 bytes per rank, MPICOLL_GPU_HOST_COPY)" in out
+    assert len(re.findall(r"^traffic \(\w+, host-copy path\):", out, re.M)) == 8, out   # 7 seed walks + scan
 
 
 def test_demo_device_gpu_native_impl_on_a_stand_in_device():

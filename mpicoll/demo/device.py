@@ -2,6 +2,7 @@
 from mpi4py import MPI
 
 from .. import gpu
+from .._device import host_copy_max
 
 __all__ = ["NoDevice", "use_device", "device_header"]
 
@@ -98,6 +99,11 @@ def device_header(out, ranks):
             [i for i, r in enumerate(ranks) if (r["path"], r["source"]) == (path, source)])
         out.say(f"device path: {path}{who}: {what} (decided by {source}); "
                 f"the native reference runs on host copies of the same data")
+    limit = host_copy_max()
+    if limit:
+        out.say(f"small calls (at most {limit} bytes per rank, MPICOLL_GPU_HOST_COPY) run their "
+                f"algorithm on host copies: one copy each way instead of one per message "
+                f"(traffic lines say 'host-copy path')")
     transports = sorted({r.get("transport", r["path"]) for r in ranks})
     if "ipc" in transports:
         out.say("transport: ipc between ranks of one node (CUDA IPC: the receiver reads the "

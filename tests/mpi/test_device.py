@@ -6,6 +6,9 @@ Array kinds (``MPICOLL_TEST_XP``):
   stand-in for CuPy, with mpicoll forced onto the staged path (pinned host
   copies; the stand-in counts any device pointer MPI sees) or the CUDA-aware
   path (MPI follows ``__cuda_array_interface__``, here host memory);
+- ``fake-host-copy`` (default, CPU): the stand-in, every blocking call on
+  host copies of its arrays (``MPICOLL_GPU_HOST_COPY`` above every case's
+  size; the suite otherwise sets it to 0, see conftest.py);
 - ``fake-ipc`` (default, CPU): the stand-in with its IPC on (device memory in
   ``/dev/shm``, handles mapped by the peers) and the ``ipc`` transport forced:
   same-node peers read each other's memory, other nodes' are staged. It runs
@@ -40,8 +43,8 @@ comm = MPI.COMM_WORLD
 N, RANK = comm.Get_size(), comm.Get_rank()
 
 _REQUESTED = os.environ.get("MPICOLL_TEST_XP", "").strip()
-KINDS = _REQUESTED.split(",") if _REQUESTED else ["fake-staged", "fake-aware", "fake-ipc", "cupy",
-                                                   "cupy-ipc"]
+KINDS = _REQUESTED.split(",") if _REQUESTED else ["fake-staged", "fake-aware", "fake-ipc",
+                                                   "fake-host-copy", "cupy", "cupy-ipc"]
 
 _cupy_ready = None
 
@@ -73,7 +76,14 @@ def kind(request):
         fd.enable_ipc(name == "fake-ipc")
         dev, host = fd.to_device, fd.to_host
     _device.set_transport("ipc" if name.endswith("-ipc") else None)
+    saved = os.environ.get("MPICOLL_GPU_HOST_COPY")
+    if name.endswith("host-copy"):                 # every blocking case on host copies
+        os.environ["MPICOLL_GPU_HOST_COPY"] = str(1 << 20)
     yield name, dev, host
+    if saved is None:
+        os.environ.pop("MPICOLL_GPU_HOST_COPY", None)
+    else:
+        os.environ["MPICOLL_GPU_HOST_COPY"] = saved
     _device.set_transport(None)
     fd.enable_ipc(False)
     _device.set_cuda_aware(None)
@@ -136,6 +146,11 @@ def test_device_matrix(kind, primitive, algo):
     roots = (list(range(N)) if N <= (3 if light else 5) else [0, N - 1]) if rooted else \
         [0, 1] if primitive == "reduce_scatter" else [0]
     moved = _ipc_messages() if name.endswith("-ipc") else None
+    if name.endswith("host-copy"):
+        with mpicoll.traffic() as t:
+            assert check_cases(kind, primitive, algo, device_cases(primitive, fn), roots) > 0
+        assert "host-copy" in {c.path for c in t.calls}     # the hand-written calls took it
+        return
     assert check_cases(kind, primitive, algo, device_cases(primitive, fn, light), roots) > 0
     lay = layout(private_comm(comm))
     if moved is not None and N > 1 and lay.n_nodes == 1:

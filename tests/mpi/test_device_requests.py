@@ -20,6 +20,14 @@ from refdata import data, reduce_ref
 from test_device import check_cases, device_algorithms, device_cases, kind  # noqa: F401
 from test_matrix import assert_same
 
+
+@pytest.fixture(autouse=True)
+def _not_host_copy(request):
+    """Requests never run on host copies (blocking calls only): that kind adds nothing here."""
+    spec = getattr(request.node, "callspec", None)
+    if spec is not None and str(spec.params.get("kind", "")).endswith("host-copy"):
+        pytest.skip("nonblocking and persistent calls never run on host copies")
+
 comm = MPI.COMM_WORLD
 N, RANK = comm.Get_size(), comm.Get_rank()
 

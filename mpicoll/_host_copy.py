@@ -1,0 +1,79 @@
+"""Small blocking calls on device arrays, run on page-locked host copies.
+
+A call whose messages are a few bytes costs, on the device path, a copy to
+the host (or an IPC round trip), a message and a kernel *per message* --
+each far dearer than its bytes. Below :func:`mpicoll._device.host_copy_max`
+bytes per rank (``MPICOLL_GPU_HOST_COPY``, default 4 KiB) a blocking call
+instead copies its device inputs once to page-locked host mirrors, runs the
+same hand-written algorithm there (plain MPI messages and NumPy reductions,
+the host fast path) and copies its results back once: two copies in all.
+Open MPI's ``coll/cuda`` stages reductions the same way. The traffic record
+says ``host-copy``; the messages are those of the algorithm on the host, so
+ranks on this path meet ranks on the staged or CUDA-aware one in a call (not
+ranks on the ipc one: the agreement step refuses that split).
+
+Inputs and outputs follow the algorithms' argument convention: the first
+argument is the send data (read only) unless it is None (in place: the
+output carries the input) or the call is a ``bcast`` (one buffer, both).
+"""
+from functools import partial
+
+from mpi4py import MPI
+
+from ._context import Ctx
+from ._device import arena_for, on_device, transport_key
+from .sched.run import execute
+
+__all__ = ["run", "PATH"]
+
+PATH = "host-copy"
+
+
+def run(call, count, itemsize, fn, args, prologue, adapter, device, memo_limit):
+    """Run ``fn`` (a blocking call, already agreed) on host mirrors of its device arrays.
+
+    ``memo_limit``: calls moving at most this many bytes hand their bound steps
+    (copies included) to :mod:`mpicoll._memo` through ``call.memo``.
+    """
+    arena = arena_for(adapter, device)
+    arena.live = 0                     # a blocking call: nothing of this thread in flight
+    host = list(args)
+    d2h, h2d = [], []
+    in_place = args[0] is None
+    for i, a in enumerate(args):
+        if a is None or isinstance(a, (int, list, tuple, MPI.Op)) or not adapter.matches(a):
+            continue
+        h = arena.take(a.dtype, a.size).reshape(a.shape)
+        host[i] = h
+        if i == 0 or in_place:
+            d2h.append(partial(adapter.to_host, a, h))
+        if i > 0 or fn.primitive == "bcast":
+            h2d.append(partial(adapter.to_device, h, a))
+    n_slots = arena.live
+    ctx = call.ctx(count, itemsize)           # host memory: the communicator itself
+    ctx.path = PATH
+    if ctx._rec is not None:
+        ctx._rec.path = PATH
+    op = next((a for a in args if isinstance(a, MPI.Op)), None)
+    ctx.op = op
+    ctx.like = next(h for h, a in zip(host, args) if h is not a)
+    fast = ctx._rec is None and type(ctx) is Ctx
+    try:
+        with on_device(adapter, device):
+            if prologue is not None:
+                prologue[0][...] = prologue[1]     # the in-place snapshot, on the device
+            for step in d2h:
+                step()
+            entry = call.state.plans.get(fn, call.rank, call.size, host, itemsize, op)
+            if entry is None:                      # a plug-in that touches data directly
+                bound = (partial(fn, ctx, *host),)
+                fn(ctx, *host)
+            else:
+                bound = execute(ctx, entry, host, op, fast)
+            for step in h2d:
+                step()
+    finally:
+        arena.give(n_slots)
+    if call.memo is not None and fast and count * itemsize <= memo_limit:
+        # Replayed by the memo on the same mirrors (its entry keeps them).
+        call.memo[:] = ((*d2h, *bound, *h2d), prologue, (None, adapter, device, transport_key()))

@@ -1,0 +1,146 @@
+"""Small blocking calls on device arrays run on host copies (mpicoll._host_copy).
+
+On the CPU stand-in (tests/mpi/fakedevice.py): the path each call takes, the
+copies it makes (one to the host of the inputs, one back of the results),
+the threshold (``MPICOLL_GPU_HOST_COPY``), the memo, and how such calls meet
+ranks on other paths. test_device.py's ``fake-host-copy`` kind runs the whole
+device matrix this way.
+"""
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import fakedevice as fd
+import mpicoll
+from mpicoll import _device, _ipc
+from refdata import data, on_nodes, reduce_ref
+from test_memo import hits
+
+comm = MPI.COMM_WORLD
+N, RANK = comm.Get_size(), comm.Get_rank()
+
+pytestmark = pytest.mark.mpi
+
+
+@pytest.fixture(autouse=True)
+def stand_in(monkeypatch):
+    """The staged stand-in, host copies up to 4 KiB per rank."""
+    ad = fd.install()
+    _device.set_cuda_aware(False)
+    monkeypatch.setenv("MPICOLL_GPU_HOST_COPY", "4096")
+    ad.reset()
+    yield ad
+    _device.set_transport(None)
+    _device.set_cuda_aware(None)
+    fd.enable_ipc(False)
+
+
+def test_each_primitive_copies_once_each_way(stand_in):
+    """Every primitive on small device arrays: path host-copy, the inputs copied to the
+    host once and the results back once (none back for a rank that receives nothing),
+    results as NumPy computes them."""
+    c = 3
+    every = [data(r, c * N, "float64") for r in range(N)]
+    x = fd.to_device(every[RANK])
+    cases = [
+        ("allreduce", lambda: mpicoll.allreduce(x, fd.device_empty(c * N, np.float64)),
+         reduce_ref(every, "SUM", "float64"), (1, 1)),
+        ("allgather", lambda: mpicoll.allgather(x[:c], fd.device_empty(c * N, np.float64)),
+         np.concatenate([e[:c] for e in every]), (1, 1)),
+        ("alltoall", lambda: mpicoll.alltoall(x, fd.device_empty(c * N, np.float64)),
+         np.concatenate([e[RANK * c:(RANK + 1) * c] for e in every]), (1, 1)),
+        ("reduce_scatter", lambda: mpicoll.reduce_scatter_block(x, fd.device_empty(c, np.float64)),
+         reduce_ref(every, "SUM", "float64")[RANK * c:(RANK + 1) * c], (1, 1)),
+        ("reduce", lambda: mpicoll.reduce(x, fd.device_empty(c * N, np.float64)
+                                          if RANK == 0 else None, MPI.SUM, 0),
+         reduce_ref(every, "SUM", "float64") if RANK == 0 else None, (1, int(RANK == 0))),
+    ]
+    for name, call, want, (d2h, h2d) in cases:
+        stand_in.reset()
+        with mpicoll.traffic() as t:
+            got = call()
+        assert [k.path for k in t.calls] == ["host-copy"], name
+        assert (stand_in.d2h, stand_in.h2d) == (d2h, h2d), name
+        if want is not None:
+            assert np.array_equal(fd.to_host(got).reshape(-1), want), name
+    b = fd.to_device(every[0][:c] if RANK == 0 else np.zeros(c))
+    stand_in.reset()
+    mpicoll.bcast(b, 0)
+    assert np.array_equal(fd.to_host(b), every[0][:c])
+    assert (stand_in.d2h, stand_in.h2d) == (1, 1)           # one buffer, both ways
+
+
+def test_in_place_reads_the_output_buffer(stand_in):
+    y = fd.to_device(np.arange(5.0) * (RANK + 1))
+    stand_in.reset()
+    mpicoll.allreduce(MPI.IN_PLACE, y, algorithm="recursive_doubling")
+    assert np.array_equal(fd.to_host(y), np.arange(5.0) * N * (N + 1) / 2)
+    assert (stand_in.d2h, stand_in.h2d) == (1, 1)
+
+
+def test_threshold_and_switch(stand_in, monkeypatch):
+    """Above MPICOLL_GPU_HOST_COPY bytes per rank (or with it 0) the transport moves the
+    messages; a junk value is an argument error on every rank, before anything is sent."""
+    x = fd.to_device(np.ones(513))                     # 4104 bytes
+    with mpicoll.traffic() as t:
+        mpicoll.allreduce(x[:512])                     # 4096: host copies
+        mpicoll.allreduce(x)
+        monkeypatch.setenv("MPICOLL_GPU_HOST_COPY", "0")
+        mpicoll.allreduce(x[:512])
+    assert [k.path for k in t.calls] == ["host-copy", "staged", "staged"]
+    monkeypatch.setenv("MPICOLL_GPU_HOST_COPY", "4 KiB" if RANK == 0 else "4096")
+    with pytest.raises(mpicoll.ArgumentError, match="MPICOLL_GPU_HOST_COPY: expected a byte "
+                                                    "count >= 0; got '4 KiB'"):
+        mpicoll.allreduce(x)
+    monkeypatch.setenv("MPICOLL_GPU_HOST_COPY", "4096")
+    assert (fd.to_host(mpicoll.allreduce(x[:8])) == N).all()
+
+
+def test_repeated_calls_replay_the_copies(stand_in):
+    """The memo replays a host-copy call with its copies: new data each time, two copies
+    per call, and a change of the threshold rebinds."""
+    x, y = fd.device_empty(4, np.float64), fd.device_empty(4, np.float64)
+
+    def loop():
+        for k in range(5):
+            x.set(np.arange(4.0) + RANK + k)
+            stand_in.reset()
+            mpicoll.allreduce(x, y, algorithm="ring")
+            assert (stand_in.d2h, stand_in.h2d) == (1, 1)
+            want = sum(np.arange(4.0) + r + k for r in range(N))
+            assert np.array_equal(fd.to_host(y), want)
+    assert hits(loop) == 4
+
+
+@pytest.mark.mpi(min_size=2)
+def test_host_copy_ranks_meet_staged_ranks_but_not_ipc_ones(stand_in, monkeypatch):
+    """A rank on host copies sends plain messages, as a staged rank does: they meet. An ipc
+    rank of the same node would wait for headers: the agreement step refuses that split."""
+    fd.enable_ipc(True)
+    x = fd.to_device(np.full(4, RANK + 1.0))
+    monkeypatch.setenv("MPICOLL_GPU_HOST_COPY", "4096" if RANK == 0 else "0")
+    for transport in ("staged", "aware"):
+        _device.set_transport(transport)
+        with on_nodes(str(N)) as c:
+            got = mpicoll.allreduce(x, comm=c, algorithm="ring")
+        assert (fd.to_host(got) == N * (N + 1) / 2).all(), transport
+    _device.set_transport("ipc")
+    eager, _ipc.EAGER_MAX = _ipc.EAGER_MAX, 0
+    try:
+        with on_nodes(str(N)) as c:
+            with pytest.raises(mpicoll.CollectiveMismatchError,
+                               match=r"rank\(s\) 0 would not"):
+                mpicoll.allreduce(x, comm=c, algorithm="ring")
+    finally:
+        _ipc.EAGER_MAX = eager
+
+
+def test_requests_and_native_keep_the_transport(stand_in):
+    """Nonblocking calls and native collectives do not take host copies."""
+    x = fd.to_device(np.full(4, 2.0))
+    with mpicoll.traffic() as t:
+        a = mpicoll.iallreduce(x, algorithm="ring").Wait()
+        b = mpicoll.allreduce(x, algorithm="native")
+    assert [k.path for k in t.calls] == ["staged", "staged"]
+    assert (fd.to_host(a) == 2 * N).all() and (fd.to_host(b) == 2 * N).all()
+
