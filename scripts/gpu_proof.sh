@@ -22,6 +22,7 @@
 #        - the GPU tests on CuPy arrays at each N of --test-ranks, all on this one GPU (in the
 #          first MPS state that runs, MPS on first: results do not depend on it):
 #            MPICOLL_TEST_XP=cupy mpiexec -n N python -m mpi4py -m pytest --with-mpi -q \
+#            (cupy,cupy-host-copy with the first transport: small calls on host copies too)
 #                tests/mpi/test_device.py tests/mpi/test_device_requests.py
 #        - the bench (--xp cupy) of each primitive of --primitives at each N of --bench-ranks:
 #          every hand-written algorithm and native, and in the first transport the nccl column
@@ -312,7 +313,10 @@ for mps in "${ORDER[@]}"; do
             for n in "${SIZES_T[@]}"; do
                 # One rank has no peer: its run does not depend on the transport (run once).
                 if ((n == 1)) && [[ $t != "${TRANSPORTS[0]}" ]]; then continue; fi
-                mpistep "test-$tag-n$n" "$n" MPICOLL_TEST_XP=cupy MPICOLL_GPU_TRANSPORT="$t" \
+                # Small calls on host copies do not depend on the transport: first one only.
+                xp=cupy
+                [[ $t == "${TRANSPORTS[0]}" ]] && xp=cupy,cupy-host-copy
+                mpistep "test-$tag-n$n" "$n" MPICOLL_TEST_XP="$xp" MPICOLL_GPU_TRANSPORT="$t" \
                     "$PY" -m mpi4py -m pytest --with-mpi -q \
                     tests/mpi/test_device.py tests/mpi/test_device_requests.py
             done

@@ -103,7 +103,8 @@ def test_failing_steps_are_recorded_and_the_run_goes_on(tmp_path):
     assert "libucx wheel is not installed" in (out / "logs" / "test-aware-mps_off-n2.log").read_text()
     assert steps["demo-gpu-n2"] == "3" and steps["example-all_reduce-gpu-n2"] == "3", steps
     flat = md.replace(f"{sys.prefix}/bin/", "")
-    assert "MPICOLL_TEST_XP=cupy MPICOLL_GPU_TRANSPORT=ipc" in md and \
+    assert "MPICOLL_TEST_XP=cupy MPICOLL_GPU_TRANSPORT=staged" in md
+    assert "MPICOLL_TEST_XP=cupy,cupy-host-copy MPICOLL_GPU_TRANSPORT=ipc" in md and \
         "python -m mpi4py -m pytest --with-mpi -q tests/mpi/test_device.py " \
         "tests/mpi/test_device_requests.py" in flat
     assert re.search(r"MPICOLL_GPU_TRANSPORT=ipc mpiexec -n 2 python -m mpicoll\.bench allreduce --xp cupy "

@@ -16,7 +16,8 @@ Array kinds (``MPICOLL_TEST_XP``):
   depend on them; tests/mpi/test_ipc.py tests the protocol itself);
 - ``cupy``: real CuPy arrays on this rank's GPU (``select_device``), on the
   path the MPI library supports; ``cupy-ipc``: the same through the ``ipc``
-  transport (CUDA IPC between ranks of a node). Without a GPU these cases are
+  transport (CUDA IPC between ranks of a node); ``cupy-host-copy`` (only when
+  requested): every blocking case on host copies. Without a GPU these cases are
   skipped with the reason; ``MPICOLL_TEST_XP=cupy`` (or ``cupy-ipc``) makes a
   missing GPU a failure.
 
