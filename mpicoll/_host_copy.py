@@ -15,6 +15,10 @@ ranks on the ipc one: the agreement step refuses that split).
 Inputs and outputs follow the algorithms' argument convention: the first
 argument is the send data (read only) unless it is None (in place: the
 output carries the input) or the call is a ``bcast`` (one buffer, both).
+Outputs that a call may leave partly unwritten (:data:`PARTIAL`: exscan's
+rank 0, the gaps between v-collective blocks) are copied down first too, so
+that copying them back leaves those elements as they were. ``alltoallv``
+(no single per-rank size) never takes this path.
 """
 from functools import partial
 
@@ -28,6 +32,9 @@ __all__ = ["run", "PATH"]
 
 PATH = "host-copy"
 
+#: Primitives whose outputs may be left partly unwritten.
+PARTIAL = frozenset({"exscan", "gatherv", "allgatherv", "alltoallv"})
+
 
 def run(call, count, itemsize, fn, args, prologue, adapter, device, memo_limit):
     """Run ``fn`` (a blocking call, already agreed) on host mirrors of its device arrays.
@@ -39,27 +46,27 @@ def run(call, count, itemsize, fn, args, prologue, adapter, device, memo_limit):
     arena.live = 0                     # a blocking call: nothing of this thread in flight
     host = list(args)
     d2h, h2d = [], []
-    in_place = args[0] is None
-    for i, a in enumerate(args):
-        if a is None or isinstance(a, (int, list, tuple, MPI.Op)) or not adapter.matches(a):
-            continue
-        h = arena.take(a.dtype, a.size).reshape(a.shape)
-        host[i] = h
-        if i == 0 or in_place:
-            d2h.append(partial(adapter.to_host, a, h))
-        if i > 0 or fn.primitive == "bcast":
-            h2d.append(partial(adapter.to_device, h, a))
-    n_slots = arena.live
+    down_all = args[0] is None or call.primitive in PARTIAL
     ctx = call.ctx(count, itemsize)           # host memory: the communicator itself
     ctx.path = PATH
     if ctx._rec is not None:
         ctx._rec.path = PATH
     op = next((a for a in args if isinstance(a, MPI.Op)), None)
     ctx.op = op
-    ctx.like = next(h for h, a in zip(host, args) if h is not a)
     fast = ctx._rec is None and type(ctx) is Ctx
     try:
-        with on_device(adapter, device):
+        with on_device(adapter, device):      # pinned memory taken with the data's GPU current
+            for i, a in enumerate(args):
+                if a is None or isinstance(a, (int, list, tuple, MPI.Op)) or \
+                        not adapter.matches(a):
+                    continue
+                h = arena.take(a.dtype, a.size).reshape(a.shape)
+                host[i] = h
+                if i == 0 or down_all:
+                    d2h.append(partial(adapter.to_host, a, h))
+                if i > 0 or fn.primitive == "bcast":
+                    h2d.append(partial(adapter.to_device, h, a))
+            ctx.like = next(h for h, a in zip(host, args) if h is not a)
             if prologue is not None:
                 prologue[0][...] = prologue[1]     # the in-place snapshot, on the device
             for step in d2h:
@@ -73,7 +80,7 @@ def run(call, count, itemsize, fn, args, prologue, adapter, device, memo_limit):
             for step in h2d:
                 step()
     finally:
-        arena.give(n_slots)
+        arena.live = 0                 # every slot of this call is free again
     if call.memo is not None and fast and count * itemsize <= memo_limit:
         # Replayed by the memo on the same mirrors (its entry keeps them).
         call.memo[:] = ((*d2h, *bound, *h2d), prologue, (None, adapter, device, transport_key()))
