@@ -664,13 +664,15 @@ def env_bytes(name, default):
     return value
 
 
-def speaks_ipc(adapter):
+def speaks_ipc(adapter, choice=None):
     """Whether this rank moves ``adapter``'s arrays through the ipc protocol with the
     other ranks of its node (headers on their own tags: a peer that does not would
-    never match them). The agreement step compares it between a node's ranks."""
+    never match them). The agreement step compares it between a node's ranks.
+    ``choice``: :func:`transport_choice`'s, when the caller has it already."""
     if adapter is None or IPC is None:
         return False
-    choice = transport_choice()[0]
+    if choice is None:
+        choice = transport_choice()[0]
     return choice == "ipc" or (choice == "auto" and ipc_support(adapter)[0])
 
 
@@ -691,7 +693,7 @@ def transport(comm, adapter, device, requests=False):
         return comm
     choice = transport_choice()[0]
     fallback = _fallback(comm, adapter, device, choice, requests)
-    if speaks_ipc(adapter):
+    if speaks_ipc(adapter, choice):
         from ._topology import layout
         nodes = layout(comm).nodes
         rank = comm.Get_rank()

@@ -26,6 +26,7 @@ from mpi4py import MPI
 
 from ._context import Ctx
 from ._device import arena_for, on_device, transport_key
+from ._memo import LIMIT as MEMO_LIMIT
 from .sched.run import execute
 
 __all__ = ["run", "PATH"]
@@ -36,11 +37,11 @@ PATH = "host-copy"
 PARTIAL = frozenset({"exscan", "gatherv", "allgatherv", "alltoallv"})
 
 
-def run(call, count, itemsize, fn, args, prologue, adapter, device, memo_limit):
+def run(call, count, itemsize, fn, args, prologue, adapter, device):
     """Run ``fn`` (a blocking call, already agreed) on host mirrors of its device arrays.
 
-    ``memo_limit``: calls moving at most this many bytes hand their bound steps
-    (copies included) to :mod:`mpicoll._memo` through ``call.memo``.
+    Calls within the memo's size limit hand their bound steps (copies included)
+    to :mod:`mpicoll._memo` through ``call.memo``.
     """
     arena = arena_for(adapter, device)
     arena.live = 0                     # a blocking call: nothing of this thread in flight
@@ -81,6 +82,6 @@ def run(call, count, itemsize, fn, args, prologue, adapter, device, memo_limit):
                 step()
     finally:
         arena.live = 0                 # every slot of this call is free again
-    if call.memo is not None and fast and count * itemsize <= memo_limit:
+    if call.memo is not None and fast and count * itemsize <= MEMO_LIMIT:
         # Replayed by the memo on the same mirrors (its entry keeps them).
         call.memo[:] = ((*d2h, *bound, *h2d), prologue, (None, adapter, device, transport_key()))

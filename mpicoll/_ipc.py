@@ -29,9 +29,9 @@ to the device by the receiver), and the send completes when MPI has sent
 it: one message instead of a header and an acknowledgement, no mapping and
 no device-to-device copy. A blocking send, receive or sendrecv that is eager
 (both ways) while the transport has nothing else in flight is one blocking
-MPI call on the headers (no peer can be waiting for this rank's answer then). Every rank must use the same :data:`EAGER_MAX`
-(``MPICOLL_IPC_EAGER``, bytes; 0 turns it off): the receiver sizes its
-header receive by it.
+MPI call on the headers (no peer can be waiting for this rank's answer
+then). Every rank must use the same :data:`EAGER_MAX` (``MPICOLL_IPC_EAGER``,
+bytes; 0 turns it off): the receiver sizes its header receive by it.
 
 A sender that cannot export a buffer (no IPC support, host memory, zero
 bytes, memory not from ``cudaMalloc``, a peer that refused before) sends an

@@ -22,9 +22,9 @@ collective, messages the failed call posted may still be pending in MPI; a
 communicator that saw a failure is best freed).
 
 The memo keeps the last 256 calls (32 on device arrays; the oldest is
-dropped first) and the arrays their steps are bound to alive; a view of a base larger than 64 KiB
-is never remembered (it would keep the whole base alive: ``x[:8]`` of a
-large array takes the full path every time), and
+dropped first) and the arrays their steps are bound to alive; a view of a
+base larger than 64 KiB is never remembered (it would keep the whole base
+alive: ``x[:8]`` of a large array takes the full path every time), and
 :func:`mpicoll.gpu.release_staging` forgets the device entries (they hold
 pinned arenas). This is what turns a ~50 µs Python call into a few µs
 (benchmarks/latency.md).

@@ -95,8 +95,7 @@ def _run(call, count, itemsize, fn, *args, prologue=None):
             if adapter is not None:
                 device = adapter.device_id(a)
     if call.host_copy:                 # small and on a device: host mirrors (see _host_copy)
-        return _host_copy.run(call, count, itemsize, fn, args, prologue, adapter, device,
-                              _memo.LIMIT)
+        return _host_copy.run(call, count, itemsize, fn, args, prologue, adapter, device)
     ctx = call.ctx(count, itemsize, adapter, device)  # recorded for traffic() even when empty
     if not count and fn.primitive != "barrier":   # zero elements everywhere: nothing to move
         if call.kind is not None:

@@ -58,7 +58,8 @@ def test_latency_on_device_arrays_stages_the_raw_face(tmp_path, capsys):
     from mpicoll.bench.latency import FACES, table
 
     class Counting:
-        xp, collectives = object(), "staged"     # not NumPy: device buffers, not CUDA-aware
+        name, path = "stand-in", "staged"          # device buffers, not CUDA-aware
+        collectives = "staged"
         copies = {"to_host": 0, "put": 0}
 
         @staticmethod

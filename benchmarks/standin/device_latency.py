@@ -33,7 +33,7 @@ from mpicoll.bench.latency import table  # noqa: E402
 class FakeModule:
     """The ArrayModule face :func:`table` uses, on fake device arrays."""
 
-    xp = fd
+    name, path = "fake", "staged"
     collectives = "staged"           # raw: staged by hand (the stand-in is not CUDA-aware)
 
     @staticmethod

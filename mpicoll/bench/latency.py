@@ -15,9 +15,10 @@ checked once against the raw call before timing.
 ``--xp cupy``: the buffers are CuPy arrays on each rank's GPU (as the main
 bench selects it), every call is followed by a stream synchronisation, and
 ``raw`` is what a user would write: the mpi4py call on the device arrays
-where MPI's collectives are CUDA-aware, else the copy to the host, the
-mpi4py call on host arrays and the copy back. The header names the device path (staged,
-cuda-aware) and the transport (``MPICOLL_GPU_TRANSPORT``).
+where MPI's collectives are CUDA-aware (as the main bench's ``raw`` column
+decides: :func:`mpicoll.bench.raw.skip_reason`), else the copy to the host,
+the mpi4py call on host arrays and the copy back. The header names the
+device path (staged, cuda-aware) and the transport (``MPICOLL_GPU_TRANSPORT``).
 """
 import json
 import statistics
@@ -27,6 +28,7 @@ import numpy as np
 
 import mpicoll
 
+from . import raw as rawcol
 from .specs import ArrayModule, add_xp_arguments
 
 __all__ = ["add_parser", "latency", "table", "FACES"]
@@ -87,16 +89,12 @@ def _max():
 
 
 def _raw(primitive, comm, x, y, am):
-    """The raw face: the mpi4py call on the buffers, or staged by hand.
-
-    Device arrays go to MPI's own collective only where the library's
-    *collectives* are CUDA-aware (``am.collectives``): a library aware in
-    point-to-point only (MPICH + CUDA UCX) reduces on the CPU and would
-    dereference device pointers.
-    """
+    """The raw face: the mpi4py call on the buffers where the main bench's ``raw``
+    column would make it (:func:`mpicoll.bench.raw.skip_reason`: host arrays, or MPI
+    collectives that are CUDA-aware), else staged by hand through host copies."""
     raw = _CALLS[primitive][0]
     which = _RESULT[primitive]
-    if am.xp is np or getattr(am, "collectives", None) == "cuda-aware":
+    if rawcol.skip_reason(am) is None:
         return lambda: raw(comm, x, y)
     if which is None:                      # barrier: no data to stage
         return lambda: raw(comm, None, None)
@@ -105,8 +103,7 @@ def _raw(primitive, comm, x, y, am):
     def staged():
         hx = am.to_host(x)
         raw(comm, hx, hy)
-        if which is not None:
-            am.put((x, y)[which], 0, (hx, hy)[which])
+        am.put((x, y)[which], 0, (hx, hy)[which])
     return staged
 
 
@@ -148,8 +145,8 @@ def latency(args):
 def table(comm, prim, algos, sizes, iters, repeats, am, where, output=None):
     """Time every face for each size and algorithm on ``am``'s buffers; print (and
     append to ``output`` as JSON lines) the table. ``am``: a :class:`specs.ArrayModule`
-    or anything with its ``xp``, ``empty``, ``to_host``, ``put`` and ``sync`` (and
-    ``collectives``: ``"cuda-aware"`` when MPI's collectives take its arrays)."""
+    or anything with its ``name``, ``path``, ``collectives``, ``empty``, ``to_host``,
+    ``put`` and ``sync``."""
     from mpi4py import MPI
     rank, size = comm.Get_rank(), comm.Get_size()
     out = open(output, "a") if output and rank == 0 else None
