@@ -58,7 +58,8 @@ from .sched import nonblocking as _nb
 from .sched.nonblocking import keep_until_complete
 from .sched.run import PlanCache
 
-__all__ = ["Call", "check_mode", "set_check", "get_check", "ipc_flags", "CollectiveMismatchError"]
+__all__ = ["Call", "check_mode", "set_check", "get_check", "ipc_flags", "next_request_tag",
+           "CollectiveMismatchError"]
 
 _MODES = {"": "agree", "agree": "agree",
           "0": "local", "local": "local", "off": "local", "false": "local", "no": "local",
@@ -144,6 +145,14 @@ def ipc_flags(ipc):
     return fpr.FLAG_IPC | (min(_ipc.EAGER_MAX, 1 << 40) << fpr.IPC_EAGER_SHIFT)
 
 
+def next_request_tag(state):
+    """The tag of the next nonblocking call on the communicator of ``state`` (its own,
+    the same on every rank: calls come in the same order)."""
+    tag = _NB_TAGS[0] + state.nb_seq % (_NB_TAGS[1] - _NB_TAGS[0])
+    state.nb_seq += 1
+    return tag
+
+
 class _CommState:
     """Per-communicator state, cached on the private communicator."""
 
@@ -207,8 +216,7 @@ class Call:
                 self.tag = _PERSISTENT_TAGS[0] + st.p_seq % (_PERSISTENT_TAGS[1] - _PERSISTENT_TAGS[0])
                 st.p_seq += 1
             else:
-                self.tag = _NB_TAGS[0] + st.nb_seq % (_NB_TAGS[1] - _NB_TAGS[0])
-                st.nb_seq += 1
+                self.tag = next_request_tag(st)
 
     @contextlib.contextmanager
     def checking(self):

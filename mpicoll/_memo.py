@@ -38,10 +38,10 @@ from mpi4py import MPI
 from . import _context, _device
 from . import _fingerprint as fpr
 from . import _ops
-from ._call import _MODES, Call, ipc_flags
+from ._call import _MODES, Call, ipc_flags, next_request_tag
 from .sched import nonblocking as _nb
 
-__all__ = ["run", "memoizable", "array_or_none", "remember", "forget_device", "LIMIT"]
+__all__ = ["run", "start", "memoizable", "array_or_none", "remember", "forget_device", "LIMIT"]
 
 LIMIT = 1 << 16           # bytes moved per rank: larger calls do not need the memo
 _MAX = 256
@@ -169,6 +169,45 @@ class _Entry:
         return self.out
 
 
+class _RequestEntry(_Entry):
+    """A remembered nonblocking call: its :class:`~mpicoll.sched.nonblocking.Program`
+    (``steps``) is replayed as the request of the next identical call once the
+    request last made from it completed."""
+
+    __slots__ = ("judge", "raw")
+
+    def start(self):
+        """The request of this call made again (new tag, new agreement), or :data:`_MISS`."""
+        state = self.state
+        mode = state.mode
+        if mode is None:
+            raw = os.environ.get("MPICOLL_CHECK")
+            mode = "agree" if not raw else _MODES.get(raw.strip().lower())
+            if mode is None:
+                return _MISS          # a junk MPICOLL_CHECK: the full path reports it
+        tag = next_request_tag(state)
+        seq = state.seq
+        state.seq = seq + 1
+        agreement = None
+        if mode != "local" and self.size > 1:
+            # As Call.settle does for a nonblocking call: the fingerprints travel by
+            # Iallgather and are judged when the request first advances.
+            flags = fpr.FLAG_RECORDED | (fpr.FLAG_CHECKED if mode == "checked" else 0) | \
+                ipc_flags(self.ipc)
+            mine = self.static + fpr.dynamic_bytes(seq, self.count, flags)
+            every = self.raw
+            req = self.pcomm.Iallgather([mine, MPI.BYTE], [every, MPI.BYTE])
+            agreement = (req, every, mine, self.judge)
+        program = self.steps
+        if self.prologue is not None:       # an in-place call's snapshot of its input
+            if program.scope is None:
+                np.copyto(*self.prologue)
+            else:
+                with program.scope():
+                    self.prologue[0][...] = self.prologue[1]
+        return program.replay(tag, self.out, agreement)
+
+
 _MISS = object()
 
 
@@ -209,6 +248,10 @@ def remember(call, comm, algorithm, bufs, rest, out, steps, prologue, dev=None, 
         return                       # a result we allocated: a new one each call, no memo
     _make_room(dev is not None)
     e = _Entry()
+    if isinstance(steps, _nb.Program):
+        e = _RequestEntry()
+        e.judge = call                # judges the fingerprints of every replay
+        e.raw = bytearray(len(call.state.raw))
     e.comm, e.pcomm, e.state, e.size = comm, call.pcomm, call.state, call.size
     e.refs = tuple(None if b is None or b is MPI.IN_PLACE else weakref.ref(b) for b in bufs)
     # Device arrays have no read-only flag (CuPy's): False skips that check.
@@ -218,7 +261,7 @@ def remember(call, comm, algorithm, bufs, rest, out, steps, prologue, dev=None, 
     e.dev = dev
     e.ipc = call.ipc                 # as the agreement step saw it (mpicoll._call)
     e.rest = tuple(tuple(r) if isinstance(r, (list, tuple)) else r for r in rest)
-    e.steps, e.prologue = tuple(steps), prologue
+    e.steps, e.prologue = steps if type(e) is _RequestEntry else tuple(steps), prologue
     e.desc = call.desc
     e.static, e.count = fpr.static_bytes(call.primitive, call.desc)
     e.var = None
@@ -229,6 +272,36 @@ def remember(call, comm, algorithm, bufs, rest, out, steps, prologue, dev=None, 
     e.key = _key(space or call.primitive, comm, algorithm, bufs, rest)
     _memo.pop(e.key, None)          # a call remembered again is the newest
     _memo[e.key] = e
+
+
+def start(primitive, impl, comm, algorithm, bufs, rest, args, space=None):
+    """One nonblocking call through the memo; its request.
+
+    A hit replays the program the last identical call bound (its scratch,
+    its device transport) as a new request with this call's tag, after the
+    same ``Iallgather`` agreement as the full path — once the request last
+    made from it completed without error (until then, and after an error,
+    the call takes the full path). A miss runs ``impl`` (validation,
+    agreement, plan) and remembers what it bound.
+
+    ``space``: see :func:`remember` (default ``"i" + primitive``).
+    """
+    space = space or "i" + primitive
+    tracing = _context._recorders or _context.trace_hook is not None or _ops.trace_hook is not None
+    if not tracing:
+        e = _memo.get(_key(space, comm, algorithm, bufs, rest))
+        if e is not None and e.steps.idle() and e.valid(comm, bufs, rest):
+            req = e.start()
+            if req is not _MISS:
+                return req
+    call = Call(primitive, comm, "start")
+    if not tracing and memoizable(bufs):
+        call.memo = []
+    out = impl(call, lambda: bufs, *args, algorithm)
+    call.request.result = out
+    if call.memo:
+        remember(call, comm, algorithm, bufs, rest, out, *call.memo, space=space)
+    return call.request
 
 
 def run(primitive, impl, comm, algorithm, bufs, rest, args, space=None):

@@ -128,7 +128,14 @@ def _run(call, count, itemsize, fn, *args, prologue=None):
                     fn(ctx, *args)
                 else:
                     execute(ctx, entry, args, op, fast)
-        _nb.start(call, ctx, fn, args, op, entry, fast, run_now, prologue)
+        memo = None
+        if (call.memo is not None and call.kind == "start" and entry is not None
+                and ctx._rec is None and type(ctx) is Ctx and count * itemsize <= _memo.LIMIT):
+            memo = []                  # the bound program, for the memo to replay
+        _nb.start(call, ctx, fn, args, op, entry, fast, run_now, prologue, memo)
+        if memo:
+            call.memo[:] = (memo[0], prologue, None if fast else (ctx.mpi, adapter, device,
+                                                                  transport_key()))
 
 
 # -- bcast -----------------------------------------------------------------

@@ -20,6 +20,7 @@ inside mpicoll calls (see :mod:`mpicoll.sched.nonblocking`).
 """
 from mpi4py import MPI
 
+from . import _memo
 from . import collectives as _c
 from ._call import Call
 from .sched.nonblocking import PersistentRequest, Request, testall, waitall
@@ -42,7 +43,9 @@ def _request(kind, primitive, impl, comm, *args):
 def _pair(primitive, impl, signature_of):
     """The nonblocking and persistent functions of one blocking function."""
     def start(*args, comm=None, algorithm=None, **kwargs):
-        return _request("start", primitive, impl, comm, *signature_of(*args, **kwargs), algorithm)
+        bufs, *rest = signature_of(*args, **kwargs)
+        # Repeated identical calls replay the last one's bound program (mpicoll._memo).
+        return _memo.start(primitive, impl, comm, algorithm, bufs(), rest, rest)
 
     def init(*args, comm=None, algorithm=None, **kwargs):
         return _request("init", primitive, impl, comm, *signature_of(*args, **kwargs), algorithm)
@@ -95,7 +98,7 @@ def _rs_args(sendbuf, recvbuf=None, recvcounts=None, op=MPI.SUM):
 
 
 def _no_args():
-    return ()
+    return ((lambda: ()),)
 
 
 ibcast, bcast_init = _name(_pair("bcast", _c._bcast, _bcast_args), "bcast")
@@ -109,4 +112,4 @@ ireduce_scatter_block, reduce_scatter_block_init = _name(
 ireduce_scatter, reduce_scatter_init = _name(
     _pair("reduce_scatter", _c._reduce_scatter, _rs_args), "reduce_scatter")
 ialltoall, alltoall_init = _name(_pair("alltoall", _c._alltoall, _two_args), "alltoall")
-ibarrier, barrier_init = _name(_pair("barrier", _c._barrier, _no_args), "barrier")
+ibarrier, barrier_init = _name(_pair("barrier", _c._barrier_bufs, _no_args), "barrier")

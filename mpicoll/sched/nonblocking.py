@@ -44,7 +44,7 @@ from . import progress as _thread
 from .._device import on_device
 from .run import _assign, _is_array, bind, scratch_for
 
-__all__ = ["Request", "PersistentRequest", "waitall", "testall", "active_count",
+__all__ = ["Request", "PersistentRequest", "Program", "waitall", "testall", "active_count",
            "before_blocking"]
 
 _active = []                   # started, not yet complete, in start order
@@ -75,6 +75,7 @@ class Request:
         self._scope = None         # device buffers: makes the data's device current
         self._agreement = None     # (Iallgather request, every fingerprint, mine, call)
         self._error = None
+        self._failed = False       # it ended in an error (the memo forgets its program)
         self._done = False
 
     # -- engine --------------------------------------------------------
@@ -103,6 +104,7 @@ class Request:
             return self._run_steps()
         except Exception as exc:       # noqa: BLE001 - raised by Wait/Test on this rank
             self._error = exc
+            self._failed = True
             self._done = True
             return True
 
@@ -331,13 +333,15 @@ class PersistentRequest(Request):
         return f"<mpicoll.PersistentRequest {'inactive' if self._done else 'active'}>"
 
 
-def start(call, ctx, fn, args, op, entry, fast, run_now, prologue=None):
+def start(call, ctx, fn, args, op, entry, fast, run_now, prologue=None, memo=None):
     """Make the request of a nonblocking or persistent call (``call.kind``).
 
     ``entry``: the plan cache entry, or None where the call cannot run as a
     plan; ``run_now()`` then runs it blocking (after the agreement).
     ``prologue``: (dst, src) copied before the plan runs — an in-place
     call's snapshot of its input, taken again at every persistent ``Start``.
+    ``memo``: a list that receives the nonblocking call's :class:`Program`
+    (:mod:`mpicoll._memo` replays it as the next identical call's request).
     """
     persistent = call.kind == "init"
     req = PersistentRequest() if persistent else Request()
@@ -353,8 +357,9 @@ def start(call, ctx, fn, args, op, entry, fast, run_now, prologue=None):
     plan = entry.plan
     arrays = [a for a in args if _is_array(a)]
     arrays += scratch_for(plan, ctx.like)          # its own: several may be in flight
+    retag = [call.tag] if memo is not None and fast and not persistent else None
     steps, reqs = bind(plan, arrays, op, ctx, fast, nonblocking=True,
-                       persistent=persistent and fast)
+                       persistent=persistent and fast, retag=retag)
     if persistent and prologue is not None:
         steps.insert(0, partial(_assign, prologue[0], prologue[1]))
     transport = None
@@ -366,12 +371,58 @@ def start(call, ctx, fn, args, op, entry, fast, run_now, prologue=None):
         req._persistent_mpi = fast
         return req
     req._arm(tuple(steps), reqs, transport)
+    if memo is not None:
+        program = Program(req._steps, reqs, transport, req._scope, retag, ctx)
+        program.last = req
+        memo[:] = (program,)
     if transport is not None:
         transport.adapter.sync()       # the data were produced on the caller's stream
     if call.pending is not None:
         req._agreement = call.pending + (call,)
     _activate(req)
     return req
+
+
+class Program:
+    """A nonblocking call's bound steps, replayable as the request of an identical call.
+
+    What :mod:`mpicoll._memo` keeps of a nonblocking call: the steps (bound
+    to the call's arrays, its own scratch and, for device arrays, its own
+    transport), their request slots, and where the tag lives — ``retag``
+    (host steps bound to MPI directly) or ``ctx.tag`` (steps bound to the
+    call's :class:`~mpicoll._context.Ctx`). Like a persistent request's
+    program it is reused only once the last request made from it completed.
+    """
+
+    __slots__ = ("steps", "reqs", "transport", "scope", "retag", "ctx", "last")
+
+    def __init__(self, steps, reqs, transport, scope, retag, ctx):
+        self.steps, self.reqs, self.transport, self.scope = steps, reqs, transport, scope
+        self.retag, self.ctx = retag, ctx
+        self.last = None               # the request last made from it
+
+    def idle(self):
+        """True when the last request made from it completed without error."""
+        last = self.last
+        return last is None or (last._done and not last._failed)
+
+    def replay(self, tag, result, agreement):
+        """A new request running the steps with ``tag``; ``agreement``: (Iallgather
+        request, every fingerprint, mine, call to judge them) or None."""
+        if self.retag is not None:
+            self.retag[0] = tag
+        self.ctx.tag = tag
+        reqs = self.reqs
+        reqs[:] = [None] * len(reqs)
+        req = Request(result)
+        req._scope = self.scope
+        req._arm(self.steps, reqs, self.transport)
+        self.last = req
+        if self.transport is not None:
+            self.transport.adapter.sync()    # the data were produced on the caller's stream
+        req._agreement = agreement
+        _activate(req)
+        return req
 
 
 def before_blocking():

@@ -154,7 +154,7 @@ def _same_memory(a, b):
     return a.size == b.size and data_ptr(a) == data_ptr(b)
 
 
-def bind(plan, arrays, op, ctx, fast, nonblocking=False, persistent=False):
+def bind(plan, arrays, op, ctx, fast, nonblocking=False, persistent=False, retag=None):
     """``plan``'s steps bound to ``arrays`` (call arrays, then scratch): (steps, requests).
 
     ``fast``: host arrays, no counting or tracing — bind MPI and NumPy directly.
@@ -163,6 +163,10 @@ def bind(plan, arrays, op, ctx, fast, nonblocking=False, persistent=False):
     a blocking send, receive or sendrecv becomes posts plus such a wait.
     ``persistent`` (with ``fast``): messages become MPI persistent requests
     (``Send_init``/``Recv_init``) made here once; a post step is their ``Start``.
+    ``retag`` (with ``fast`` and ``nonblocking``): a one-element list holding the
+    tag, read when each message is posted -- steps that the memo replays as a
+    new request, with the new call's tag (:mod:`mpicoll._memo`). Steps bound to
+    a :class:`~mpicoll._context.Ctx` read ``ctx.tag`` when they post anyway.
     """
     view = _views(plan, arrays)
     msg = view
@@ -191,7 +195,12 @@ def bind(plan, arrays, op, ctx, fast, nonblocking=False, persistent=False):
             reqs[slot] = init(msg(buf), peer, tag)
             add(reqs[slot].Start)
             return slot
-        start = partial(kind, msg(buf), peer, tag) if fast else partial(kind, view(buf), peer)
+        if not fast:
+            start = partial(kind, view(buf), peer)
+        elif retag is None:
+            start = partial(kind, msg(buf), peer, tag)
+        else:
+            start = partial(_retagged, kind, msg(buf), peer, retag)
         return posted(start, slot)
 
     def posted(start, slot=None):
@@ -276,6 +285,10 @@ def _quiet(ufunc, lower, higher, out):
 
 def _post(reqs, slot, start):
     reqs[slot] = start()
+
+
+def _retagged(post, buf, peer, tag):
+    return post(buf, peer, tag[0])
 
 
 def _wait_slots(reqs, slots, ctx):
