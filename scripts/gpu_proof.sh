@@ -3,7 +3,7 @@
 #
 #   bash scripts/gpu_proof.sh [--quick] [--no-install | --wheels DIR] [--transports LIST]
 #                             [--mps LIST] [--primitives LIST] [--test-ranks LIST]
-#                             [--bench-ranks LIST] [--budget SECONDS] [--out DIR]
+#                             [--bench-ranks LIST] [--budget SECONDS] [--out DIR] [--pack FILE]
 #
 # Run from anywhere (it works in the repository root). Assumes only Python 3.10+, pip, gcc and
 # access to PyPI (or, with --wheels, no network at all); it installs into .venv-gpu:
@@ -42,6 +42,9 @@
 #   --primitives   default allreduce,allgather,reduce_scatter,bcast
 #   --test-ranks   default 1,2,4                    --bench-ranks default 2,4
 #   --out DIR      results here instead of benchmarks/gpu/<date>-<host>
+#   --pack FILE    also keep OUT packed as FILE (a .tar.gz, remade after every step, so that a
+#                  run cut short still leaves what it did) with RUN.md and steps.tsv beside it:
+#                  for machines that hand back only a few files (the lent H200: 8)
 #   --budget S     the whole run within S seconds of its start: each step's timeout shrinks to
 #                  what is left (less MPICOLL_PROOF_RESERVE, default 30 s, kept for the reports
 #                  and RUN.md), and a step with under 15 s left is not started but recorded as
@@ -49,18 +52,22 @@
 # Settings: MPICOLL_GPU_VENV (.venv-gpu), CUPY_SPEC (the CuPy requirement), PYTHON (python3),
 #   MPICOLL_NVIDIA_SMI (nvidia-smi), MPICOLL_MPS_CONTROL (nvidia-cuda-mps-control),
 #   MPICOLL_BENCH_SIZES (the bench's size options, default --sizes 8,1K,64K,1M,16M,256M -n 10
-#   -w 3 -c 1), MPICOLL_STEP_TIMEOUT (seconds per step, default 300).
-# On the lent H200 (15 minutes, start-up included) one command that fits, its results written
-# even if time runs short (run it with a device timeout a little over the budget; the wheels
-# from `bash scripts/gpu_wheels.sh .whl` here, carried; results under the device run's $OUT):
-#   bash scripts/gpu_proof.sh --wheels .whl --primitives allreduce --test-ranks 2,4 --budget 540 \
-#       --out "$OUT/proof"
+#   -w 3 -c 1), MPICOLL_STEP_TIMEOUT (seconds per step, default 300; a test that hangs is also
+#   stopped by pytest-timeout after MPICOLL_TEST_TIMEOUT, default 120 s).
+# MPS: a daemon this script started is stopped at the end, however the run ends (budget spent,
+# a failure, a signal); one that starts but cannot serve a CUDA client within 60 s (the
+# mps-probe step) is stopped at once and the MPS-on runs are skipped.
+# On the lent H200 (15 minutes, start-up included; at most 8 files come back) one command that
+# fits, its results kept even if time runs short (run it with a device timeout of 600 s; the
+# wheels from `bash scripts/gpu_wheels.sh .whl` here, carried):
+#   MPICOLL_STEP_TIMEOUT=180 bash scripts/gpu_proof.sh --wheels .whl --primitives allreduce \
+#       --test-ranks 2,4 --budget 480 --out /tmp/proof --pack "$OUT/proof.tar.gz"
 set -euo pipefail
 
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; }
 
 ARGV=("$@")
-QUICK=0 INSTALL=1 OUT="" WHEELS="" BUDGET=${MPICOLL_PROOF_BUDGET:-0}
+QUICK=0 INSTALL=1 OUT="" WHEELS="" PACK="" BUDGET=${MPICOLL_PROOF_BUDGET:-0}
 TRANSPORTS_ARG="" MPS_ARG="" PRIMS_ARG="" TRANKS_ARG="" BRANKS_ARG=""
 needs() { [[ $2 -ge 2 ]] || { echo "gpu_proof.sh: $1 needs a value" >&2; exit 2; }; }
 while (($#)); do
@@ -69,6 +76,7 @@ while (($#)); do
         --no-install) INSTALL=0 ;;
         --wheels) needs "$1" $#; WHEELS=$2; INSTALL=2; shift ;;
         --out) needs "$1" $#; OUT=$2; shift ;;
+        --pack) needs "$1" $#; PACK=$2; shift ;;
         --budget) needs "$1" $#; BUDGET=$2; shift ;;
         --transports) needs "$1" $#; TRANSPORTS_ARG=$2; shift ;;
         --mps) needs "$1" $#; MPS_ARG=$2; shift ;;
@@ -148,6 +156,10 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 STEPS=$OUT/steps.tsv
 : >"$STEPS"
+if [[ -n $PACK ]]; then
+    mkdir -p "$(dirname "$PACK")"
+    PACK=$(cd "$(dirname "$PACK")" && pwd)/$(basename "$PACK")
+fi
 exec > >(tee -a "$OUT/proof.log") 2>&1
 TEE_PID=$!
 FAILED=()
@@ -160,10 +172,33 @@ export PYTHONUNBUFFERED=1 MPLBACKEND=Agg OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 
 say() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 
+# pack: OUT as the --pack archive (written aside, then renamed: a run killed meanwhile leaves the
+# last whole one), RUN.md and steps.tsv beside it. Files still being written are taken as they are.
+pack() {
+    [[ -n $PACK ]] || return 0
+    tar czf "$PACK.part" --warning=no-file-changed -C "$(dirname "$OUT")" "$(basename "$OUT")" \
+        2>/dev/null || true
+    if [[ -s $PACK.part ]]; then mv -f "$PACK.part" "$PACK"; fi
+    cp -f "$STEPS" "$(dirname "$PACK")/" 2>/dev/null || true
+    [[ -s $OUT/RUN.md ]] && cp -f "$OUT/RUN.md" "$(dirname "$PACK")/"
+    return 0
+}
+
+# The MPS daemon this script started goes when the script does, however it ends.
+MPS_CTL=${MPICOLL_MPS_CONTROL:-nvidia-cuda-mps-control}
+MPS_STARTED=0
+stop_mps() {
+    if ((MPS_STARTED)); then
+        echo quit | timeout 30 "$MPS_CTL" >/dev/null 2>&1 || true
+        MPS_STARTED=0
+    fi
+}
+trap 'stop_mps; pack' EXIT
+
 # limit: the seconds the next step may take -- the step timeout, or less near the --budget
 # deadline; 0 when under 15 s are left (the step is then skipped).
 limit() {
-    local lim=$STEP_TIMEOUT left
+    local lim=${STEP_CAP:-$STEP_TIMEOUT} left
     if ((DEADLINE && BUDGETED)); then
         left=$((DEADLINE - $(date +%s) - RESERVE))
         ((left < lim)) && lim=$left
@@ -201,6 +236,7 @@ step() {
         say "step $name: FAILED with exit $rc ($dt s)$( ((rc == 124)) && echo ": timed out after $lim s")"
         FAILED+=("$name")
     fi
+    pack
     return 0
 }
 
@@ -231,7 +267,9 @@ base = subprocess.run([sys.argv[1], "-c", "import site; print(site.getsitepackag
                       capture_output=True, text=True, check=True).stdout.strip()
 open(site.getsitepackages()[0] + "/image.pth", "w").write(base + "\n")
 print("image packages:", base)' "${PYTHON:-python3}"
-    step install-wheels bash -c '"$1" -m pip install -q --no-index --no-deps "$2"/*.whl' _ "$PY" "$WHEELS"
+    # --force-reinstall: a wheel of a version the image already has would be skipped otherwise.
+    step install-wheels bash -c '"$1" -m pip install -q --no-index --no-deps --force-reinstall \
+        "$2"/*.whl' _ "$PY" "$WHEELS"
     export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
 elif ((INSTALL)); then
     step venv "${PYTHON:-python3}" -m venv "$VENV"
@@ -279,7 +317,7 @@ sys.exit(0 if info["cupy_status"][0] else 1)
 PY
 
 # --- 4. per MPS state and transport: GPU tests and bench; the demo and an example once -------
-MPS_CTL=${MPICOLL_MPS_CONTROL:-nvidia-cuda-mps-control}
+TEST_TIMEOUT=${MPICOLL_TEST_TIMEOUT:-120}
 if ((QUICK)); then
     read -r -a SWEEP <<<"${MPICOLL_BENCH_SIZES:---sizes 8,64K,1M -n 5 -w 2 -c 1}"
 else
@@ -295,9 +333,19 @@ for mps in on off; do
 done
 for mps in "${ORDER[@]}"; do
     if [[ $mps == on ]]; then
-        step mps-start "$MPS_CTL" -d
+        # The daemon must not keep the step's output open (tee would wait for it forever).
+        step mps-start bash -c '"$1" -d </dev/null >/dev/null 2>&1' _ "$MPS_CTL"
         if ((LAST_RC != 0)); then
             say "MPS could not be started: the MPS-on runs are skipped"
+            continue
+        fi
+        MPS_STARTED=1
+        # A daemon that starts is not yet one that serves: one CUDA client must get through.
+        STEP_CAP=60 step mps-probe "$PY" -c 'import cupy; print("MPS client ok:", int(cupy.arange(8).sum().get()))'
+        if ((LAST_RC != 0)); then
+            say "MPS started but a CUDA client could not use it: stopped, the MPS-on runs are skipped"
+            BUDGETED=0 step mps-stop bash -c 'echo quit | "$1"' _ "$MPS_CTL"
+            MPS_STARTED=0
             continue
         fi
     fi
@@ -306,7 +354,10 @@ for mps in "${ORDER[@]}"; do
         WRAP=()
         if [[ $t == aware ]]; then
             # CUDA-aware MPICH from the libucx wheel: the exports of `python -m mpicoll.gpu env`.
-            WRAP=(bash -c 'eval "$("$1" -m mpicoll.gpu env)" || exit 97; shift; exec "$@"' aware-env "$PY")
+            # (A command substitution that fails inside eval would leave eval "" succeeding.)
+            # (One line: the command is recorded in steps.tsv.)
+            WRAP=(bash -c 'e=$("$1" -m mpicoll.gpu env) || { echo "$e"; exit 97; }; eval "$e"; shift; exec "$@"' \
+                aware-env "$PY")
         fi
         COMBOS+=("$tag")
         if ((!TESTED)); then
@@ -317,8 +368,8 @@ for mps in "${ORDER[@]}"; do
                 xp=cupy
                 [[ $t == "${TRANSPORTS[0]}" ]] && xp=cupy,cupy-host-copy
                 mpistep "test-$tag-n$n" "$n" MPICOLL_TEST_XP="$xp" MPICOLL_GPU_TRANSPORT="$t" \
-                    "$PY" -m mpi4py -m pytest --with-mpi -q \
-                    tests/mpi/test_device.py tests/mpi/test_device_requests.py
+                    "$PY" -m mpi4py -m pytest --with-mpi -q --timeout="$TEST_TIMEOUT" \
+                    --timeout-method=thread tests/mpi/test_device.py tests/mpi/test_device_requests.py
             done
         fi
         if ((!DEMOED)); then
@@ -355,7 +406,9 @@ print(",".join([a for a in mpicoll.algorithms(sys.argv[1]) if a != "native"] + s
     done
     TESTED=1
     if [[ $mps == on ]]; then
-        step mps-stop bash -c 'echo quit | "$1"' _ "$MPS_CTL"
+        # Never skipped for the budget: the daemon must not outlive the run.
+        BUDGETED=0 step mps-stop bash -c 'echo quit | "$1"' _ "$MPS_CTL"
+        MPS_STARTED=0
     fi
 done
 
@@ -364,7 +417,8 @@ BUDGETED=0         # the reserve is for these
 for tag in "${COMBOS[@]}"; do
     files=()
     for f in "$OUT"/bench-*-"$tag"-n*.jsonl; do
-        [[ -s $f ]] && files+=("$f")
+        # A step killed before its first result leaves only the provenance line.
+        [[ -s $f ]] && grep -q '"type": "result"' "$f" && files+=("$f")
     done
     if ((${#files[@]})); then
         step "report-$tag" "$PY" -m mpicoll.bench report "${files[@]}" -o "$OUT/report-$tag.md"

@@ -105,8 +105,8 @@ def test_failing_steps_are_recorded_and_the_run_goes_on(tmp_path):
     flat = md.replace(f"{sys.prefix}/bin/", "")
     assert "MPICOLL_TEST_XP=cupy MPICOLL_GPU_TRANSPORT=staged" in md
     assert "MPICOLL_TEST_XP=cupy,cupy-host-copy MPICOLL_GPU_TRANSPORT=ipc" in md and \
-        "python -m mpi4py -m pytest --with-mpi -q tests/mpi/test_device.py " \
-        "tests/mpi/test_device_requests.py" in flat
+        "python -m mpi4py -m pytest --with-mpi -q --timeout=120 --timeout-method=thread " \
+        "tests/mpi/test_device.py tests/mpi/test_device_requests.py" in flat
     assert re.search(r"MPICOLL_GPU_TRANSPORT=ipc mpiexec -n 2 python -m mpicoll\.bench allreduce --xp cupy "
                      r"--algorithm [a-z_,]*native,nccl,gloo --sizes 8,64K,1M", flat)
     assert re.search(r"MPICOLL_GPU_TRANSPORT=staged mpiexec -n 2 python -m mpicoll\.bench allreduce --xp cupy "
@@ -239,6 +239,42 @@ def test_a_spent_budget_skips_steps_but_writes_run_md(tmp_path):
     assert "Targets of issue #13" in md and "FAILED" not in md
     bad = run("--budget", "ten", env={"MPICOLL_NVIDIA_SMI": fake_smi(tmp_path, "GPU 0: x\\n")})
     assert bad.returncode == 2 and "--budget: expected whole seconds" in bad.stderr
+
+
+def test_mps_that_cannot_serve_is_stopped_and_the_run_is_packed(tmp_path):
+    """An MPS daemon that starts but cannot serve a CUDA client (mps-probe: no CuPy here) is
+    stopped at once and its runs are skipped; --pack leaves the whole output as one archive
+    with RUN.md and steps.tsv beside it (the H200 hands back only a few files)."""
+    if mpicoll.gpu.cupy_status()[0]:
+        pytest.skip("CuPy works here: the probe would pass")
+    calls = tmp_path / "mps-calls"
+    ctl = tmp_path / "mps-control"
+    # A stand-in control: `-d` "starts" (and keeps no output open), `quit` on stdin stops.
+    ctl.write_text(f"#!/bin/sh\nif [ \"$1\" = -d ]; then echo start >> {calls}; exit 0; fi\n"
+                   f"read cmd; echo \"$cmd\" >> {calls}\n")
+    ctl.chmod(0o755)
+    out, packed = tmp_path / "out", tmp_path / "back" / "proof.tar.gz"
+    r = run("--quick", "--no-install", "--transports", "staged", "--test-ranks", "1",
+            "--primitives", "allreduce", "--out", str(out), "--pack", str(packed), timeout=300,
+            env={"MPICOLL_NVIDIA_SMI": fake_smi(tmp_path, "GPU 0: Stand-in GPU\\n"),
+                 "MPICOLL_MPS_CONTROL": str(ctl), "MPICOLL_GPU_VENV": sys.prefix,
+                 "MPICOLL_STEP_TIMEOUT": "60"})
+    assert r.returncode == 1, (r.returncode, r.stdout[-3000:], r.stderr[-3000:])
+    assert calls.read_text().split() == ["start", "quit"]
+    md = (out / "RUN.md").read_text()
+    steps = dict(re.findall(r"^\| (\S+) \| (\d+)(?: \*\*FAILED\*\*)? \| [\d.]+ \|", md, re.M))
+    assert steps["mps-start"] == "0" and steps["mps-probe"] != "0" and steps["mps-stop"] == "0"
+    assert not any("mps_on" in k for k in steps), steps       # the MPS-on runs were skipped
+    assert "test-staged-mps_off-n1" in steps, steps
+    import tarfile
+    with tarfile.open(packed) as tar:
+        names = tar.getnames()
+        inner = tar.extractfile("out/RUN.md").read().decode()
+    assert "out/steps.tsv" in names and "out/logs/mps-probe.log" in names, names
+    assert inner == md
+    assert (packed.parent / "RUN.md").read_text() == md
+    assert (packed.parent / "steps.tsv").read_text() == (out / "steps.tsv").read_text()
+    assert sorted(p.name for p in packed.parent.iterdir()) == ["RUN.md", "proof.tar.gz", "steps.tsv"]
 
 
 def test_wheels_script_help_names_what_it_downloads():
