@@ -21,6 +21,14 @@ replay fails: the next call binds a fresh transport (as after any failed
 collective, messages the failed call posted may still be pending in MPI; a
 communicator that saw a failure is best freed).
 
+A nonblocking call (``mpicoll.iallreduce``, ``P2PComm.Iallreduce``, ...)
+on the same terms is remembered too, as the program its request ran (see
+:func:`start`): the next identical call makes its request from that
+program — a new tag, the same ``Iallgather`` agreement, no validation,
+choice or binding — once the request last made from it has completed
+without error; until then (the same call made again while its twin is in
+flight) it takes the full path. Persistent requests need no memo: they bind once.
+
 The memo keeps the last 256 calls (32 on device arrays; the oldest is
 dropped first) and the arrays their steps are bound to alive; a view of a
 base larger than 64 KiB is never remembered (it would keep the whole base

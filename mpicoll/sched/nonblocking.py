@@ -17,7 +17,10 @@ with blocking mpicoll calls.
 
 A persistent request (``mpicoll.allreduce_init``, ``P2PComm.Allreduce_init``)
 is validated and agreed once when it is made, binds its plan to the buffers
-once, and then runs with ``Start()`` / ``Wait()`` as often as needed.
+once, and then runs with ``Start()`` / ``Wait()`` as often as needed. A
+nonblocking call repeated on the same buffers gets much of that without
+asking: :mod:`mpicoll._memo` keeps its bound :class:`Program` and replays it
+as the next identical call's request (with that call's tag and agreement).
 
 Device buffers run in the engine on every transport (:mod:`mpicoll._device`,
 :mod:`mpicoll._ipc`): the request's own transport posts each message, and a
