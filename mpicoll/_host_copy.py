@@ -1,4 +1,4 @@
-"""Small blocking calls on device arrays, run on page-locked host copies.
+"""Small calls on device arrays, run on page-locked host copies.
 
 A call whose messages are a few bytes costs, on the device path, a copy to
 the host (or an IPC round trip), a message and a kernel *per message* --
@@ -7,7 +7,11 @@ bytes per rank (``MPICOLL_GPU_HOST_COPY``, default 4 KiB) a blocking call
 instead copies its device inputs once to page-locked host mirrors, runs the
 same hand-written algorithm there (plain MPI messages and NumPy reductions,
 the host fast path) and copies its results back once: two copies in all.
-Open MPI's ``coll/cuda`` stages reductions the same way. The traffic record
+Open MPI's ``coll/cuda`` stages reductions the same way. A nonblocking call
+does the same with mirrors of its own: it copies its inputs down when it is
+made, runs the algorithm as a request on the host, and copies the results
+back as the request's last step (persistent requests keep their transport).
+The traffic record
 says ``host-copy``; the messages are those of the algorithm on the host, so
 ranks on this path meet ranks on the staged or CUDA-aware one in a call (not
 ranks on the ipc one: the agreement step refuses that split).
@@ -25,8 +29,9 @@ from functools import partial
 from mpi4py import MPI
 
 from ._context import Ctx
-from ._device import arena_for, on_device, transport_key
+from ._device import PinnedArena, arena_for, on_device, transport_key
 from ._memo import LIMIT as MEMO_LIMIT
+from .sched import nonblocking as _nb
 from .sched.run import execute
 
 __all__ = ["run", "PATH"]
@@ -38,13 +43,18 @@ PARTIAL = frozenset({"exscan", "gatherv", "allgatherv", "alltoallv"})
 
 
 def run(call, count, itemsize, fn, args, prologue, adapter, device):
-    """Run ``fn`` (a blocking call, already agreed) on host mirrors of its device arrays.
+    """Run ``fn`` (a blocking or nonblocking call, its agreement posted) on host mirrors
+    of its device arrays.
 
     Calls within the memo's size limit hand their bound steps (copies included)
     to :mod:`mpicoll._memo` through ``call.memo``.
     """
-    arena = arena_for(adapter, device)
-    arena.live = 0                     # a blocking call: nothing of this thread in flight
+    request = call.kind is not None
+    if request:
+        arena = PinnedArena(adapter)   # mirrors of its own: they live until it completes
+    else:
+        arena = arena_for(adapter, device)
+        arena.live = 0                 # a blocking call: nothing of this thread in flight
     host = list(args)
     d2h, h2d = [], []
     down_all = args[0] is None or call.primitive in PARTIAL
@@ -68,6 +78,9 @@ def run(call, count, itemsize, fn, args, prologue, adapter, device):
                 if i > 0 or fn.primitive == "bcast":
                     h2d.append(partial(adapter.to_device, h, a))
             ctx.like = next(h for h, a in zip(host, args) if h is not a)
+            if request:
+                return _start(call, ctx, fn, host, op, fast, d2h, h2d, adapter, device,
+                              count, itemsize)
             if prologue is not None:
                 prologue[0][...] = prologue[1]     # the in-place snapshot, on the device
             for step in d2h:
@@ -81,7 +94,35 @@ def run(call, count, itemsize, fn, args, prologue, adapter, device):
             for step in h2d:
                 step()
     finally:
-        arena.live = 0                 # every slot of this call is free again
+        if not request:
+            arena.live = 0             # every slot of this call is free again
     if call.memo is not None and fast and count * itemsize <= MEMO_LIMIT:
         # Replayed by the memo on the same mirrors (its entry keeps them).
         call.memo[:] = ((*d2h, *bound, *h2d), prologue, (None, adapter, device, transport_key()))
+
+
+def _start(call, ctx, fn, host, op, fast, d2h, h2d, adapter, device, count, itemsize):
+    """The request of a nonblocking call on host mirrors: copies down now (in the
+    caller's thread, ordered after its stream's work), the algorithm as a request
+    on the host, copies back as its last steps (with the data's device current)."""
+    entry = call.state.plans.get(fn, call.rank, call.size, host, itemsize, op)
+    scope = partial(on_device, adapter, device)
+
+    def run_now():                     # an algorithm that cannot run as a plan: blocking
+        with scope():
+            for step in d2h:
+                step()
+            if entry is None:
+                fn(ctx, *host)
+            else:
+                execute(ctx, entry, host, op, fast)
+            for step in h2d:
+                step()
+    memo = None
+    if call.memo is not None and entry is not None and fast and count * itemsize <= MEMO_LIMIT:
+        memo = []
+    _nb.start(call, ctx, fn, host, op, entry, fast, run_now, memo=memo,
+              copies=(tuple(d2h), tuple(h2d), scope))
+    if memo:
+        call.memo[:] = (memo[0], None, (None, adapter, device, transport_key()))
+

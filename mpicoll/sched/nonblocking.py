@@ -336,7 +336,7 @@ class PersistentRequest(Request):
         return f"<mpicoll.PersistentRequest {'inactive' if self._done else 'active'}>"
 
 
-def start(call, ctx, fn, args, op, entry, fast, run_now, prologue=None, memo=None):
+def start(call, ctx, fn, args, op, entry, fast, run_now, prologue=None, memo=None, copies=None):
     """Make the request of a nonblocking or persistent call (``call.kind``).
 
     ``entry``: the plan cache entry, or None where the call cannot run as a
@@ -345,6 +345,10 @@ def start(call, ctx, fn, args, op, entry, fast, run_now, prologue=None, memo=Non
     call's snapshot of its input, taken again at every persistent ``Start``.
     ``memo``: a list that receives the nonblocking call's :class:`Program`
     (:mod:`mpicoll._memo` replays it as the next identical call's request).
+    ``copies``: (before, after, scope) of a nonblocking call on host copies of
+    device arrays (:mod:`mpicoll._host_copy`): ``before`` (the copies down) run
+    now, in the caller's thread, ``after`` (the copies back) as the request's
+    last steps, both under ``scope`` (the data's device current).
     """
     persistent = call.kind == "init"
     req = PersistentRequest() if persistent else Request()
@@ -366,20 +370,25 @@ def start(call, ctx, fn, args, op, entry, fast, run_now, prologue=None, memo=Non
     if persistent and prologue is not None:
         steps.insert(0, partial(_assign, prologue[0], prologue[1]))
     transport = None
+    before = ()
     if ctx.mpi is not ctx.comm:
         transport = ctx.mpi
         req._scope = partial(on_device, transport.adapter, transport.device)
+    if copies is not None:
+        before, after, req._scope = copies
+        steps += after
     if persistent:
         req._program = (tuple(steps), reqs, transport)
         req._persistent_mpi = fast
         return req
     req._arm(tuple(steps), reqs, transport)
     if memo is not None:
-        program = Program(req._steps, reqs, transport, req._scope, retag, ctx)
+        program = Program(req._steps, reqs, transport, req._scope, retag, ctx, before)
         program.last = req
         memo[:] = (program,)
     if transport is not None:
         transport.adapter.sync()       # the data were produced on the caller's stream
+    _run_before(before, req._scope)
     if call.pending is not None:
         req._agreement = call.pending + (call,)
     _activate(req)
@@ -397,11 +406,12 @@ class Program:
     program it is reused only once the last request made from it completed.
     """
 
-    __slots__ = ("steps", "reqs", "transport", "scope", "retag", "ctx", "last")
+    __slots__ = ("steps", "reqs", "transport", "scope", "retag", "ctx", "before", "last")
 
-    def __init__(self, steps, reqs, transport, scope, retag, ctx):
+    def __init__(self, steps, reqs, transport, scope, retag, ctx, before=()):
         self.steps, self.reqs, self.transport, self.scope = steps, reqs, transport, scope
         self.retag, self.ctx = retag, ctx
+        self.before = before           # run in the caller's thread first (host copies down)
         self.last = None               # the request last made from it
 
     def idle(self):
@@ -423,9 +433,18 @@ class Program:
         self.last = req
         if self.transport is not None:
             self.transport.adapter.sync()    # the data were produced on the caller's stream
+        _run_before(self.before, self.scope)
         req._agreement = agreement
         _activate(req)
         return req
+
+
+def _run_before(steps, scope):
+    """Steps a request needs done before it starts (copies of its inputs to the host)."""
+    if steps:
+        with scope():
+            for step in steps:
+                step()
 
 
 def before_blocking():

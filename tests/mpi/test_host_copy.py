@@ -1,4 +1,4 @@
-"""Small blocking calls on device arrays run on host copies (mpicoll._host_copy).
+"""Small blocking and nonblocking calls on device arrays run on host copies (mpicoll._host_copy).
 
 On the CPU stand-in (tests/mpi/fakedevice.py): the path each call takes, the
 copies it makes (one to the host of the inputs, one back of the results),
@@ -135,14 +135,49 @@ def test_host_copy_ranks_meet_staged_ranks_but_not_ipc_ones(stand_in, monkeypatc
         _ipc.EAGER_MAX = eager
 
 
-def test_requests_and_native_keep_the_transport(stand_in):
-    """Nonblocking calls and native collectives do not take host copies."""
+def test_persistent_requests_and_native_keep_the_transport(stand_in):
+    """Persistent requests and native collectives do not take host copies; nonblocking
+    calls do."""
     x = fd.to_device(np.full(4, 2.0))
+    y = fd.device_empty(4, np.float64)
     with mpicoll.traffic() as t:
         a = mpicoll.iallreduce(x, algorithm="ring").Wait()
+        p = mpicoll.allreduce_init(x, y, algorithm="ring")
+        p.Start()
+        p.Wait()
         b = mpicoll.allreduce(x, algorithm="native")
-    assert [k.path for k in t.calls] == ["staged", "staged"]
-    assert (fd.to_host(a) == 2 * N).all() and (fd.to_host(b) == 2 * N).all()
+    assert [k.path for k in t.calls] == ["host-copy", "staged", "staged"]
+    for got in (a, y, b):
+        assert (fd.to_host(got) == 2 * N).all()
+
+
+def test_nonblocking_calls_copy_once_each_way_and_replay(stand_in):
+    """A small nonblocking call on device arrays: its inputs copied down when it is made,
+    its results back when it completes (one copy each way), requests in flight at once
+    kept apart (their mirrors are their own), and the memo replays them with the copies."""
+    from test_memo_requests import replays
+    xs = [fd.device_empty(4, np.float64) for _ in range(2)]
+    ys = [fd.device_empty(4, np.float64) for _ in range(2)]
+
+    def loop():
+        for k in range(4):
+            for i, x in enumerate(xs):
+                x.set(np.arange(4.0) * (i + 1) + RANK + k)
+            stand_in.reset()
+            reqs = [mpicoll.iallreduce(x, y, op, algorithm=a)
+                    for x, y, op, a in zip(xs, ys, (MPI.SUM, MPI.MAX), ("ring", "recursive_doubling"))]
+            assert stand_in.d2h == 2            # both inputs copied down at the call
+            for r in (reqs if RANK % 2 else reqs[::-1]):
+                assert r.Wait() is not None
+            assert (stand_in.d2h, stand_in.h2d) == (2, 2)
+            want_sum = sum(np.arange(4.0) + r + k for r in range(N))
+            want_max = np.arange(4.0) * 2 + N - 1 + k
+            assert np.array_equal(fd.to_host(ys[0]), want_sum)
+            assert np.array_equal(fd.to_host(ys[1]), want_max)
+    with mpicoll.traffic() as t:
+        mpicoll.iallreduce(xs[0], ys[0], algorithm="ring").Wait()
+    assert t.calls[0].path == "host-copy"
+    assert replays(loop) == 2 * 3
 
 
 
