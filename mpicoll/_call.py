@@ -395,8 +395,8 @@ class Call:
         block; equal on every rank), ``dtype``, ``root`` and ``counts``
         (reduce_scatter's recvcounts) also describe the call for checked mode.
         ``like``: the call's arrays, first the one whose memory the transport
-        follows (None where a rank has none): small blocking and nonblocking calls on device
-        arrays run on host copies (:func:`mpicoll._device.host_copy_max`),
+        follows (None where a rank has none): small blocking and nonblocking calls
+        on device arrays run on host copies (:func:`mpicoll._device.host_copy_max`),
         others through the ipc transport are flagged for the agreement step.
         """
         primitive = self.primitive
