@@ -395,8 +395,8 @@ class Call:
         block; equal on every rank), ``dtype``, ``root`` and ``counts``
         (reduce_scatter's recvcounts) also describe the call for checked mode.
         ``like``: the call's arrays, first the one whose memory the transport
-        follows (None where a rank has none): small blocking and nonblocking calls
-        on device arrays run on host copies (:func:`mpicoll._device.host_copy_max`),
+        follows (None where a rank has none): small calls on device arrays run on
+        host copies (:func:`mpicoll._device.host_copy_max`),
         others through the ipc transport are flagged for the agreement step.
         """
         primitive = self.primitive
@@ -434,10 +434,9 @@ class Call:
         self.algorithm = name
         self.desc = (name, op, dtype, count, root, counts)
         adapter = None if arr is None else adapter_of(arr)
-        # Small blocking and nonblocking calls on device arrays run on host copies (plain
-        # MPI messages, as the staged and aware transports send: any of them may meet on
-        # one call). Persistent requests keep their transport (copies at every Start).
-        self.host_copy = (adapter is not None and self.kind != "init" and name != "native"
+        # Small calls on device arrays run on host copies (plain MPI messages, as the
+        # staged and aware transports send: any of them may meet on one call).
+        self.host_copy = (adapter is not None and name != "native"
                           and 0 < nbytes <= host_copy_max())
         # Native collectives and empty calls send nothing through the ipc protocol (the
         # former go to the fallback transport): any mix of buffers is fine for them.

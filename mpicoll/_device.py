@@ -637,9 +637,8 @@ HOST_COPY_MAX = 4096
 
 
 def host_copy_max():
-    """Blocking and nonblocking calls on device arrays moving at most this many bytes per
-    rank run their algorithm on page-locked host copies (``MPICOLL_GPU_HOST_COPY``, bytes;
-    0: never; persistent requests keep their transport).
+    """Calls on device arrays moving at most this many bytes per rank run their algorithm
+    on page-locked host copies (``MPICOLL_GPU_HOST_COPY``, bytes; 0: never).
 
     One device-to-host copy of the inputs, the algorithm's messages and reductions on
     the host, one host-to-device copy of the results -- instead of a copy (or an IPC

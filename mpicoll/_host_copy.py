@@ -10,8 +10,8 @@ the host fast path) and copies its results back once: two copies in all.
 Open MPI's ``coll/cuda`` stages reductions the same way. A nonblocking call
 does the same with mirrors of its own: it copies its inputs down when it is
 made, runs the algorithm as a request on the host, and copies the results
-back as the request's last step (persistent requests keep their transport).
-The traffic record
+back as the request's last step; a persistent request copies down at every
+``Start`` and back as each run's last step. The traffic record
 says ``host-copy``; the messages are those of the algorithm on the host, so
 ranks on this path meet ranks on the staged or CUDA-aware one in a call (not
 ranks on the ipc one: the agreement step refuses that split).
@@ -32,7 +32,7 @@ from ._context import Ctx
 from ._device import PinnedArena, arena_for, on_device, transport_key
 from ._memo import LIMIT as MEMO_LIMIT
 from .sched import nonblocking as _nb
-from .sched.run import execute
+from .sched.run import _assign, execute
 
 __all__ = ["run", "PATH"]
 
@@ -79,8 +79,8 @@ def run(call, count, itemsize, fn, args, prologue, adapter, device):
                     h2d.append(partial(adapter.to_device, h, a))
             ctx.like = next(h for h, a in zip(host, args) if h is not a)
             if request:
-                return _start(call, ctx, fn, host, op, fast, d2h, h2d, adapter, device,
-                              count, itemsize)
+                return _start(call, ctx, fn, host, op, fast, d2h, h2d, prologue, adapter,
+                              device, count, itemsize)
             if prologue is not None:
                 prologue[0][...] = prologue[1]     # the in-place snapshot, on the device
             for step in d2h:
@@ -101,12 +101,17 @@ def run(call, count, itemsize, fn, args, prologue, adapter, device):
         call.memo[:] = ((*d2h, *bound, *h2d), prologue, (None, adapter, device, transport_key()))
 
 
-def _start(call, ctx, fn, host, op, fast, d2h, h2d, adapter, device, count, itemsize):
-    """The request of a nonblocking call on host mirrors: copies down now (in the
-    caller's thread, ordered after its stream's work), the algorithm as a request
-    on the host, copies back as its last steps (with the data's device current)."""
+def _start(call, ctx, fn, host, op, fast, d2h, h2d, prologue, adapter, device, count,
+           itemsize):
+    """The request of a nonblocking or persistent call on host mirrors: copies down
+    when it starts (in the caller's thread, ordered after its stream's work), the
+    algorithm as a request on the host, copies back as its last steps (with the
+    data's device current)."""
     entry = call.state.plans.get(fn, call.rank, call.size, host, itemsize, op)
     scope = partial(on_device, adapter, device)
+    if call.kind == "init" and prologue is not None:
+        # The in-place snapshot is taken again at every Start, before it is copied down.
+        d2h = [partial(_assign, *prologue), *d2h]
 
     def run_now():                     # an algorithm that cannot run as a plan: blocking
         with scope():
@@ -119,7 +124,8 @@ def _start(call, ctx, fn, host, op, fast, d2h, h2d, adapter, device, count, item
             for step in h2d:
                 step()
     memo = None
-    if call.memo is not None and entry is not None and fast and count * itemsize <= MEMO_LIMIT:
+    if call.memo is not None and call.kind == "start" and entry is not None and fast \
+            and count * itemsize <= MEMO_LIMIT:
         memo = []
     _nb.start(call, ctx, fn, host, op, entry, fast, run_now, memo=memo,
               copies=(tuple(d2h), tuple(h2d), scope))

@@ -73,9 +73,9 @@ def device_path(buf=None):
     rank shares its GPU (``shared``, ``ranks_on_gpu``) and, when it does with
     no server, ``advice`` naming the command that starts one.
 
-    ``host_copy_max``: blocking and nonblocking calls moving at most this many
-    bytes per rank run on host copies of their arrays (``MPICOLL_GPU_HOST_COPY``;
-    0: never; persistent requests keep their transport).
+    ``host_copy_max``: calls moving at most this many bytes per rank (blocking,
+    nonblocking, persistent) run on host copies of their arrays
+    (``MPICOLL_GPU_HOST_COPY``; 0: never).
 
     ``transport`` is what moves device messages between ranks of this rank's
     node: ``"ipc"`` (CUDA IPC mappings, :mod:`mpicoll._ipc`) or ``path``;

@@ -280,6 +280,7 @@ class PersistentRequest(Request):
         self._done = True          # inactive until started
         self._freed = False
         self._persistent_mpi = False   # its messages are MPI persistent requests
+        self._before = None        # (steps, scope) run at each Start first (host copies down)
 
     def Start(self):
         """Start the collective with the data now in the buffers."""
@@ -297,6 +298,8 @@ class PersistentRequest(Request):
         self._arm(steps, reqs, transport)
         if transport is not None:
             transport.adapter.sync()          # the data were produced on the caller's stream
+        if self._before is not None:
+            _run_before(*self._before)
         _activate(self)
 
     start = Start
@@ -345,10 +348,11 @@ def start(call, ctx, fn, args, op, entry, fast, run_now, prologue=None, memo=Non
     call's snapshot of its input, taken again at every persistent ``Start``.
     ``memo``: a list that receives the nonblocking call's :class:`Program`
     (:mod:`mpicoll._memo` replays it as the next identical call's request).
-    ``copies``: (before, after, scope) of a nonblocking call on host copies of
-    device arrays (:mod:`mpicoll._host_copy`): ``before`` (the copies down) run
-    now, in the caller's thread, ``after`` (the copies back) as the request's
-    last steps, both under ``scope`` (the data's device current).
+    ``copies``: (before, after, scope) of a call on host copies of device
+    arrays (:mod:`mpicoll._host_copy`): ``before`` (the copies down) run when
+    the request starts (now, or at each persistent ``Start``), in the caller's
+    thread, ``after`` (the copies back) as the request's last steps, both
+    under ``scope`` (the data's device current).
     """
     persistent = call.kind == "init"
     req = PersistentRequest() if persistent else Request()
@@ -380,6 +384,8 @@ def start(call, ctx, fn, args, op, entry, fast, run_now, prologue=None, memo=Non
     if persistent:
         req._program = (tuple(steps), reqs, transport)
         req._persistent_mpi = fast
+        if before:
+            req._before = (before, req._scope)
         return req
     req._arm(tuple(steps), reqs, transport)
     if memo is not None:

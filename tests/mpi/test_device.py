@@ -78,7 +78,7 @@ def kind(request):
         dev, host = fd.to_device, fd.to_host
     _device.set_transport("ipc" if name.endswith("-ipc") else None)
     saved = os.environ.get("MPICOLL_GPU_HOST_COPY")
-    if name.endswith("host-copy"):         # every blocking and nonblocking case on host copies
+    if name.endswith("host-copy"):         # every case (and request) on host copies
         os.environ["MPICOLL_GPU_HOST_COPY"] = str(1 << 20)
     yield name, dev, host
     if saved is None:

@@ -1,4 +1,4 @@
-"""Small blocking and nonblocking calls on device arrays run on host copies (mpicoll._host_copy).
+"""Small calls on device arrays (blocking, nonblocking, persistent) run on host copies.
 
 On the CPU stand-in (tests/mpi/fakedevice.py): the path each call takes, the
 copies it makes (one to the host of the inputs, one back of the results),
@@ -135,9 +135,8 @@ def test_host_copy_ranks_meet_staged_ranks_but_not_ipc_ones(stand_in, monkeypatc
         _ipc.EAGER_MAX = eager
 
 
-def test_persistent_requests_and_native_keep_the_transport(stand_in):
-    """Persistent requests and native collectives do not take host copies; nonblocking
-    calls do."""
+def test_native_keeps_the_transport(stand_in):
+    """Native collectives do not take host copies; nonblocking and persistent calls do."""
     x = fd.to_device(np.full(4, 2.0))
     y = fd.device_empty(4, np.float64)
     with mpicoll.traffic() as t:
@@ -146,9 +145,37 @@ def test_persistent_requests_and_native_keep_the_transport(stand_in):
         p.Start()
         p.Wait()
         b = mpicoll.allreduce(x, algorithm="native")
-    assert [k.path for k in t.calls] == ["host-copy", "staged", "staged"]
+    assert [k.path for k in t.calls] == ["host-copy", "host-copy", "staged"]
     for got in (a, y, b):
         assert (fd.to_host(got) == 2 * N).all()
+
+
+def test_persistent_requests_copy_at_every_start(stand_in):
+    """A persistent request on host copies copies its inputs down at every Start (the
+    in-place snapshot first) and its results back as each run ends."""
+    x, y = fd.device_empty(5, np.float64), fd.device_empty(5, np.float64)
+    z = fd.device_empty(5, np.float64)
+    p = mpicoll.allreduce_init(x, y, MPI.MAX, algorithm="recursive_doubling")
+    q = mpicoll.reduce_init(MPI.IN_PLACE if RANK == 0 else z, z if RANK == 0 else None,
+                            root=0, algorithm="binomial")
+    for k in range(4):
+        host = np.arange(5.0) * (RANK + 1) + k
+        x.set(host)
+        z.set(host)
+        stand_in.reset()
+        p.Start()
+        q.Start()
+        assert stand_in.d2h == 2
+        mpicoll.waitall([q, p] if RANK % 2 else [p, q])
+        assert (stand_in.d2h, stand_in.h2d) == (2, 1 + (RANK == 0))
+        want = np.empty(5)
+        comm.Allreduce(host, want, MPI.MAX)
+        assert np.array_equal(fd.to_host(y), want)
+        total = comm.allreduce(host)
+        if RANK == 0:
+            assert np.array_equal(fd.to_host(z), total)
+    p.Free()
+    q.Free()
 
 
 def test_nonblocking_calls_copy_once_each_way_and_replay(stand_in):
