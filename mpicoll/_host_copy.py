@@ -43,7 +43,7 @@ PARTIAL = frozenset({"exscan", "gatherv", "allgatherv", "alltoallv"})
 
 
 def run(call, count, itemsize, fn, args, prologue, adapter, device):
-    """Run ``fn`` (a blocking or nonblocking call, its agreement posted) on host mirrors
+    """Run ``fn`` (any kind of call, its agreement posted) on host mirrors
     of its device arrays.
 
     Calls within the memo's size limit hand their bound steps (copies included)
