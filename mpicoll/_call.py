@@ -237,7 +237,10 @@ class Call:
         (``Reduce_scatter``'s recvcounts taken from each rank's recvbuf).
         It uses the same fingerprint Allgather as :meth:`settle`, so a rank
         that meanwhile called another collective raises instead of hanging.
+        A call that exchanges is never memoized (:mod:`mpicoll._memo`): a replay
+        would skip this step while another rank's full call makes it.
         """
+        self.memo = None
         return self._agree(fpr.EXCHANGE, int(value))
 
     def _agree(self, phase, payload):

@@ -130,5 +130,7 @@ def _start(call, ctx, fn, host, op, fast, d2h, h2d, prologue, adapter, device, c
     _nb.start(call, ctx, fn, host, op, entry, fast, run_now, memo=memo,
               copies=(tuple(d2h), tuple(h2d), scope))
     if memo:
-        call.memo[:] = (memo[0], None, (None, adapter, device, transport_key()))
+        # The in-place snapshot (a device copy) is taken again at every replay, before
+        # the copies down (mpicoll._memo).
+        call.memo[:] = (memo[0], prologue, (None, adapter, device, transport_key()))
 

@@ -99,6 +99,11 @@ def _key(primitive, comm, algorithm, bufs, rest):
     return (primitive, id(comm), algorithm, *map(id, bufs), *map(id, rest))
 
 
+def _by_value(counts):
+    """A list, tuple or NumPy array of counts as a tuple of Python values."""
+    return tuple(counts.tolist()) if type(counts) is np.ndarray else tuple(counts)
+
+
 def forget_device():
     """Drop every entry on device arrays (they hold transports and pinned arenas)."""
     for k in [k for k, e in _memo.items() if e.dev is not None]:
@@ -123,8 +128,8 @@ class _Entry:
                   or b.dtype != fact[1] or (fact[3] and not b.flags.writeable)):
                 return False
         for mine, r in zip(self.rest, rest):
-            if type(r) is list or type(r) is tuple:
-                r = tuple(r)            # counts: compared by value (the list may be mutated)
+            if type(r) is list or type(r) is tuple or type(r) is np.ndarray:
+                r = _by_value(r)        # counts: compared by value (they may be mutated)
             if mine is not r and mine != r:
                 return False
         if self.dev is not None and _device.transport_key() != self.dev[3]:
@@ -207,13 +212,22 @@ class _RequestEntry(_Entry):
             req = self.pcomm.Iallgather([mine, MPI.BYTE], [every, MPI.BYTE])
             agreement = (req, every, mine, self.judge)
         program = self.steps
-        if self.prologue is not None:       # an in-place call's snapshot of its input
-            if program.scope is None:
-                np.copyto(*self.prologue)
-            else:
-                with program.scope():
-                    self.prologue[0][...] = self.prologue[1]
-        return program.replay(tag, self.out, agreement)
+        try:
+            if self.prologue is not None:   # an in-place call's snapshot of its input
+                if program.scope is None:
+                    np.copyto(*self.prologue)
+                else:
+                    with program.scope():
+                        self.prologue[0][...] = self.prologue[1]
+            return program.replay(tag, self.out, agreement)
+        except BaseException:
+            # Nothing of the algorithm was sent, but the fingerprint was: MPI keeps its
+            # buffers until the Iallgather completes, and this entry is not used again.
+            if agreement is not None:
+                _nb.keep_until_complete(*agreement[:3])
+            if _memo.get(self.key) is self:
+                del _memo[self.key]
+            raise
 
 
 _MISS = object()
@@ -268,7 +282,8 @@ def remember(call, comm, algorithm, bufs, rest, out, steps, prologue, dev=None, 
                     for b in bufs)
     e.dev = dev
     e.ipc = call.ipc                 # as the agreement step saw it (mpicoll._call)
-    e.rest = tuple(tuple(r) if isinstance(r, (list, tuple)) else r for r in rest)
+    e.rest = tuple(_by_value(r) if isinstance(r, (list, tuple, np.ndarray)) else r
+                   for r in rest)
     e.steps, e.prologue = steps if type(e) is _RequestEntry else tuple(steps), prologue
     e.desc = call.desc
     e.static, e.count = fpr.static_bytes(call.primitive, call.desc)

@@ -182,7 +182,11 @@ class Request:
             if len(_active) == 1 and self._passive():
                 # Alone: nothing else needs progress, wait for this step (or the agreement's
                 # Iallgather) in MPI.
-                MPI.Request.Waitall(self._blocking_on())
+                try:
+                    MPI.Request.Waitall(self._blocking_on())
+                except BaseException:
+                    self._failed = True        # its program is not replayed (mpicoll._memo)
+                    raise
                 continue
             _thread.wait_any(pending_requests())     # yields the core between polls
         _auto_stop()

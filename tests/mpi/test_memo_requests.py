@@ -10,6 +10,8 @@ one rank, check modes, the environment's algorithm, the drop-in's ``I...``
 methods, and device arrays on every transport (the CPU stand-in).
 Results are compared with mpi4py's native collectives on the same data.
 """
+import contextlib
+
 import numpy as np
 import pytest
 from mpi4py import MPI
@@ -297,3 +299,67 @@ def test_device_requests_repeat_on_their_transport(fake, transport, algo):  # no
         assert replays(loop) == 8
         if N > 1 and transport.startswith("ipc"):
             assert ipc_moved(c) > 0
+
+
+@pytest.mark.mpi
+def test_nonblocking_v_calls_are_not_memoized():
+    """A call that exchanges counts before it can validate (the v-collectives) is never
+    remembered: a replay would skip that exchange while a rank on the full path (here
+    the root, which allocates its result every time) makes it, and the job would hang."""
+    x = np.empty(2)
+
+    def loop():
+        for k in range(3):
+            x[...] = RANK + k
+            got = mpicoll.igatherv(x, None, 0).Wait()
+            want = np.repeat(np.arange(N, dtype=float) + k, 2)
+            if RANK == 0:
+                np.testing.assert_array_equal(got, want)
+            out = mpicoll.iallgatherv(x, None).Wait()
+            np.testing.assert_array_equal(out, want)
+    assert replays(loop) == 0
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("face", ["blocking", "nonblocking"])
+def test_counts_in_an_array_mutated_between_calls(face):
+    """reduce_scatter's recvcounts as a NumPy array changed in place between two calls
+    with the same objects: the memo compares counts by value, so the second call uses
+    the new counts (not the remembered ones)."""
+    r = np.empty(3 * N)
+    counts = np.ones(N, dtype=np.int64)
+    for k in range(4):
+        counts[:] = 1 + k % 2
+        lo, mine = int(counts[:RANK].sum()), int(counts[RANK])
+        r[...] = np.arange(3.0 * N) * (RANK + 1) + k
+        want = comm.allreduce(r[:int(counts.sum())].copy())[lo:lo + mine]
+        if face == "blocking":
+            mpicoll.reduce_scatter(MPI.IN_PLACE, r, counts)
+        else:
+            mpicoll.ireduce_scatter(MPI.IN_PLACE, r, counts).Wait()
+        np.testing.assert_array_equal(r[:mine], want)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("transport", ["staged", "ipc"])
+def test_in_place_device_requests_on_host_copies_refresh_the_snapshot(
+        fake, transport, monkeypatch):  # noqa: F811
+    """A small in-place nonblocking call on device arrays (host copies): every replay takes
+    the snapshot of that round's input again before copying it down."""
+    monkeypatch.setenv("MPICOLL_GPU_HOST_COPY", "4096")
+    _device.set_transport(transport)
+    with on_nodes(str(N)) as c:
+        a = fd.device_empty(2 * N, np.float64)
+
+        def loop():
+            for k in range(4):
+                ha = np.arange(2.0 * N) + 100 * RANK + k
+                a.set(ha)
+                with mpicoll.traffic() if k == 0 else contextlib.nullcontext() as t:
+                    mpicoll.ialltoall(MPI.IN_PLACE, a, comm=c, algorithm="pairwise").Wait()
+                if k == 0:
+                    assert t.calls[0].path == "host-copy"
+                want = np.empty(2 * N)
+                comm.Alltoall(ha, want)
+                np.testing.assert_array_equal(fd.to_host(a), want)
+        assert replays(loop) == 2            # round 0 traced (no memo), 1 binds, 2-3 replay
