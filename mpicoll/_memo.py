@@ -136,20 +136,30 @@ class _Entry:
             return False
         return self.var is None or os.environ.get(self.var) == self.env
 
-    def run(self):
+    def fingerprint(self):
+        """This call's fingerprint as the full path would build it (its check mode,
+        call number, flags): bytes; None when there is no agreement step (``local``
+        mode, one rank); :data:`_MISS` for a junk ``MPICOLL_CHECK`` (the full path
+        reports it)."""
         state = self.state
         mode = state.mode
         if mode is None:
             raw = os.environ.get("MPICOLL_CHECK")
             mode = "agree" if not raw else _MODES.get(raw.strip().lower())
             if mode is None:
-                return _MISS          # a junk MPICOLL_CHECK: the full path reports it
-        seq = state.seq
-        if mode != "local" and self.size > 1:
-            flags = fpr.FLAG_RECORDED | (fpr.FLAG_CHECKED if mode == "checked" else 0) | \
-                ipc_flags(self.ipc)
-            mine = self.static + fpr.dynamic_bytes(seq, self.count, flags)
-            every = state.raw
+                return _MISS
+        if mode == "local" or self.size == 1:
+            return None
+        flags = fpr.FLAG_RECORDED | (fpr.FLAG_CHECKED if mode == "checked" else 0) | \
+            ipc_flags(self.ipc)
+        return self.static + fpr.dynamic_bytes(state.seq, self.count, flags)
+
+    def run(self):
+        mine = self.fingerprint()
+        if mine is _MISS:
+            return _MISS
+        if mine is not None:
+            every = self.state.raw
             self.pcomm.Allgather([mine, MPI.BYTE], [every, MPI.BYTE])
             if every != mine * self.size:
                 return _Judge(mine, every)
@@ -191,23 +201,16 @@ class _RequestEntry(_Entry):
 
     def start(self):
         """The request of this call made again (new tag, new agreement), or :data:`_MISS`."""
+        mine = self.fingerprint()
+        if mine is _MISS:
+            return _MISS
         state = self.state
-        mode = state.mode
-        if mode is None:
-            raw = os.environ.get("MPICOLL_CHECK")
-            mode = "agree" if not raw else _MODES.get(raw.strip().lower())
-            if mode is None:
-                return _MISS          # a junk MPICOLL_CHECK: the full path reports it
         tag = next_request_tag(state)
-        seq = state.seq
-        state.seq = seq + 1
+        state.seq += 1
         agreement = None
-        if mode != "local" and self.size > 1:
+        if mine is not None:
             # As Call.settle does for a nonblocking call: the fingerprints travel by
             # Iallgather and are judged when the request first advances.
-            flags = fpr.FLAG_RECORDED | (fpr.FLAG_CHECKED if mode == "checked" else 0) | \
-                ipc_flags(self.ipc)
-            mine = self.static + fpr.dynamic_bytes(seq, self.count, flags)
             every = self.raw
             req = self.pcomm.Iallgather([mine, MPI.BYTE], [every, MPI.BYTE])
             agreement = (req, every, mine, self.judge)

@@ -23,20 +23,28 @@ comm = MPI.COMM_WORLD
 N, RANK = comm.Get_size(), comm.Get_rank()
 
 
-def hits(fn):
-    """Run ``fn`` and count memo entries that served it (entry.execute calls)."""
+def count_calls(cls, name, fn, counted=lambda result: True):
+    """Run ``fn`` with the method ``cls.name`` watched; how many of its calls returned a
+    result ``counted`` accepts."""
     seen = []
-    orig = _memo._Entry.execute
+    orig = getattr(cls, name)
 
     def counting(self):
-        seen.append(1)
-        return orig(self)
-    _memo._Entry.execute = counting
+        result = orig(self)
+        if counted(result):
+            seen.append(1)
+        return result
+    setattr(cls, name, counting)
     try:
         fn()
     finally:
-        _memo._Entry.execute = orig
+        setattr(cls, name, orig)
     return len(seen)
+
+
+def hits(fn):
+    """Run ``fn`` and count memo entries that served it (entry.execute calls)."""
+    return count_calls(_memo._Entry, "execute", fn)
 
 
 @pytest.mark.mpi

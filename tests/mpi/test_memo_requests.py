@@ -20,7 +20,7 @@ import fakedevice as fd
 import mpicoll
 from mpicoll import _device, _ipc, _memo
 from refdata import on_nodes
-from test_memo import fake, ipc_moved  # noqa: F401  (the stand-in device fixture)
+from test_memo import count_calls, fake, ipc_moved  # noqa: F401  (fake: the device fixture)
 
 comm = MPI.COMM_WORLD
 N, RANK = comm.Get_size(), comm.Get_rank()
@@ -28,20 +28,7 @@ N, RANK = comm.Get_size(), comm.Get_rank()
 
 def replays(fn):
     """Run ``fn`` and count the requests a memo entry made (replays that were not misses)."""
-    seen = []
-    orig = _memo._RequestEntry.start
-
-    def counting(self):
-        req = orig(self)
-        if req is not _memo._MISS:
-            seen.append(1)
-        return req
-    _memo._RequestEntry.start = counting
-    try:
-        fn()
-    finally:
-        _memo._RequestEntry.start = orig
-    return len(seen)
+    return count_calls(_memo._RequestEntry, "start", fn, lambda req: req is not _memo._MISS)
 
 
 @pytest.mark.mpi
