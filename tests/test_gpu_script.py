@@ -274,7 +274,8 @@ def test_mps_that_cannot_serve_is_stopped_and_the_run_is_packed(tmp_path):
     assert inner == md
     assert (packed.parent / "RUN.md").read_text() == md
     assert (packed.parent / "steps.tsv").read_text() == (out / "steps.tsv").read_text()
-    assert sorted(p.name for p in packed.parent.iterdir()) == ["RUN.md", "proof.tar.gz", "steps.tsv"]
+    back = sorted(p.name for p in packed.parent.iterdir())
+    assert back == ["RUN.md", "proof.tar.gz", "steps.tsv"]
 
 
 def test_wheels_script_help_names_what_it_downloads():
