@@ -12,7 +12,7 @@ with no wrong element) at each target size:
 
 Then, from ``OUT/latency-<transport>-mps_<on|off>-n<N>.jsonl`` (``python -m
 mpicoll.bench latency --xp cupy``), the 8-byte allreduce per face (raw,
-agree, p2pcomm, local, persistent, nonblocking), the same goal applied to
+agree, p2pcomm, local, persistent, raw_nb, nonblocking), the same goal applied to
 the ``agree`` face (what a plain ``mpicoll.allreduce`` call costs).
 
 A size the run did not reach says so; nothing is estimated.
@@ -26,7 +26,9 @@ __all__ = ["TARGETS", "best_rows", "table", "latency_table", "main"]
 
 _NAME = re.compile(r"^bench-allreduce-(?P<transport>[a-z-]+)-mps_(?P<mps>on|off)-n(?P<n>\d+)\.jsonl$")
 _LATENCY = re.compile(r"^latency-(?P<transport>[a-z-]+)-mps_(?P<mps>on|off)-n(?P<n>\d+)\.jsonl$")
-_FACES = ("raw", "agree", "p2pcomm", "local", "persistent", "nonblocking")
+# The faces as the bench names them (raw_nb: mpi4py's nonblocking call); records written
+# before raw_nb existed show '-' there.
+_FACES = ("raw", "agree", "p2pcomm", "local", "persistent", "raw_nb", "nonblocking")
 _SMALL_GOAL = 100.0      # us: the 8-byte goal, N = 4 with MPS on
 _NOT_HAND_WRITTEN = ("native", "nccl", "raw")
 

@@ -33,7 +33,7 @@ def test_latency_records_every_face(tmp_path, primitive):
     assert {(r["bytes"], r["algorithm"]) for r in recs} == {(b, a) for b in (8, 1024) for a in algos}
     for r in recs:
         assert set(r["us_per_call"]) == {"raw", "agree", "p2pcomm", "local", "persistent",
-                                         "nonblocking"}
+                                         "raw_nb", "nonblocking"}
         assert all(v > 0 for v in r["us_per_call"].values()) and r["ranks"] == 2
     assert "x raw" in proc.stdout
 
@@ -84,9 +84,9 @@ def test_latency_on_device_arrays_stages_the_raw_face(tmp_path, capsys):
     table(MPI.COMM_SELF, "allreduce", ["ring"], [8], 3, 2, Counting, "stand-in", str(out))
     (rec,) = _jsonl(out)
     assert rec["buffers"] == "stand-in" and set(rec["us_per_call"]) == set(FACES)
-    # raw: 2 blocks x 3 calls, each one to_host of x and one put of y; plus the setup's
-    # put of x, the raw face's one to_host of y and the result check's to_host.
-    assert Counting.copies == {"to_host": 6 + 2, "put": 6 + 1}
+    # raw and raw_nb: 2 blocks x 3 calls each, each one to_host of x and one put of y;
+    # plus the setup's put of x, each raw face's one to_host of y and the result check's.
+    assert Counting.copies == {"to_host": 2 * 6 + 2 + 1, "put": 2 * 6 + 1}
     assert "stand-in" in capsys.readouterr().out
     Counting.copies.update(to_host=0, put=0)            # a barrier stages nothing
     table(MPI.COMM_SELF, "barrier", ["dissemination"], [8], 3, 2, Counting, "stand-in")

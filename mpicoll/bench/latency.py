@@ -6,7 +6,9 @@ otherwise write), and of mpicoll in each of its faces — the blocking call
 in the default ``agree`` check mode, the same through the drop-in
 (``P2PComm(comm, <primitive>=<algorithm>).Allreduce(x, y)``: what mpi4py
 code switched to mpicoll pays), in ``local`` mode, a persistent request
-(``Start(); Wait()``) and a nonblocking call (``i...(...).Wait()``).
+(``Start(); Wait()``) and a nonblocking call (``i...(...).Wait()``), which
+is set beside mpi4py's own nonblocking call (``raw_nb``:
+``comm.Iallreduce(x, y).Wait()``, staged like ``raw``).
 Each figure is the median of ``--repeats`` blocks of ``-n`` calls (each
 block timed between barriers, the slowest rank's time per call), so a noisy
 machine shows as spread between blocks rather than as a bias. Results are
@@ -33,30 +35,34 @@ from .specs import ArrayModule, add_xp_arguments
 
 __all__ = ["add_parser", "latency", "table", "FACES"]
 
-FACES = ("raw", "agree", "p2pcomm", "local", "persistent", "nonblocking")
+FACES = ("raw", "agree", "p2pcomm", "local", "persistent", "raw_nb", "nonblocking")
 
-# primitive -> (raw call, functional call, nonblocking, persistent) on (comm, x, y);
-# _RESULT names the buffer a raw call writes (staged by hand on device arrays)
+# primitive -> (raw call, functional call, nonblocking, persistent, raw nonblocking call)
+# on (comm, x, y); _RESULT names the buffer a raw call writes (staged by hand on device arrays)
 _CALLS = {
     "allreduce": (lambda c, x, y: c.Allreduce(x, y),
                   lambda x, y, a, comm: mpicoll.allreduce(x, y, algorithm=a, comm=comm),
                   lambda x, y, a, comm: mpicoll.iallreduce(x, y, algorithm=a, comm=comm),
-                  lambda x, y, a, comm: mpicoll.allreduce_init(x, y, algorithm=a, comm=comm)),
+                  lambda x, y, a, comm: mpicoll.allreduce_init(x, y, algorithm=a, comm=comm),
+                  lambda c, x, y: c.Iallreduce(x, y).Wait()),
     "bcast": (lambda c, x, y: c.Bcast(x, 0),
               lambda x, y, a, comm: mpicoll.bcast(x, 0, algorithm=a, comm=comm),
               lambda x, y, a, comm: mpicoll.ibcast(x, 0, algorithm=a, comm=comm),
-              lambda x, y, a, comm: mpicoll.bcast_init(x, 0, algorithm=a, comm=comm)),
+              lambda x, y, a, comm: mpicoll.bcast_init(x, 0, algorithm=a, comm=comm),
+              lambda c, x, y: c.Ibcast(x, 0).Wait()),
     "barrier": (lambda c, x, y: c.Barrier(),
                 lambda x, y, a, comm: mpicoll.barrier(algorithm=a, comm=comm),
                 lambda x, y, a, comm: mpicoll.ibarrier(algorithm=a, comm=comm),
-                lambda x, y, a, comm: mpicoll.barrier_init(algorithm=a, comm=comm)),
+                lambda x, y, a, comm: mpicoll.barrier_init(algorithm=a, comm=comm),
+                lambda c, x, y: c.Ibarrier().Wait()),
 }
 _RESULT = {"allreduce": 1, "bcast": 0, "barrier": None}
 
 
 def add_parser(sub):
     p = sub.add_parser("latency", help="cost of one small call per face (agree, local, "
-                                       "persistent, nonblocking) against the raw mpi4py call")
+                                       "persistent, nonblocking) against the raw mpi4py call "
+                                       "(blocking, and nonblocking beside the nonblocking face)")
     p.add_argument("--primitive", default="allreduce", choices=sorted(_CALLS))
     p.add_argument("--bytes", default="8", help="comma list of sizes in bytes (default 8)")
     p.add_argument("--algorithm", default="all",
@@ -88,11 +94,11 @@ def _max():
     return MPI.MAX
 
 
-def _raw(primitive, comm, x, y, am):
-    """The raw face: the mpi4py call on the buffers where the main bench's ``raw``
-    column would make it (:func:`mpicoll.bench.raw.skip_reason`: host arrays, or MPI
-    collectives that are CUDA-aware), else staged by hand through host copies."""
-    raw = _CALLS[primitive][0]
+def _raw(primitive, raw, comm, x, y, am):
+    """A raw face (``raw``: the mpi4py call on ``comm``, x, y): the call on the buffers
+    where the main bench's ``raw`` column would make it (:func:`mpicoll.bench.raw.skip_reason`:
+    host arrays, or MPI collectives that are CUDA-aware), else staged by hand through
+    host copies."""
     which = _RESULT[primitive]
     if rawcol.skip_reason(am) is None:
         return lambda: raw(comm, x, y)
@@ -108,7 +114,7 @@ def _raw(primitive, comm, x, y, am):
 
 
 def _faces(primitive, comm, x, y, algo, am):
-    raw, blocking, start, init = _CALLS[primitive]
+    raw, blocking, start, init, raw_nb = _CALLS[primitive]
     persistent = init(x, y, algo, comm)
 
     def run_persistent():
@@ -116,11 +122,12 @@ def _faces(primitive, comm, x, y, algo, am):
         persistent.Wait()
     dropin = mpicoll.P2PComm(comm, **{primitive: algo})
     return {
-        "raw": _raw(primitive, comm, x, y, am),
+        "raw": _raw(primitive, raw, comm, x, y, am),
         "agree": lambda: blocking(x, y, algo, comm),
         "p2pcomm": lambda: raw(dropin, x, y),
         "local": lambda: blocking(x, y, algo, comm),
         "persistent": run_persistent,
+        "raw_nb": _raw(primitive, raw_nb, comm, x, y, am),
         "nonblocking": lambda: start(x, y, algo, comm).Wait(),
     }, persistent
 
@@ -156,7 +163,7 @@ def table(comm, prim, algos, sizes, iters, repeats, am, where, output=None):
         print(f"# median of {repeats} blocks x {iters} calls, slowest rank per block; "
               f"µs per call")
         print(f"# {'bytes':>8} {'algorithm':<20} " + " ".join(f"{f:>11}" for f in FACES)
-              + "  (x raw: agree p2pcomm local persistent)")
+              + "  (x raw: agree p2pcomm local persistent; x raw_nb: nonblocking)")
     for nbytes in sizes:
         n = max(1, nbytes // 8)
         for algo in algos:
@@ -175,6 +182,7 @@ def table(comm, prim, algos, sizes, iters, repeats, am, where, output=None):
                     f"{algo}: wrong allreduce result"
             if rank == 0:
                 ratios = " ".join(f"{times[f] / times['raw']:.2f}" for f in FACES[1:5])
+                ratios += f"; {times['nonblocking'] / times['raw_nb']:.2f}"
                 print(f"  {nbytes:>8} {algo:<20} " + " ".join(f"{times[f]:>11.2f}" for f in FACES)
                       + f"  ({ratios})")
                 if out:
