@@ -290,8 +290,9 @@ class PinnedArena:
     The block only grows: :func:`release_staging` gives it back.
     """
 
-    def __init__(self, adapter):
+    def __init__(self, adapter, minimum=1 << 16):
         self.adapter = adapter
+        self.minimum = minimum     # bytes of the first block (mirrors of one request: less)
         self.block = None
         self.top = 0
         self.live = 0
@@ -315,7 +316,7 @@ class PinnedArena:
             return np.empty(0, dtype)
         if self.block is None or self.top + nbytes > self.capacity:
             # Room for two slots of this size: a staged Sendrecv takes a pair.
-            size = max(2 * self.capacity, 2 * (nbytes + _ALIGN), 1 << 16)
+            size = max(2 * self.capacity, 2 * (nbytes + _ALIGN), self.minimum)
             self.block = self.adapter.pinned(size)
             self.allocations += 1
             self.top = 0

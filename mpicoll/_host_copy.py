@@ -29,7 +29,7 @@ from functools import partial
 from mpi4py import MPI
 
 from ._context import Ctx
-from ._device import PinnedArena, arena_for, on_device, transport_key
+from ._device import _ALIGN, PinnedArena, arena_for, on_device, transport_key
 from ._memo import LIMIT as MEMO_LIMIT
 from .sched import nonblocking as _nb
 from .sched.run import _assign, execute
@@ -51,7 +51,8 @@ def run(call, count, itemsize, fn, args, prologue, adapter, device):
     """
     request = call.kind is not None
     if request:
-        arena = PinnedArena(adapter)   # mirrors of its own: they live until it completes
+        # Mirrors of its own (they live until it completes), sized for them.
+        arena = PinnedArena(adapter, sum(a.nbytes + _ALIGN for a in args if _mirrored(a, adapter)))
     else:
         arena = arena_for(adapter, device)
         arena.live = 0                 # a blocking call: nothing of this thread in flight
@@ -68,8 +69,7 @@ def run(call, count, itemsize, fn, args, prologue, adapter, device):
     try:
         with on_device(adapter, device):      # pinned memory taken with the data's GPU current
             for i, a in enumerate(args):
-                if a is None or isinstance(a, (int, list, tuple, MPI.Op)) or \
-                        not adapter.matches(a):
+                if not _mirrored(a, adapter):
                     continue
                 h = arena.take(a.dtype, a.size).reshape(a.shape)
                 host[i] = h
@@ -133,4 +133,9 @@ def _start(call, ctx, fn, host, op, fast, d2h, h2d, prologue, adapter, device, c
         # The in-place snapshot (a device copy) is taken again at every replay, before
         # the copies down (mpicoll._memo).
         call.memo[:] = (memo[0], prologue, (None, adapter, device, transport_key()))
+
+
+def _mirrored(a, adapter):
+    """True for an argument that gets a host mirror: an array in ``adapter``'s memory."""
+    return not (a is None or isinstance(a, (int, list, tuple, MPI.Op))) and adapter.matches(a)
 

@@ -297,13 +297,13 @@ class PersistentRequest(Request):
             self._eager()
             return
         steps, reqs, transport = self._program
+        if self._before is not None:
+            _run_before(*self._before)        # before it is armed: a failure leaves it inactive
         if not self._persistent_mpi:
             reqs[:] = [None] * len(reqs)      # the bound steps post into this very list
         self._arm(steps, reqs, transport)
         if transport is not None:
             transport.adapter.sync()          # the data were produced on the caller's stream
-        if self._before is not None:
-            _run_before(*self._before)
         _activate(self)
 
     start = Start
@@ -313,7 +313,10 @@ class PersistentRequest(Request):
         if self._program is not None:
             steps, reqs, transport = self._program
             steps = tuple(steps)
-            if before is not None:
+            if before is not None and self._before is not None:
+                # On host copies: ``before`` (packing, say) ahead of the copies down.
+                self._before = ((before, *self._before[0]), self._before[1])
+            elif before is not None:
                 steps = (before,) + steps
             if after is not None:
                 steps = steps + (after,)
@@ -337,7 +340,8 @@ class PersistentRequest(Request):
             for r in self._program[1]:
                 if r is not None and r != MPI.REQUEST_NULL:
                     r.Free()
-        self._program = self._eager = None
+        self._program = self._eager = self._before = None
+        self._steps = ()               # what they hold (device arrays, pinned mirrors) goes
 
     def __repr__(self):
         return f"<mpicoll.PersistentRequest {'inactive' if self._done else 'active'}>"
@@ -398,7 +402,12 @@ def start(call, ctx, fn, args, op, entry, fast, run_now, prologue=None, memo=Non
         memo[:] = (program,)
     if transport is not None:
         transport.adapter.sync()       # the data were produced on the caller's stream
-    _run_before(before, req._scope)
+    try:
+        _run_before(before, req._scope)
+    except BaseException:
+        if call.pending is not None:   # the fingerprint was sent: MPI keeps its buffers
+            keep_until_complete(*call.pending)
+        raise
     if call.pending is not None:
         req._agreement = call.pending + (call,)
     _activate(req)

@@ -237,3 +237,54 @@ def test_outputs_left_partly_unwritten_keep_their_contents(stand_in):
         want[displs] = np.arange(N)
         if name == "allgatherv" or RANK == 0:
             assert np.array_equal(fd.to_host(buf), want), name
+
+
+@pytest.mark.parametrize("face", ["nonblocking", "persistent"])
+def test_requests_packing_a_derived_datatype_send_each_starts_data(stand_in, face):
+    """A drop-in request whose device send buffer is packed first (a contiguous derived
+    datatype over gapped displacements): on host copies the packing comes before the
+    copies down, at every Start, so each run scatters that run's data."""
+    pc = mpicoll.P2PComm(comm)
+    pair = MPI.DOUBLE.Create_contiguous(2).Commit()
+    full = fd.device_empty(4 * N, np.float64)            # block r at element 4r: gaps
+    out = fd.device_empty(2, np.float64)
+    spec = [full, ([1] * N, [2 * r for r in range(N)]), pair] if RANK == 0 else None
+    try:
+        with mpicoll.traffic() as t:
+            p = pc.Scatterv_init(spec, [out, 1, pair], 0) if face == "persistent" else None
+            for k in range(3):
+                full.set(np.arange(4.0 * N) + 100 * k)
+                if p is None:
+                    pc.Iscatterv(spec, [out, 1, pair], 0).Wait()
+                else:
+                    p.Start()
+                    p.Wait()
+                want = np.array([4.0 * RANK, 4.0 * RANK + 1]) + 100 * k
+                assert np.array_equal(fd.to_host(out), want), (k, fd.to_host(out), want)
+        assert {c.path for c in t.calls} == {"host-copy"}
+        if p is not None:
+            p.Free()
+    finally:
+        pair.Free()
+
+
+def test_a_failing_copy_down_leaves_a_persistent_request_startable(stand_in, monkeypatch):
+    """A copy down that raises at Start raises from Start and leaves the request inactive:
+    it can be started again (and freed) once the device works."""
+    x, y = fd.to_device(np.full(3, RANK + 1.0)), fd.device_empty(3, np.float64)
+    works = stand_in.to_host
+    lost = [True]
+
+    def flaky(dev, host):
+        if lost[0]:
+            raise RuntimeError("fake: device lost")
+        works(dev, host)
+    monkeypatch.setattr(stand_in, "to_host", flaky)     # bound into the request's copies
+    p = mpicoll.allreduce_init(x, y, algorithm="ring")
+    with pytest.raises(RuntimeError, match="device lost"):
+        p.Start()
+    lost[0] = False
+    p.Start()
+    p.Wait()
+    assert (fd.to_host(y) == N * (N + 1) / 2).all()
+    p.Free()
