@@ -52,7 +52,8 @@ def run(call, count, itemsize, fn, args, prologue, adapter, device):
     request = call.kind is not None
     if request:
         # Mirrors of its own (they live until it completes), sized for them.
-        arena = PinnedArena(adapter, sum(a.nbytes + _ALIGN for a in args if _mirrored(a, adapter)))
+        room = sum(a.nbytes + _ALIGN for a in args if _mirrored(a, adapter))
+        arena = PinnedArena(adapter, room)
     else:
         arena = arena_for(adapter, device)
         arena.live = 0                 # a blocking call: nothing of this thread in flight
