@@ -18,7 +18,8 @@ ranks on the ipc one: the agreement step refuses that split).
 
 Inputs and outputs follow the algorithms' argument convention: the first
 argument is the send data (read only) unless it is None (in place: the
-output carries the input) or the call is a ``bcast`` (one buffer, both).
+output carries the input; off a scatter's root: nothing to send) or the
+call is a ``bcast`` (one buffer: copied down on the root, back elsewhere).
 Outputs that a call may leave partly unwritten (:data:`PARTIAL`: exscan's
 rank 0, the gaps between v-collective blocks) are copied down first too, so
 that copying them back leaves those elements as they were. ``alltoallv``
@@ -40,6 +41,8 @@ PATH = "host-copy"
 
 #: Primitives whose outputs may be left partly unwritten.
 PARTIAL = frozenset({"exscan", "gatherv", "allgatherv", "alltoallv"})
+#: Primitives whose send data is None off the root (not in place: the output is new).
+_ROOTED_SEND = frozenset({"scatter", "scatterv"})
 
 
 def run(call, count, itemsize, fn, args, prologue, adapter, device):
@@ -59,7 +62,10 @@ def run(call, count, itemsize, fn, args, prologue, adapter, device):
         arena.live = 0                 # a blocking call: nothing of this thread in flight
     host = list(args)
     d2h, h2d = [], []
-    down_all = args[0] is None or call.primitive in PARTIAL
+    # What is copied down (read by the algorithm) and back (written by it).
+    down_all = (args[0] is None and fn.primitive not in _ROOTED_SEND) or \
+        call.primitive in PARTIAL
+    bcast_from = args[1] if fn.primitive == "bcast" else None
     ctx = call.ctx(count, itemsize)           # host memory: the communicator itself
     ctx.path = PATH
     if ctx._rec is not None:
@@ -74,9 +80,9 @@ def run(call, count, itemsize, fn, args, prologue, adapter, device):
                     continue
                 h = arena.take(a.dtype, a.size).reshape(a.shape)
                 host[i] = h
-                if i == 0 or down_all:
+                if (i == 0 and bcast_from in (None, call.rank)) or down_all:
                     d2h.append(partial(adapter.to_host, a, h))
-                if i > 0 or fn.primitive == "bcast":
+                if i > 0 or (bcast_from is not None and bcast_from != call.rank):
                     h2d.append(partial(adapter.to_device, h, a))
             ctx.like = next(h for h, a in zip(host, args) if h is not a)
             if request:

@@ -37,8 +37,8 @@ def stand_in(monkeypatch):
 
 def test_each_primitive_copies_once_each_way(stand_in):
     """Every primitive on small device arrays: path host-copy, the inputs copied to the
-    host once and the results back once (none back for a rank that receives nothing),
-    results as NumPy computes them."""
+    host once and the results back once -- none down for a rank that sends nothing, none
+    back for a rank that receives nothing -- results as NumPy computes them."""
     c = 3
     every = [data(r, c * N, "float64") for r in range(N)]
     x = fd.to_device(every[RANK])
@@ -54,6 +54,13 @@ def test_each_primitive_copies_once_each_way(stand_in):
         ("reduce", lambda: mpicoll.reduce(x, fd.device_empty(c * N, np.float64)
                                           if RANK == 0 else None, MPI.SUM, 0),
          reduce_ref(every, "SUM", "float64") if RANK == 0 else None, (1, int(RANK == 0))),
+        ("gather", lambda: mpicoll.gather(x[:c], fd.device_empty(c * N, np.float64)
+                                          if RANK == N - 1 else None, N - 1),
+         np.concatenate([e[:c] for e in every]) if RANK == N - 1 else None,
+         (1, int(RANK == N - 1))),
+        ("scatter", lambda: mpicoll.scatter(x if RANK == N - 1 else None,
+                                            fd.device_empty(c, np.float64), N - 1),
+         every[N - 1][RANK * c:(RANK + 1) * c], (int(RANK == N - 1), 1)),
     ]
     for name, call, want, (d2h, h2d) in cases:
         stand_in.reset()
@@ -67,7 +74,8 @@ def test_each_primitive_copies_once_each_way(stand_in):
     stand_in.reset()
     mpicoll.bcast(b, 0)
     assert np.array_equal(fd.to_host(b), every[0][:c])
-    assert (stand_in.d2h, stand_in.h2d) == (1, 1)           # one buffer, both ways
+    # One buffer: copied down on the root, back on the others.
+    assert (stand_in.d2h, stand_in.h2d) == ((1, 0) if RANK == 0 else (0, 1))
 
 
 def test_in_place_reads_the_output_buffer(stand_in):
