@@ -28,6 +28,9 @@ wait step asks it (``test``) whether the messages are complete — a staged
 receive has then landed on the device, an ``ipc`` message has been copied
 or acknowledged — and which MPI requests to poll meanwhile (``pending``).
 Its steps run with the data's device current (on the progress thread too).
+Small device calls run on host copies instead (:mod:`mpicoll._host_copy`):
+the inputs are copied down in the caller's thread when the request starts,
+the plan runs on host mirrors, and the copies back are its last steps.
 
 Progress happens inside mpicoll calls only (``Test``, ``Wait``, ``waitall``,
 ``testall``), unless ``MPICOLL_PROGRESS=thread`` starts a progress thread
