@@ -30,8 +30,9 @@ from functools import partial
 from mpi4py import MPI
 
 from ._context import Ctx
-from ._device import _ALIGN, PinnedArena, arena_for, on_device, transport_key
+from ._device import _ALIGN, PinnedArena, arena_for, on_device
 from ._memo import LIMIT as MEMO_LIMIT
+from ._memo import device_binding
 from .sched import nonblocking as _nb
 from .sched.run import _assign, execute
 
@@ -105,7 +106,7 @@ def run(call, count, itemsize, fn, args, prologue, adapter, device):
             arena.live = 0             # every slot of this call is free again
     if call.memo is not None and fast and count * itemsize <= MEMO_LIMIT:
         # Replayed by the memo on the same mirrors (its entry keeps them).
-        call.memo[:] = ((*d2h, *bound, *h2d), prologue, (None, adapter, device, transport_key()))
+        call.memo[:] = ((*d2h, *bound, *h2d), prologue, device_binding(None, adapter, device))
 
 
 def _start(call, ctx, fn, host, op, fast, d2h, h2d, prologue, adapter, device, count,
@@ -139,7 +140,7 @@ def _start(call, ctx, fn, host, op, fast, d2h, h2d, prologue, adapter, device, c
     if memo:
         # The in-place snapshot (a device copy) is taken again at every replay, before
         # the copies down (mpicoll._memo).
-        call.memo[:] = (memo[0], prologue, (None, adapter, device, transport_key()))
+        call.memo[:] = (memo[0], prologue, device_binding(None, adapter, device))
 
 
 def _mirrored(a, adapter):

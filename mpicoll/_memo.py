@@ -49,7 +49,8 @@ from . import _ops
 from ._call import _MODES, Call, ipc_flags, next_request_tag
 from .sched import nonblocking as _nb
 
-__all__ = ["run", "start", "memoizable", "array_or_none", "remember", "forget_device", "LIMIT"]
+__all__ = ["run", "start", "device_binding", "memoizable", "array_or_none", "remember",
+           "forget_device", "LIMIT"]
 
 LIMIT = 1 << 16           # bytes moved per rank: larger calls do not need the memo
 _MAX = 256
@@ -259,11 +260,17 @@ def _make_room(device):
             del _memo[k]
 
 
+def device_binding(transport, adapter, device):
+    """What a device entry is bound to: ``transport`` (None: host mirrors,
+    :mod:`mpicoll._host_copy`), the arrays' adapter and device, and
+    :func:`mpicoll._device.transport_key` now (the entry is valid while it holds)."""
+    return (transport, adapter, device, _device.transport_key())
+
+
 def remember(call, comm, algorithm, bufs, rest, out, steps, prologue, dev=None, space=None):
     """Store a call that just ran on the memo's terms (``steps`` bound to its arrays).
 
-    ``dev``: None for host arrays; for device arrays (transport, adapter,
-    device, :func:`mpicoll._device.transport_key` when bound).
+    ``dev``: None for host arrays; for device arrays, :func:`device_binding`'s tuple.
 
     ``space``: the key's first part when not the primitive (P2PComm's methods,
     whose argument rules are mpi4py's, keep entries of their own).

@@ -30,7 +30,7 @@ from mpi4py import MPI
 from . import coll as _coll  # noqa: F401  (importing it fills the registry)
 from ._buffers import (IN_PLACE, as_array, check_counts, check_no_alias, check_root,
                        check_size, same_dtype, same_memory)
-from ._device import adapter_of, empty, on_device, transport_key
+from ._device import adapter_of, empty, on_device
 from ._call import Call
 from ._context import Ctx
 from . import _host_copy, _memo
@@ -116,7 +116,7 @@ def _run(call, count, itemsize, fn, *args, prologue=None):
             if (call.memo is not None and ctx._rec is None and type(ctx) is Ctx
                     and count * itemsize <= _memo.LIMIT):
                 # The memo replays them (see _memo); device steps on their transport.
-                dev = None if fast else (ctx.mpi, adapter, device, transport_key())
+                dev = None if fast else _memo.device_binding(ctx.mpi, adapter, device)
                 call.memo[:] = (steps, prologue, dev)
             return
 
@@ -134,8 +134,8 @@ def _run(call, count, itemsize, fn, *args, prologue=None):
             memo = []                  # the bound program, for the memo to replay
         _nb.start(call, ctx, fn, args, op, entry, fast, run_now, prologue, memo)
         if memo:
-            call.memo[:] = (memo[0], prologue, None if fast else (ctx.mpi, adapter, device,
-                                                                  transport_key()))
+            call.memo[:] = (memo[0], prologue,
+                            None if fast else _memo.device_binding(ctx.mpi, adapter, device))
 
 
 # -- bcast -----------------------------------------------------------------
