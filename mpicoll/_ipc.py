@@ -413,13 +413,12 @@ class IpcTransport:
         if kind != EAGER or nbytes != buf.nbytes:
             raise RuntimeError(f"mpicoll ipc: a message of {nbytes} bytes from rank {peer} "
                                f"for a receive of {buf.nbytes} bytes")
-        data = _payload(h, nbytes, buf.dtype)
-        if not nbytes:
-            pass
-        elif self.adapter.matches(buf):
-            self.adapter.to_device(data, buf)
-        else:
-            buf[...] = data.reshape(buf.shape)
+        if nbytes:                      # an empty message carries nothing to land
+            data = _payload(h, nbytes, buf.dtype)
+            if self.adapter.matches(buf):
+                self.adapter.to_device(data, buf)
+            else:
+                buf[...] = data.reshape(buf.shape)
         if reduce is not None:
             reduce(buf)
         self._tally(False, "eager", nbytes)
