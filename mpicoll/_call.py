@@ -303,7 +303,7 @@ class Call:
             diffs = fpr.differences(every, True) or diffs
         # The call fails on every rank: resynchronise the call numbers so that
         # one mismatch does not make every later call mismatch too.
-        state.seq = int(every[:, fpr.C_SEQ].max()) + 1
+        self._resync(every)
         if not np.any(every[:, fpr.C_FLAGS] & fpr.FLAG_ERROR):
             if not diffs:
                 self._check_ipc(every)
@@ -317,6 +317,16 @@ class Call:
                 f"mpicoll.{self.primitive}: invalid arguments on rank(s) {fpr.ranks_text(failed)} "
                 f"(nothing was sent; the error was raised there when the call was made)")
         self._raise_errors(err, diffs, every)
+
+    def _resync(self, every):
+        """After a failed call: number it as the furthest rank did and count it (also
+        where it failed before it was counted, in an exchange), so that the ranks' next
+        calls have the same number -- keeping the calls this rank made since: a
+        nonblocking call is judged when its request first advances, which may be after
+        this rank made later calls."""
+        seqs = every[:, fpr.C_SEQ]
+        later = max(0, self.state.seq - int(seqs[self.rank]) - 1)
+        self.state.seq = int(seqs.max()) + 1 + later
 
     def _check_ipc(self, every):
         """Raise on every rank if some ranks of a node would send device buffers through
@@ -336,9 +346,7 @@ class Call:
             limits = {int(eager[r]) for r in on}
             if len(on) == len(ranks) and len(limits) == 1:
                 continue
-            # As after a mismatch: the ranks' call numbers agree again (never backwards:
-            # a nonblocking call is judged after this rank may have made others).
-            self.state.seq = max(self.state.seq, int(every[:, fpr.C_SEQ].max()) + 1)
+            self._resync(every)          # as after a mismatch
             if len(on) == len(ranks):
                 groups = {}
                 for r in on:

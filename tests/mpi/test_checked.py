@@ -429,3 +429,36 @@ def test_agree_mode_still_default():
     res = outcome(lambda: mpicoll.bcast(np.zeros(2), root=N if RANK == 0 else 0))
     assert all(r[0] in ("ArgumentError", "ArgumentTypeError") for r in res), res
     still_works(world)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_mismatch_judged_late_keeps_later_calls_in_step(ccomm, monkeypatch):
+    """A nonblocking call is judged when its request first advances: on rank 1 at once,
+    on rank 0 only at its Wait, after a blocking call made meanwhile. Both raise the
+    mismatch, and the call numbers of every rank stay in step for the calls that follow
+    (checked mode compares them): no rank's count moves back."""
+    monkeypatch.setenv("MPICOLL_PROGRESS", "none")     # no thread judges it early
+    x, y = np.ones(3), np.empty(3)
+    algo = "ring" if RANK == 1 else "recursive_doubling"
+    token = np.zeros(1)
+    if RANK == 1:
+        world.Recv(token, 0, tag=77)                   # rank 0's request is in flight
+    req = mpicoll.iallreduce(x, y, comm=ccomm, algorithm=algo)
+    early = None
+    if RANK == 0:
+        world.Send(token, 1, tag=77)
+    elif RANK == 1:
+        try:
+            while not req.Test():                      # judged now, before the blocking call
+                pass
+        except CollectiveMismatchError as exc:
+            early = exc
+    world.Barrier()
+    still_works(ccomm)                                 # blocking, before rank 0 judges
+    if RANK == 1:
+        assert early is not None and "algorithm" in str(early)
+    else:
+        with pytest.raises(CollectiveMismatchError, match="algorithm"):
+            req.Wait()
+    for _ in range(3):
+        still_works(ccomm)
