@@ -31,8 +31,7 @@ from mpi4py import MPI
 
 from ._context import Ctx
 from ._device import _ALIGN, PinnedArena, arena_for, on_device
-from ._memo import LIMIT as MEMO_LIMIT
-from ._memo import device_binding
+from ._memo import device_binding, wanted
 from .sched import nonblocking as _nb
 from .sched.run import _assign, execute
 
@@ -86,36 +85,38 @@ def run(call, count, itemsize, fn, args, prologue, adapter, device):
                 if i > 0 or (bcast_from is not None and bcast_from != call.rank):
                     h2d.append(partial(adapter.to_device, h, a))
             ctx.like = next(h for h, a in zip(host, args) if h is not a)
+            # None: a plug-in that touches data directly (run as it is, see execute)
+            entry = call.state.plans.get(fn, call.rank, call.size, host, itemsize, op)
             if request:
-                return _start(call, ctx, fn, host, op, fast, d2h, h2d, prologue, adapter,
-                              device, count, itemsize)
+                return _start(call, ctx, fn, entry, host, op, fast, d2h, h2d, prologue,
+                              adapter, device, count, itemsize)
             if prologue is not None:
                 prologue[0][...] = prologue[1]     # the in-place snapshot, on the device
-            for step in d2h:
-                step()
-            entry = call.state.plans.get(fn, call.rank, call.size, host, itemsize, op)
-            if entry is None:                      # a plug-in that touches data directly
-                bound = (partial(fn, ctx, *host),)
-                fn(ctx, *host)
-            else:
-                bound = execute(ctx, entry, host, op, fast)
-            for step in h2d:
-                step()
+            bound = _copied_around(ctx, fn, entry, host, op, fast, d2h, h2d)
     finally:
         if not request:
             arena.live = 0             # every slot of this call is free again
-    if call.memo is not None and fast and count * itemsize <= MEMO_LIMIT:
+    if wanted(call, ctx, count * itemsize):
         # Replayed by the memo on the same mirrors (its entry keeps them).
         call.memo[:] = ((*d2h, *bound, *h2d), prologue, device_binding(None, adapter, device))
 
 
-def _start(call, ctx, fn, host, op, fast, d2h, h2d, prologue, adapter, device, count,
-           itemsize):
+def _copied_around(ctx, fn, entry, host, op, fast, d2h, h2d):
+    """Copies down, the call on the mirrors, copies back (blocking); the bound steps."""
+    for step in d2h:
+        step()
+    bound = execute(ctx, fn, entry, host, op, fast)
+    for step in h2d:
+        step()
+    return bound
+
+
+def _start(call, ctx, fn, entry, host, op, fast, d2h, h2d, prologue, adapter, device,
+           count, itemsize):
     """The request of a nonblocking or persistent call on host mirrors: copies down
     when it starts (in the caller's thread, ordered after its stream's work), the
     algorithm as a request on the host, copies back as its last steps (with the
     data's device current)."""
-    entry = call.state.plans.get(fn, call.rank, call.size, host, itemsize, op)
     scope = partial(on_device, adapter, device)
     if call.kind == "init" and prologue is not None:
         # The in-place snapshot is taken again at every Start, before it is copied down.
@@ -123,17 +124,9 @@ def _start(call, ctx, fn, host, op, fast, d2h, h2d, prologue, adapter, device, c
 
     def run_now():                     # an algorithm that cannot run as a plan: blocking
         with scope():
-            for step in d2h:
-                step()
-            if entry is None:
-                fn(ctx, *host)
-            else:
-                execute(ctx, entry, host, op, fast)
-            for step in h2d:
-                step()
+            _copied_around(ctx, fn, entry, host, op, fast, d2h, h2d)
     memo = None
-    if call.memo is not None and call.kind == "start" and entry is not None and fast \
-            and count * itemsize <= MEMO_LIMIT:
+    if call.kind == "start" and entry is not None and wanted(call, ctx, count * itemsize):
         memo = []
     _nb.start(call, ctx, fn, host, op, entry, fast, run_now, memo=memo,
               copies=(tuple(d2h), tuple(h2d), scope))

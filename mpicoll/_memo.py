@@ -49,7 +49,7 @@ from . import _ops
 from ._call import _MODES, Call, ipc_flags, next_request_tag
 from .sched import nonblocking as _nb
 
-__all__ = ["run", "start", "device_binding", "memoizable", "array_or_none", "remember",
+__all__ = ["run", "start", "device_binding", "memoizable", "wanted", "array_or_none", "remember",
            "forget_device", "LIMIT"]
 
 LIMIT = 1 << 16           # bytes moved per rank: larger calls do not need the memo
@@ -58,13 +58,28 @@ _MAX_DEVICE = 32          # of which on device arrays (GPU memory they keep aliv
 _memo = {}
 
 
+def _observed():
+    """True while a traffic recorder or a tracer watches calls: each call must then be
+    counted and traced as it runs, so none is served or remembered by the memo."""
+    return bool(_context._recorders) or _context.trace_hook is not None or \
+        _ops.trace_hook is not None
+
+
 def memoizable(bufs):
     """True when every buffer is a NumPy array, a weakly referable device array,
     IN_PLACE or None."""
     for b in bufs:
         if not array_or_none(b):
             return False
-    return not _context._recorders and _context.trace_hook is None and _ops.trace_hook is None
+    return not _observed()
+
+
+def wanted(call, ctx, nbytes):
+    """True when a call whose steps were just bound on ``ctx`` hands them to the memo:
+    it was asked to (``call.memo``), nothing counts or traces it, and it moves at most
+    :data:`LIMIT` bytes per rank."""
+    return (call.memo is not None and ctx._rec is None and type(ctx) is _context.Ctx
+            and nbytes <= LIMIT)
 
 
 def array_or_none(b):
@@ -279,9 +294,9 @@ def remember(call, comm, algorithm, bufs, rest, out, steps, prologue, dev=None, 
     if out is not None and not idx:
         return                       # a result we allocated: a new one each call, no memo
     _make_room(dev is not None)
-    e = _Entry()
-    if isinstance(steps, _nb.Program):
-        e = _RequestEntry()
+    request = isinstance(steps, _nb.Program)
+    e = _RequestEntry() if request else _Entry()
+    if request:
         e.judge = call                # judges the fingerprints of every replay
         e.raw = bytearray(len(call.state.raw))
     e.comm, e.pcomm, e.state, e.size = comm, call.pcomm, call.state, call.size
@@ -294,7 +309,7 @@ def remember(call, comm, algorithm, bufs, rest, out, steps, prologue, dev=None, 
     e.ipc = call.ipc                 # as the agreement step saw it (mpicoll._call)
     e.rest = tuple(_by_value(r) if isinstance(r, (list, tuple, np.ndarray)) else r
                    for r in rest)
-    e.steps, e.prologue = steps if type(e) is _RequestEntry else tuple(steps), prologue
+    e.steps, e.prologue = steps if request else tuple(steps), prologue
     e.desc = call.desc
     e.static, e.count = fpr.static_bytes(call.primitive, call.desc)
     e.var = None
@@ -320,15 +335,15 @@ def start(primitive, impl, comm, algorithm, bufs, rest, args, space=None):
     ``space``: see :func:`remember` (default ``"i" + primitive``).
     """
     space = space or "i" + primitive
-    tracing = _context._recorders or _context.trace_hook is not None or _ops.trace_hook is not None
-    if not tracing:
+    observed = _observed()
+    if not observed:
         e = _memo.get(_key(space, comm, algorithm, bufs, rest))
         if e is not None and e.steps.idle() and e.valid(comm, bufs, rest):
             req = e.start()
             if req is not _MISS:
                 return req
     call = Call(primitive, comm, "start")
-    if not tracing and memoizable(bufs):
+    if not observed and memoizable(bufs):
         call.memo = []
     out = impl(call, lambda: bufs, *args, algorithm)
     call.request.result = out
@@ -344,7 +359,7 @@ def run(primitive, impl, comm, algorithm, bufs, rest, args, space=None):
     """
     if _nb._active:
         _nb.before_blocking()          # requests in flight advance while this call blocks
-    if not (_context._recorders or _context.trace_hook is not None or _ops.trace_hook is not None):
+    if not _observed():
         e = _memo.get((space or primitive, id(comm), algorithm, *map(id, bufs), *map(id, rest)))
         if e is not None and e.valid(comm, bufs, rest):
             res = e.run()

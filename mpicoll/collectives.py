@@ -23,7 +23,6 @@ the functional API, :class:`mpicoll.P2PComm` and :mod:`mpicoll.distributed`;
 ``bufs`` is a zero-argument callable returning the raw buffers, so that
 parsing errors are held and agreed like every other argument error.
 """
-from functools import partial
 
 from mpi4py import MPI
 
@@ -108,13 +107,8 @@ def _run(call, count, itemsize, fn, *args, prologue=None):
             entry = call.state.plans.get(fn, call.rank, call.size, args, itemsize, op)
         fast = ctx.mpi is ctx.comm and ctx._rec is None and type(ctx) is Ctx
         if call.kind is None:
-            if entry is None:
-                steps = (partial(fn, ctx, *args),)
-                fn(ctx, *args)
-            else:
-                steps = execute(ctx, entry, args, op, fast)
-            if (call.memo is not None and ctx._rec is None and type(ctx) is Ctx
-                    and count * itemsize <= _memo.LIMIT):
+            steps = execute(ctx, fn, entry, args, op, fast)
+            if _memo.wanted(call, ctx, count * itemsize):
                 # The memo replays them (see _memo); device steps on their transport.
                 dev = None if fast else _memo.device_binding(ctx.mpi, adapter, device)
                 call.memo[:] = (steps, prologue, dev)
@@ -124,13 +118,9 @@ def _run(call, count, itemsize, fn, *args, prologue=None):
             with on_device(adapter, device):
                 if prologue is not None:
                     prologue[0][...] = prologue[1]
-                if entry is None:
-                    fn(ctx, *args)
-                else:
-                    execute(ctx, entry, args, op, fast)
+                execute(ctx, fn, entry, args, op, fast)
         memo = None
-        if (call.memo is not None and call.kind == "start" and entry is not None
-                and ctx._rec is None and type(ctx) is Ctx and count * itemsize <= _memo.LIMIT):
+        if call.kind == "start" and entry is not None and _memo.wanted(call, ctx, count * itemsize):
             memo = []                  # the bound program, for the memo to replay
         _nb.start(call, ctx, fn, args, op, entry, fast, run_now, prologue, memo)
         if memo:

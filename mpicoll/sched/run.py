@@ -299,12 +299,17 @@ def _wait_slots(reqs, slots, ctx):
         ctx.waitall(rs)
 
 
-def execute(ctx, entry, args, op, fast):
-    """Run one blocking call of ``entry``'s plan on ``args``; return the bound steps.
+def execute(ctx, fn, entry, args, op, fast):
+    """Run one blocking call of ``entry``'s plan on ``args`` -- or, where ``entry`` is
+    None (an algorithm that cannot be recorded), ``fn`` itself on them; return the
+    steps that repeat it.
 
     (Reductions never raise floating-point traps: :func:`_quiet` on the fast
     path, :func:`mpicoll._ops.combine`'s errstate otherwise.)
     """
+    if entry is None:
+        fn(ctx, *args)
+        return (partial(fn, ctx, *args),)
     plan = entry.plan
     arrays = [a for a in args if _is_array(a)]
     arrays += scratch_for(plan, ctx.like, entry.scratch)
