@@ -253,6 +253,13 @@ mpistep() {
 }
 WRAP=()            # a command prefix for mpistep (the aware transport's environment)
 
+# mps_stop_step: stop the MPS daemon this script started, as a recorded step that is never
+# skipped for the budget (the daemon must not outlive the run).
+mps_stop_step() {
+    BUDGETED=0 step mps-stop bash -c 'echo quit | "$1"' _ "$MPS_CTL"
+    MPS_STARTED=0
+}
+
 say "gpu_proof.sh on $HOST: results in $OUT (quick=$QUICK install=$INSTALL transports=${TRANSPORTS[*]} mps=${MPS_STATES[*]})"
 printf '%s\n' "$GPUS"
 
@@ -344,8 +351,7 @@ for mps in "${ORDER[@]}"; do
         STEP_CAP=60 step mps-probe "$PY" -c 'import cupy; print("MPS client ok:", int(cupy.arange(8).sum().get()))'
         if ((LAST_RC != 0)); then
             say "MPS started but a CUDA client could not use it: stopped, the MPS-on runs are skipped"
-            BUDGETED=0 step mps-stop bash -c 'echo quit | "$1"' _ "$MPS_CTL"
-            MPS_STARTED=0
+            mps_stop_step
             continue
         fi
     fi
@@ -406,9 +412,7 @@ print(",".join([a for a in mpicoll.algorithms(sys.argv[1]) if a != "native"] + s
     done
     TESTED=1
     if [[ $mps == on ]]; then
-        # Never skipped for the budget: the daemon must not outlive the run.
-        BUDGETED=0 step mps-stop bash -c 'echo quit | "$1"' _ "$MPS_CTL"
-        MPS_STARTED=0
+        mps_stop_step
     fi
 done
 
