@@ -105,7 +105,7 @@ mpicoll_setup_env() {
 mpicoll_init() {
     set -u -o pipefail
     # Outside Slurm the job name is the script's #SBATCH --job-name (results/<job name>-local-...).
-    MPICOLL_JOB_NAME=${SLURM_JOB_NAME:-$(sed -n 's/^#SBATCH  *--job-name=\([^ ]*\).*/\1/p' "$MPICOLL_HOME/${MPICOLL_SCRIPT:-none}" 2>/dev/null | head -1)}
+    MPICOLL_JOB_NAME=${SLURM_JOB_NAME:-$(sed -n '/^#SBATCH  *--job-name=/{s/^#SBATCH  *--job-name=\([^ ]*\).*/\1/p;q}' "$MPICOLL_HOME/${MPICOLL_SCRIPT:-none}" 2>/dev/null)}
     : "${MPICOLL_JOB_NAME:=$(basename "${MPICOLL_SCRIPT:-$0}" .sh)}"
     MPICOLL_JOB_ID=${SLURM_JOB_ID:-local-$(date +%Y%m%d-%H%M%S)-$$}
     MPICOLL_NTASKS=${SLURM_NTASKS:-${MPICOLL_NTASKS:-2}}

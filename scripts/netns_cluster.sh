@@ -209,7 +209,11 @@ cmd_up() {
         say "a different cluster is up: recreating it"
         cmd_down
     fi
-    if ip -4 route show "$NET.0/24" | grep -q . || ip -4 addr show | grep -q "inet $NET\."; then
+    # Output captured before grep: under pipefail, `grep -q` quitting at its first match can
+    # kill the writer with SIGPIPE and turn a match into a failed pipeline.
+    local routes addrs
+    routes=$(ip -4 route show "$NET.0/24") addrs=$(ip -4 addr show)
+    if [[ -n $routes ]] || grep -q "inet $NET\." <<<"$addrs"; then
         die "$NET.0/24 is already in use on this machine (ip route/addr): refusing to touch it"
     fi
     mkdir -p "$DIR/uts"
@@ -370,7 +374,9 @@ cmd_mpiexec() {
     hosts=$(current_hosts)
     [[ -n $hosts ]] || die "the cluster is not up ('$0 up K' first)"
     mpx=$(find_mpiexec) || die "no mpiexec found (activate the venv with the mpich wheel, or set MPICOLL_NETNS_MPIEXEC)"
-    "$mpx" --version 2>/dev/null | grep -q HYDRA \
+    local version
+    version=$("$mpx" --version 2>/dev/null || true)   # captured: see cmd_up on grep -q and SIGPIPE
+    grep -q HYDRA <<<"$version" \
         || die "$mpx is not MPICH's hydra (needs -launcher-exec); set MPICOLL_NETNS_MPIEXEC"
     for a in "$@"; do
         case $a in -host | -hosts | -f | -hostfile | -machinefile | -machine) has_hosts=1 ;; esac

@@ -235,6 +235,28 @@ def test_three_hosts_uneven(cluster):
     print(f"\n2+1+2: {r.elapsed:.1f} s; layout {recs[0]['nodes']}")
 
 
+def test_hydra_check_survives_a_version_written_in_pieces(cluster, tmp_path):
+    """`mpiexec` checks the launcher is hydra from its --version text. A CI run failed that check
+    on the real hydra: under pipefail, `--version | grep -q HYDRA` fails when grep quits at the
+    first match and the next write of the version text meets a closed pipe (SIGPIPE). A stand-in
+    hydra that writes the banner first and the rest later must pass, and be run with the
+    namespace launcher's options."""
+    fake = tmp_path / "mpiexec"
+    fake.write_text("#!/bin/bash\n"
+                    "if [[ $1 == --version ]]; then\n"
+                    "  echo 'HYDRA build details:'; sleep 0.3\n"
+                    "  for i in $(seq 200); do echo \"    Line $i: some build detail\"; done\n"
+                    "  exit 0\n"
+                    "fi\n"
+                    "printf '%s\\n' \"FAKE-HYDRA $*\"\n")
+    fake.chmod(0o755)
+    env = dict(os.environ, MPICOLL_NETNS_MPIEXEC=str(fake))
+    r = _script("mpiexec", "-n", "1", "true", env=env)
+    assert r.returncode == 0, r.stderr
+    ran = [line for line in r.stdout.splitlines() if line.startswith("FAKE-HYDRA ")]
+    assert len(ran) == 1 and "-launcher-exec" in ran[0] and ran[0].endswith("-n 1 true"), r.stdout
+
+
 @pytest.mark.parametrize("spec, matrix", [("mpc-h1:2,mpc-h2:2", False),
                                           ("mpc-h1:2,mpc-h2:1,mpc-h3:2", True)],
                          ids=["2x2", "2+1+2"])
