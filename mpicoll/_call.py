@@ -288,7 +288,6 @@ class Call:
     def judge(self, raw, mine, phase=fpr.SETTLE):
         """Compare every rank's fingerprint (``raw``) with this rank's (``mine``); raise on any difference."""
         err = self.error
-        state = self.state
         if err is None and phase == fpr.SETTLE and raw == mine * self.size:
             return None            # fast path: the same call everywhere, no error anywhere
         every = fpr.matrix(raw, self.size)

@@ -30,7 +30,6 @@ from . import coll as _coll  # noqa: F401  (importing it fills the registry)
 from ._buffers import (IN_PLACE, as_array, check_counts, check_no_alias, check_root,
                        check_size, same_dtype, same_memory)
 from ._device import adapter_of, empty, on_device
-from ._call import Call
 from ._context import Ctx
 from . import _host_copy, _memo
 from .sched import nonblocking as _nb

@@ -22,7 +22,6 @@ Settings:
 """
 import os
 import re
-import sys
 
 import pytest
 
