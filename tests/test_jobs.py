@@ -30,7 +30,9 @@ HAS_MATPLOTLIB = subprocess.run([sys.executable, "-c", "import matplotlib"],
                                 capture_output=True).returncode == 0
 WAIT_S = int(os.environ.get("MPICOLL_JOB_TEST_WAIT", "900"))
 
-pytestmark = pytest.mark.timeout(WAIT_S + 300)
+# The module's fixtures (a local Slurm, maybe installed by apt, and every job run to its end)
+# are set up inside its first test's timeout.
+pytestmark = pytest.mark.timeout(WAIT_S + 900)
 
 
 def job_scripts():
@@ -116,7 +118,7 @@ def test_gpu_job_without_slurm_or_gpu_fails_fast(tmp_path):
     out = r.stdout + r.stderr
     assert r.returncode == 3, out
     assert "needs NVIDIA GPUs" in out and "GPU partition" in out, out
-    assert took < 20, f"took {took:.1f} s"
+    assert took < 60, f"took {took:.1f} s"   # it stops before any launch (a loaded VM: slack)
     (res,) = tmp_path.iterdir()
     assert res.name.startswith("mpicoll-bench-gpu-local-")
     summary = json.loads((res / "summary.json").read_text())
@@ -430,5 +432,6 @@ def test_bench_gpu_job(finished_jobs):
     log = _check_finished(job, ok=False)
     assert job["info"]["ExitCode"] == "3:0", job["info"]["ExitCode"]
     assert "bench_gpu.sh needs" in log and "GPU partition" in log, log
-    assert job["info"].get("RunTime", "99:99:99") <= "00:00:30", job["info"].get("RunTime")
+    # Stopped before any launch (checked below); the bound is loose: 2 cores, six other jobs.
+    assert job["info"].get("RunTime", "99:99:99") <= "00:02:00", job["info"].get("RunTime")
     assert "mpi-check" not in log and "step bench" not in log, "it must stop before any launch"

@@ -83,7 +83,8 @@ def mpi4py_tests():
         # --no-binary mpi4py (not :all:): only mpi4py as an sdist; its build requirements
         # (for pip's metadata step) come as wheels, in seconds rather than minutes.
         cmd = [sys.executable, "-m", "pip", "download", f"mpi4py=={version}", "--no-deps",
-               "--no-binary", "mpi4py", "--disable-pip-version-check", "-d", CACHE]
+               "--no-binary", "mpi4py", "--disable-pip-version-check", "--retries", "10",
+               "--timeout", "60", "-d", CACHE]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT,
                                   stdin=subprocess.DEVNULL)

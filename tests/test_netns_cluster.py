@@ -260,6 +260,7 @@ def test_hydra_check_survives_a_version_written_in_pieces(cluster, tmp_path):
 @pytest.mark.parametrize("spec, matrix", [("mpc-h1:2,mpc-h2:2", False),
                                           ("mpc-h1:2,mpc-h2:1,mpc-h3:2", True)],
                          ids=["2x2", "2+1+2"])
+@pytest.mark.timeout(480)        # beyond run_across's own 400 s bound
 def test_hierarchical_matrix_across_hosts(cluster, spec, matrix):
     """The node-aware algorithms on real (namespace) nodes: tests/mpi/test_hierarchical.py
     (its layout test checks mpicoll saw the hosts) and, on the uneven layout, the generated
@@ -311,7 +312,7 @@ srun -l -N 2 -n 4 bash -c 'echo "TASK $(hostname) $SLURMD_NODENAME $(ip netns id
 wait
 srun --mpi=pmi2 --kill-on-bad-exit=1 "$PYTHON" {probe} --allreduce
 """
-JOB_WAIT_S = 90
+JOB_WAIT_S = 180
 
 
 def test_slurm_job_spans_two_namespaces(slurm, tmp_path):
