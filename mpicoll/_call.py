@@ -186,9 +186,10 @@ class Call:
 
     __slots__ = ("primitive", "comm", "pcomm", "rank", "size", "error", "algorithm",
                  "desc", "state", "kind", "pending", "tag", "request", "memo", "ipc",
-                 "host_copy")
+                 "host_copy", "given", "exchanged")
 
-    def __init__(self, primitive, comm, kind=None):
+    def __init__(self, primitive, comm, kind=None, tag=None):
+        """``tag``: a nonblocking call's tag, already taken (:func:`next_request_tag`)."""
         #: None (blocking), "start" (nonblocking) or "init" (persistent)
         self.kind = kind
         if kind is None and _nb._active:
@@ -196,6 +197,8 @@ class Call:
         self.pending = None          # (Iallgather request, every fingerprint, mine)
         self.request = None          # the nonblocking/persistent request the call made
         self.memo = None             # a list to receive (steps, prologue) for mpicoll._memo
+        self.given = None            # (values, gathered) of an exchange the memo made already
+        self.exchanged = None        # (this rank's value, gathered fingerprints) for the memo
         self.ipc = False             # device buffers through the ipc protocol (set by choose)
         self.host_copy = False       # a small device call run on host copies (choose)
         self.tag = _TAG
@@ -216,7 +219,7 @@ class Call:
                 self.tag = _PERSISTENT_TAGS[0] + st.p_seq % (_PERSISTENT_TAGS[1] - _PERSISTENT_TAGS[0])
                 st.p_seq += 1
             else:
-                self.tag = next_request_tag(st)
+                self.tag = next_request_tag(st) if tag is None else tag
 
     @contextlib.contextmanager
     def checking(self):
@@ -237,11 +240,21 @@ class Call:
         (``Reduce_scatter``'s recvcounts taken from each rank's recvbuf).
         It uses the same fingerprint Allgather as :meth:`settle`, so a rank
         that meanwhile called another collective raises instead of hanging.
-        A call that exchanges is never memoized (:mod:`mpicoll._memo`): a replay
-        would skip this step while another rank's full call makes it.
+        The memo (:mod:`mpicoll._memo`) remembers a call that exchanged with the
+        fingerprints gathered here, and replays the exchange before the agreement:
+        where a rank sent something else, the replaying rank goes on along the full
+        path from here with the values its replay gathered (``given``).
         """
-        self.memo = None
-        return self._agree(fpr.EXCHANGE, int(value))
+        given = self.given
+        if given is not None:
+            self.given = None
+            values, gathered = given
+        else:
+            values = self._agree(fpr.EXCHANGE, int(value))
+            gathered = None if self.size == 1 else fpr.matrix(self.state.raw, self.size)
+        if self.memo is not None:
+            self.exchanged = (int(value), gathered)
+        return values
 
     def _agree(self, phase, payload):
         err = self.error

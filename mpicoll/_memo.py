@@ -12,6 +12,18 @@ and goes straight to the agreement step (the one native Allgather; none in
 a traffic recorder or tracer active, an error anywhere)
 takes the full path, which validates and agrees as always.
 
+Buffers may also come in mpi4py's list specs (``[y, (counts, displs)]``,
+``[x, MPI.DOUBLE]``: :func:`run_specs`, :func:`start_specs`, and
+``P2PComm``'s methods): the key is the arrays in them plus their counts,
+displacements and predefined datatypes *by value* (:func:`spec_parts`,
+:class:`Parts`; a derived datatype takes the full path). A call that exchanged a value before
+it could validate (the v-collectives' counts, :meth:`Call.exchange`) replays
+that exchange first, with the fingerprints it gathered then: if every rank
+sent the same, the counts and the steps bound to them hold; if not (a peer
+changed its count, took another call, or failed), this rank goes on along
+the full path with what the exchange gathered (``Call.given``), so every rank
+makes one exchange and one agreement as the full path does.
+
 Device arrays (CuPy, or any registered adapter's weakly referable arrays)
 are remembered with the transport their steps were bound to (staged,
 CUDA-aware or ipc: one per call, reusable once the call completed); the
@@ -49,8 +61,8 @@ from . import _ops
 from ._call import _MODES, Call, ipc_flags, next_request_tag
 from .sched import nonblocking as _nb
 
-__all__ = ["run", "start", "device_binding", "memoizable", "wanted", "array_or_none", "remember",
-           "forget_device", "LIMIT"]
+__all__ = ["run", "start", "run_specs", "start_specs", "spec_parts", "parts_of", "Parts",
+           "device_binding", "memoizable", "wanted", "array_or_none", "remember", "forget_device", "LIMIT"]
 
 LIMIT = 1 << 16           # bytes moved per rank: larger calls do not need the memo
 _MAX = 256
@@ -111,8 +123,66 @@ def _weakly_referable(b):
 
 
 def _key(primitive, comm, algorithm, bufs, rest):
-    # Identities only: cheap, and ``valid`` re-checks every value anyway.
-    return (primitive, id(comm), algorithm, *map(id, bufs), *map(id, rest))
+    # Identities (cheap, and ``valid`` re-checks every value anyway), but the parts of
+    # buffer specs by value (:class:`Parts`: built anew at every call).
+    return (primitive, id(comm), algorithm, *map(id, bufs),
+            *[r if type(r) is Parts else id(r) for r in rest])
+
+
+class Parts(tuple):
+    """The parts of a buffer spec other than its buffer, by value (:func:`parts_of`):
+    the memo keys on them as they are, not on their identity."""
+
+    __slots__ = ()
+
+
+def spec_parts(specs):
+    """Buffer specs as the memo keys them: (the arrays, the specs' other parts), or None
+    when some part is not one it can compare.
+
+    A bare buffer is itself and its parts None; a list or tuple spec (mpi4py's
+    ``[buf, counts, displs, datatype]`` forms) is its first item and
+    :func:`parts_of` the rest.
+    """
+    bufs, parts = [], []
+    for spec in specs:
+        if type(spec) is list or type(spec) is tuple:
+            part = parts_of(spec[1:]) if spec else None
+            if part is None:
+                return None
+            bufs.append(spec[0])
+            parts.append(part)
+        else:
+            bufs.append(spec)
+            parts.append(None)
+    return tuple(bufs), tuple(parts)
+
+
+def parts_of(x):
+    """``x`` (counts, displacements, datatypes, or a sequence of them) by value, as
+    :class:`Parts`; None when some part is not one the memo can compare.
+
+    Integers, sequences or NumPy vectors of integers, predefined datatypes (by
+    handle); each sequence keeps its kind (mpi4py reads ``[y, (c, d)]`` as counts
+    and displacements, ``[y, [c, d]]`` as two counts). Anything else (a derived
+    datatype, a bool, an object) leaves the call to the full path.
+    """
+    out = _plain(x)
+    return None if out is None else Parts(out)
+
+
+def _plain(x):
+    t = type(x)
+    if t is int or (isinstance(x, np.integer) and t is not np.bool_):
+        return int(x)
+    if t is list or t is tuple:
+        out = (t, *map(_plain, x))
+        return None if None in out else out
+    if t is np.ndarray:
+        return (t, *x.tolist()) if x.ndim == 1 and x.dtype.kind in "iu" else None
+    if isinstance(x, MPI.Datatype) and x != MPI.DATATYPE_NULL and x.is_predefined:
+        return ("datatype", x.handle)
+    return None
 
 
 def _by_value(counts):
@@ -131,7 +201,8 @@ _device.ON_RELEASE.append(forget_device)
 
 class _Entry:
     __slots__ = ("comm", "pcomm", "state", "size", "refs", "facts", "rest", "steps",
-                 "prologue", "static", "count", "var", "env", "out", "desc", "dev", "key", "ipc")
+                 "prologue", "static", "count", "var", "env", "out", "desc", "dev", "key", "ipc",
+                 "primitive", "rank", "xvalue", "xraw")
 
     def valid(self, comm, bufs, rest):
         if self.comm is not comm or not self.pcomm:       # a freed communicator is null
@@ -158,22 +229,60 @@ class _Entry:
         mode, one rank); :data:`_MISS` for a junk ``MPICOLL_CHECK`` (the full path
         reports it)."""
         state = self.state
-        mode = state.mode
+        mode = _mode(state)
         if mode is None:
-            raw = os.environ.get("MPICOLL_CHECK")
-            mode = "agree" if not raw else _MODES.get(raw.strip().lower())
-            if mode is None:
-                return _MISS
+            return _MISS
         if mode == "local" or self.size == 1:
             return None
         flags = fpr.FLAG_RECORDED | (fpr.FLAG_CHECKED if mode == "checked" else 0) | \
             ipc_flags(self.ipc)
         return self.static + fpr.dynamic_bytes(state.seq, self.count, flags)
 
+    def exchange_bytes(self):
+        """This rank's part of the exchange made again (:meth:`exchange`): bytes; None
+        on one rank (nothing to exchange); :data:`_MISS` when it is not what it was when
+        this entry was made (another check mode): the full path then makes the call."""
+        gathered = self.xraw
+        if gathered is None:
+            return None
+        state = self.state
+        flags = fpr.FLAG_CHECKED if _mode(state) == "checked" else 0
+        mine = fpr.build_bytes(fpr.EXCHANGE, state.seq, self.primitive, flags, None, self.xvalue)
+        gathered[:, fpr.C_SEQ] = state.seq   # the calls agree: every rank has this number
+        return mine if mine == gathered[self.rank].tobytes() else _MISS
+
+    def exchange(self, mine, kind=None, tag=None):
+        """The exchange of a call that had one (the v-collectives' counts), made again as
+        the full path makes it (:meth:`mpicoll._call.Call.exchange`), before the agreement;
+        ``mine``: :meth:`exchange_bytes`. ``kind``, ``tag``: the call's (a nonblocking
+        call has taken its tag already, as the full path's does when it is made).
+
+        None: every rank sent what it sent when this entry was made, so the counts and
+        the steps bound to them still hold. :class:`_Given`: some rank sent something
+        else -- this call goes on along the full path with the values gathered here (a
+        mismatch or an error elsewhere raises here, as it would there).
+        """
+        state = self.state
+        raw = state.raw
+        self.pcomm.Allgather([mine, MPI.BYTE], [raw, MPI.BYTE])
+        if raw == self.xraw.tobytes():
+            return None
+        call = Call(self.primitive, self.comm, kind, tag)
+        values = call.judge(raw, mine, fpr.EXCHANGE)   # raises on a mismatch or an error
+        return _Given(call, (values, fpr.matrix(raw, self.size)))
+
     def run(self):
         mine = self.fingerprint()
         if mine is _MISS:
             return _MISS
+        if self.xvalue is not None:
+            xmine = self.exchange_bytes()
+            if xmine is _MISS:
+                return _MISS
+            if xmine is not None:
+                given = self.exchange(xmine)
+                if given is not None:
+                    return given
         if mine is not None:
             every = self.state.raw
             self.pcomm.Allgather([mine, MPI.BYTE], [every, MPI.BYTE])
@@ -220,8 +329,15 @@ class _RequestEntry(_Entry):
         mine = self.fingerprint()
         if mine is _MISS:
             return _MISS
+        xmine = None if self.xvalue is None else self.exchange_bytes()
+        if xmine is _MISS:
+            return _MISS
         state = self.state
-        tag = next_request_tag(state)
+        tag = next_request_tag(state)        # taken when the call is made, as the full path's
+        if xmine is not None:                # blocking, as in the full path
+            given = self.exchange(xmine, "start", tag)
+            if given is not None:
+                return given
         state.seq += 1
         agreement = None
         if mine is not None:
@@ -250,6 +366,27 @@ class _RequestEntry(_Entry):
 
 
 _MISS = object()
+
+
+def _mode(state):
+    """The check mode a call on ``state``'s communicator runs in, as the full path
+    resolves it (:func:`mpicoll._call.check_mode`); None for a junk ``MPICOLL_CHECK``."""
+    mode = state.mode
+    if mode is None:
+        raw = os.environ.get("MPICOLL_CHECK")
+        mode = "agree" if not raw else _MODES.get(raw.strip().lower())
+    return mode
+
+
+class _Given:
+    """A replayed exchange in which some rank sent something else: the call to go on
+    with along the full path (its kind and tag taken), and ``given`` (values, gathered
+    fingerprints) for its :attr:`mpicoll._call.Call.given`."""
+
+    __slots__ = ("call", "given")
+
+    def __init__(self, call, given):
+        self.call, self.given = call, given
 
 
 class _Judge:
@@ -300,6 +437,8 @@ def remember(call, comm, algorithm, bufs, rest, out, steps, prologue, dev=None, 
         e.judge = call                # judges the fingerprints of every replay
         e.raw = bytearray(len(call.state.raw))
     e.comm, e.pcomm, e.state, e.size = comm, call.pcomm, call.state, call.size
+    e.primitive, e.rank = call.primitive, call.rank
+    e.xvalue, e.xraw = call.exchanged or (None, None)
     e.refs = tuple(None if b is None or b is MPI.IN_PLACE else weakref.ref(b) for b in bufs)
     # Device arrays have no read-only flag (CuPy's): False skips that check.
     e.facts = tuple(b if b is None or b is MPI.IN_PLACE else
@@ -336,13 +475,18 @@ def start(primitive, impl, comm, algorithm, bufs, rest, args, space=None):
     """
     space = space or "i" + primitive
     observed = _observed()
+    call = None
     if not observed:
         e = _memo.get(_key(space, comm, algorithm, bufs, rest))
         if e is not None and e.steps.idle() and e.valid(comm, bufs, rest):
             req = e.start()
-            if req is not _MISS:
+            if type(req) is _Given:
+                call = req.call            # the exchange was made: the full path goes on
+                call.given = req.given
+            elif req is not _MISS:
                 return req
-    call = Call(primitive, comm, "start")
+    if call is None:
+        call = Call(primitive, comm, "start")
     if not observed and memoizable(bufs):
         call.memo = []
     out = impl(call, lambda: bufs, *args, algorithm)
@@ -359,8 +503,9 @@ def run(primitive, impl, comm, algorithm, bufs, rest, args, space=None):
     """
     if _nb._active:
         _nb.before_blocking()          # requests in flight advance while this call blocks
+    call = None
     if not _observed():
-        e = _memo.get((space or primitive, id(comm), algorithm, *map(id, bufs), *map(id, rest)))
+        e = _memo.get(_key(space or primitive, comm, algorithm, bufs, rest))
         if e is not None and e.valid(comm, bufs, rest):
             res = e.run()
             if res is _MISS:
@@ -372,13 +517,38 @@ def run(primitive, impl, comm, algorithm, bufs, rest, args, space=None):
                 call.desc = e.desc
                 call.judge(res.every, res.mine)      # raises unless the difference is harmless
                 return e.execute()
+            elif type(res) is _Given:
+                call = res.call        # the exchange was made: the full path goes on
+                call.given = res.given
             else:
                 return res
-    if memoizable(bufs):
+    if call is None:
         call = Call(primitive, comm)
+    if memoizable(bufs):
         call.memo = []
         out = impl(call, lambda: bufs, *args, algorithm)
         if call.memo:
             remember(call, comm, algorithm, bufs, rest, out, *call.memo, space=space)
         return out
-    return impl(Call(primitive, comm), lambda: bufs, *args, algorithm)
+    return impl(call, lambda: bufs, *args, algorithm)
+
+
+def _through_specs(through):
+    """:func:`run` or :func:`start` (``through``) for calls whose buffers are mpi4py
+    buffer specs (the v-collectives): keyed on the arrays in the specs and, by value,
+    their other parts (:func:`spec_parts`); ``impl`` parses the specs themselves."""
+    def with_specs(primitive, impl, comm, algorithm, specs, rest, args, space=None):
+        parts = spec_parts(specs)
+        if parts is None:           # lists the memo cannot key on: never memoizable
+            return through(primitive, impl, comm, algorithm, specs, rest, args, space)
+        bufs, tails = parts
+
+        def full(call, _bufs, *more):
+            return impl(call, lambda: specs, *more)
+        return through(primitive, full, comm, algorithm, bufs, (*rest, *tails), args, space)
+    with_specs.__name__ = with_specs.__qualname__ = through.__name__ + "_specs"
+    return with_specs
+
+
+run_specs = _through_specs(run)
+start_specs = _through_specs(start)

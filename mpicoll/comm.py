@@ -116,10 +116,12 @@ _SR, _OP, _SUM = ("sendbuf", "recvbuf"), "op", MPI.SUM
 def _memo_args(memo, args, kwargs):
     """(buffers, other arguments) of a blocking call the memo may serve, else None.
 
-    Only bare NumPy or device arrays, ``MPI.IN_PLACE`` or None as buffers, and only
-    arguments bound by name without surprises: anything else (a datatype, a
-    list spec, an unknown keyword, too many arguments) takes the full path,
-    which parses and reports it.
+    Buffers: NumPy or device arrays, ``MPI.IN_PLACE`` or None, bare or in list
+    specs whose other parts are counts, displacements and predefined datatypes
+    (:func:`mpicoll._memo.spec_parts`: ``[x, MPI.DOUBLE]``, ``[y, (counts, displs)]``);
+    other arguments bound by name without surprises, counts among them compared by
+    value. Anything else (a derived datatype, another buffer type, an unknown
+    keyword, too many arguments) takes the full path, which parses and reports it.
     """
     names, others = memo
     params = list(names) + [p for p, _ in others]
@@ -128,11 +130,16 @@ def _memo_args(memo, args, kwargs):
     given = dict(zip(params, args), **kwargs)
     if any(n not in given for n in names):
         return None
-    bufs = [given[n] for n in names]
-    rest = [given.get(p, default) for p, default in others]
-    if not all(map(_memo.array_or_none, bufs)):
+    parts = _memo.spec_parts([given[n] for n in names])
+    if parts is None or not all(map(_memo.array_or_none, parts[0])):
         return None
-    return tuple(bufs), tuple(rest)
+    rest = [given.get(p, default) for p, default in others]
+    for i, r in enumerate(rest):
+        if type(r) is list or type(r) is tuple or type(r) is np.ndarray:
+            rest[i] = _memo.parts_of(r)       # recvcounts: by value
+            if rest[i] is None:
+                return None
+    return parts[0], (*rest, *parts[1])
 
 
 def _as_datatype(argname, datatype):
@@ -476,8 +483,7 @@ class P2PComm(MPI.Intracomm, VMethods):
         _c._barrier(call, self._algo("barrier"))
 
     # Blocking, nonblocking (I...) and persistent (..._init) faces of each; the memo specs
-    # name the blocking method's parameters (Reduce_scatter is left out: with recvcounts
-    # None each rank's count comes from its recvbuf, which the memo's key cannot see).
+    # name the blocking method's parameters.
     Bcast, Ibcast, Bcast_init = _faces('Bcast', 'bcast', _bcast, (('buf',), (('root', 0),)))
     Reduce, Ireduce, Reduce_init = _faces('Reduce', 'reduce', _reduce, (_SR, ((_OP, _SUM), ('root', 0))))
     Allreduce, Iallreduce, Allreduce_init = _faces('Allreduce', 'allreduce', _allreduce,
@@ -488,7 +494,9 @@ class P2PComm(MPI.Intracomm, VMethods):
     (Reduce_scatter_block, Ireduce_scatter_block,
      Reduce_scatter_block_init) = _faces('Reduce_scatter_block', 'reduce_scatter',
                                          _reduce_scatter_block, (_SR, ((_OP, _SUM),)))
-    Reduce_scatter, Ireduce_scatter, Reduce_scatter_init = _faces('Reduce_scatter', 'reduce_scatter', _reduce_scatter)
+    Reduce_scatter, Ireduce_scatter, Reduce_scatter_init = _faces(
+        'Reduce_scatter', 'reduce_scatter', _reduce_scatter,
+        (_SR, (('recvcounts', None), (_OP, _SUM))))
     Alltoall, Ialltoall, Alltoall_init = _faces('Alltoall', 'alltoall', _alltoall, (_SR, ()))
     Barrier, Ibarrier, Barrier_init = _faces('Barrier', 'barrier', _barrier, ((), ()))
 
@@ -496,11 +504,14 @@ class P2PComm(MPI.Intracomm, VMethods):
     # parse_bufspec from here: it cannot import this module).
     _bufspec = staticmethod(parse_bufspec)
     _base = staticmethod(as_base_array)
-    Gatherv, Igatherv, Gatherv_init = _faces('Gatherv', 'gatherv', VMethods._gatherv)
-    Scatterv, Iscatterv, Scatterv_init = _faces('Scatterv', 'scatterv', VMethods._scatterv)
+    Gatherv, Igatherv, Gatherv_init = _faces('Gatherv', 'gatherv', VMethods._gatherv,
+                                             (_SR, (('root', 0),)))
+    Scatterv, Iscatterv, Scatterv_init = _faces('Scatterv', 'scatterv', VMethods._scatterv,
+                                                (_SR, (('root', 0),)))
     Allgatherv, Iallgatherv, Allgatherv_init = _faces('Allgatherv', 'allgatherv',
-                                                      VMethods._allgatherv)
-    Alltoallv, Ialltoallv, Alltoallv_init = _faces('Alltoallv', 'alltoallv', VMethods._alltoallv)
+                                                      VMethods._allgatherv, (_SR, ()))
+    Alltoallv, Ialltoallv, Alltoallv_init = _faces('Alltoallv', 'alltoallv', VMethods._alltoallv,
+                                                   (_SR, ()))
     Scan, Iscan, Scan_init = _faces('Scan', 'scan', VMethods._scan, (_SR, ((_OP, _SUM),)))
     Exscan, Iexscan, Exscan_init = _faces('Exscan', 'exscan', VMethods._exscan,
                                           (_SR, ((_OP, _SUM),)))

@@ -40,12 +40,15 @@ def _request(kind, primitive, impl, comm, *args):
     return call.request
 
 
-def _pair(primitive, impl, signature_of):
-    """The nonblocking and persistent functions of one blocking function."""
+def _pair(primitive, impl, signature_of, through=_memo.start):
+    """The nonblocking and persistent functions of one blocking function.
+
+    ``through``: :func:`mpicoll._memo.start`, or its ``start_specs`` for calls
+    whose buffers are v-buffer specs."""
     def start(*args, comm=None, algorithm=None, **kwargs):
         bufs, *rest = signature_of(*args, **kwargs)
         # Repeated identical calls replay the last one's bound program (mpicoll._memo).
-        return _memo.start(primitive, impl, comm, algorithm, bufs(), rest, rest)
+        return through(primitive, impl, comm, algorithm, bufs(), rest, rest)
 
     def init(*args, comm=None, algorithm=None, **kwargs):
         return _request("init", primitive, impl, comm, *signature_of(*args, **kwargs), algorithm)

@@ -19,7 +19,9 @@ not match across ranks (a root's ``recvcounts[i]`` against rank i's
 ``sendbuf``, or alltoallv's ``sendcounts`` against the peers'
 ``recvcounts``) raise on every rank instead of truncating or hanging. This
 costs one more small Allgather per call, in every check mode, and is
-blocking also in the nonblocking forms.
+blocking also in the nonblocking forms. A repeated call on the same arrays
+and counts replays the exchange too, then its bound steps
+(:func:`mpicoll._memo.run_specs`).
 
 The ``_name(call, bufs, ...)`` functions are the one implementation behind
 these functions and :class:`mpicoll.P2PComm` (through
@@ -36,7 +38,6 @@ from ._errors import ArgumentError
 from ._vbuffers import layout, parse_vspec
 from .collectives import _allreduce, _is_in_place, _not_in_place, _run, _snapshot
 from .coll._common import offsets
-from ._call import Call
 
 __all__ = ["gatherv", "scatterv", "allgatherv", "alltoallv", "scan", "exscan"]
 
@@ -129,7 +130,7 @@ def gatherv(sendbuf, recvbuf=None, root=0, *, comm=None, algorithm=None):
     the root: its block is already in place.
     Per rank, N = 3: ``[1]``, ``[]``, ``[3 3]`` -> root gets ``[1 3 3]``.
     """
-    return _gatherv(Call("gatherv", comm), lambda: (sendbuf, recvbuf), root, algorithm)
+    return _memo.run_specs("gatherv", _gatherv, comm, algorithm, (sendbuf, recvbuf), (root,), (root,))
 
 
 # -- scatterv --------------------------------------------------------------
@@ -185,7 +186,7 @@ def scatterv(sendbuf, recvbuf, root=0, *, comm=None, algorithm=None):
     the root leaves its block in sendbuf (and returns None there).
     Per rank, N = 3, counts [1, 0, 2]: root's ``[1 3 3]`` -> ``[1]``, ``[]``, ``[3 3]``.
     """
-    return _scatterv(Call("scatterv", comm), lambda: (sendbuf, recvbuf), root, algorithm)
+    return _memo.run_specs("scatterv", _scatterv, comm, algorithm, (sendbuf, recvbuf), (root,), (root,))
 
 
 # -- allgatherv ------------------------------------------------------------
@@ -233,7 +234,7 @@ def allgatherv(sendbuf, recvbuf=None, *, comm=None, algorithm=None):
     ``sendbuf=MPI.IN_PLACE``: this rank's block is already in recvbuf.
     Per rank, N = 3: ``[1]``, ``[]``, ``[3 3]`` -> ``[1 3 3]`` everywhere.
     """
-    return _allgatherv(Call("allgatherv", comm), lambda: (sendbuf, recvbuf), algorithm)
+    return _memo.run_specs("allgatherv", _allgatherv, comm, algorithm, (sendbuf, recvbuf), (), ())
 
 
 # -- alltoallv -------------------------------------------------------------
@@ -315,7 +316,7 @@ def alltoallv(sendbuf, recvbuf, *, comm=None, algorithm=None):
     Per rank, N = 2: ``[[a0 b0 b0], [1, 2]]``, ``[[c1], [0, 1]]`` ->
     ``[a0]``, ``[b0 b0 c1]`` (with recvcounts ``[1, 0]`` and ``[2, 1]``).
     """
-    return _alltoallv(Call("alltoallv", comm), lambda: (sendbuf, recvbuf), algorithm)
+    return _memo.run_specs("alltoallv", _alltoallv, comm, algorithm, (sendbuf, recvbuf), (), ())
 
 
 # -- scan / exscan ---------------------------------------------------------

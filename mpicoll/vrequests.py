@@ -12,12 +12,15 @@ when the call is made, blocking; the data moves in the background.
 """
 from mpi4py import MPI
 
-from . import vcollectives as _v
+from . import _memo, vcollectives as _v
 from .requests import _name as _name_after, _pair
 
 __all__ = ["igatherv", "gatherv_init", "iscatterv", "scatterv_init", "iallgatherv",
            "allgatherv_init", "ialltoallv", "alltoallv_init", "iscan", "scan_init",
            "iexscan", "exscan_init"]
+
+
+_SPECS = _memo.start_specs    # repeated calls replay (keyed on the arrays in the specs)
 
 
 def _name(fns, blocking):
@@ -44,9 +47,9 @@ def _scan_args(sendbuf, recvbuf=None, op=MPI.SUM):
     return (lambda: (sendbuf, recvbuf)), op
 
 
-igatherv, gatherv_init = _name(_pair("gatherv", _v._gatherv, _rooted_args), "gatherv")
-iscatterv, scatterv_init = _name(_pair("scatterv", _v._scatterv, _scatterv_args), "scatterv")
-iallgatherv, allgatherv_init = _name(_pair("allgatherv", _v._allgatherv, _two_args), "allgatherv")
-ialltoallv, alltoallv_init = _name(_pair("alltoallv", _v._alltoallv, _alltoallv_args), "alltoallv")
+igatherv, gatherv_init = _name(_pair("gatherv", _v._gatherv, _rooted_args, _SPECS), "gatherv")
+iscatterv, scatterv_init = _name(_pair("scatterv", _v._scatterv, _scatterv_args, _SPECS), "scatterv")
+iallgatherv, allgatherv_init = _name(_pair("allgatherv", _v._allgatherv, _two_args, _SPECS), "allgatherv")
+ialltoallv, alltoallv_init = _name(_pair("alltoallv", _v._alltoallv, _alltoallv_args, _SPECS), "alltoallv")
 iscan, scan_init = _name(_pair("scan", _v._scan, _scan_args), "scan")
 iexscan, exscan_init = _name(_pair("exscan", _v._scan, _scan_args), "exscan")

@@ -22,7 +22,7 @@ def _jsonl(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
-@pytest.mark.parametrize("primitive", ["allreduce", "bcast", "barrier"])
+@pytest.mark.parametrize("primitive", ["allreduce", "bcast", "allgatherv", "barrier"])
 def test_latency_records_every_face(tmp_path, primitive):
     proc = run_mpi(2, BENCH + ["latency", "--primitive", primitive, "--bytes", "8,1024",
                                "-n", "20", "--repeats", "2", "-J", "lat.jsonl"],

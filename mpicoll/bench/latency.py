@@ -50,13 +50,28 @@ _CALLS = {
               lambda x, y, a, comm: mpicoll.ibcast(x, 0, algorithm=a, comm=comm),
               lambda x, y, a, comm: mpicoll.bcast_init(x, 0, algorithm=a, comm=comm),
               lambda c, x, y: c.Ibcast(x, 0).Wait()),
+    # counts in a new list at every call, as user code builds them (the memo compares them
+    # by value); each rank's block has x.size elements
+    "allgatherv": (lambda c, x, y: c.Allgatherv(x, [y, _counts(c, x)]),
+                   lambda x, y, a, comm: mpicoll.allgatherv(x, [y, _counts(comm, x)],
+                                                            algorithm=a, comm=comm),
+                   lambda x, y, a, comm: mpicoll.iallgatherv(x, [y, _counts(comm, x)],
+                                                             algorithm=a, comm=comm),
+                   lambda x, y, a, comm: mpicoll.allgatherv_init(x, [y, _counts(comm, x)],
+                                                                 algorithm=a, comm=comm),
+                   lambda c, x, y: c.Iallgatherv(x, [y, _counts(c, x)]).Wait()),
     "barrier": (lambda c, x, y: c.Barrier(),
                 lambda x, y, a, comm: mpicoll.barrier(algorithm=a, comm=comm),
                 lambda x, y, a, comm: mpicoll.ibarrier(algorithm=a, comm=comm),
                 lambda x, y, a, comm: mpicoll.barrier_init(algorithm=a, comm=comm),
                 lambda c, x, y: c.Ibarrier().Wait()),
 }
-_RESULT = {"allreduce": 1, "bcast": 0, "barrier": None}
+_RESULT = {"allreduce": 1, "bcast": 0, "allgatherv": 1, "barrier": None}
+_BLOCKS = {"allgatherv": "N"}      # the receive buffer holds N blocks (others: one)
+
+
+def _counts(comm, x):
+    return [x.size] * comm.Get_size()
 
 
 def add_parser(sub):
@@ -167,7 +182,8 @@ def table(comm, prim, algos, sizes, iters, repeats, am, where, output=None):
     for nbytes in sizes:
         n = max(1, nbytes // 8)
         for algo in algos:
-            x, y = am.empty(n, np.float64), am.empty(n, np.float64)
+            x = am.empty(n, np.float64)
+            y = am.empty(n * size if prim in _BLOCKS else n, np.float64)
             am.put(x, 0, np.full(n, rank + 1.0))
             am.sync()                      # the copy is asynchronous on CuPy
             faces, persistent = _faces(prim, comm, x, y, algo, am)
@@ -180,6 +196,9 @@ def table(comm, prim, algos, sizes, iters, repeats, am, where, output=None):
             if prim == "allreduce":     # the check: the last call's result
                 assert np.all(am.to_host(y) == size * (size + 1) / 2), \
                     f"{algo}: wrong allreduce result"
+            elif prim == "allgatherv":
+                assert np.all(am.to_host(y) == np.repeat(np.arange(1.0, size + 1), n)), \
+                    f"{algo}: wrong allgatherv result"
             if rank == 0:
                 ratios = " ".join(f"{times[f] / times['raw']:.2f}" for f in FACES[1:5])
                 ratios += f"; {times['nonblocking'] / times['raw_nb']:.2f}"
