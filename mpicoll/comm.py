@@ -58,10 +58,11 @@ def _faces(name, primitive, impl, memo=None):
     (nothing, or the :class:`mpicoll.Request`).
 
     ``memo``: (buffer parameter names, ((other parameter, default), ...)) of
-    the blocking method, whose repeated calls on bare NumPy or device arrays
-    then go through :mod:`mpicoll._memo` as the functional API's do (a hit
-    replays the bound plan after the agreement; a miss runs ``impl`` and is
-    remembered); so do the nonblocking method's (the same parameters).
+    the blocking method, whose repeated calls on NumPy or device arrays (bare,
+    or in buffer specs :func:`_memo_args` can compare) then go through
+    :mod:`mpicoll._memo` as the functional API's do (a hit replays the bound
+    plan after the agreement; a miss runs ``impl`` and is remembered); so do
+    the nonblocking method's (the same parameters).
     """
     space = f"P2PComm.{name}"
 
@@ -81,7 +82,7 @@ def _faces(name, primitive, impl, memo=None):
 
     def start(self, *args, **kwargs):
         bound = None if memo is None else _memo_args(memo, args, kwargs)
-        if bound is not None:         # bare arrays: repeated calls replay (see _memo.start)
+        if bound is not None:         # arrays the memo keys on: repeated calls replay (_memo.start)
             return _memo.start(primitive, run_blocking, self, self._algo(primitive), bound[0],
                                bound[1], (self, args, kwargs), space=f"P2PComm.I{name}")
         call = Call(primitive, self, "start")
