@@ -42,11 +42,11 @@ without error; until then (the same call made again while its twin is in
 flight) it takes the full path. Persistent requests need no memo: they bind once.
 
 The memo keeps the last 256 calls (32 on device arrays; the oldest is
-dropped first) and the arrays their steps are bound to alive; a view of a
-base larger than 64 KiB is never remembered (it would keep the whole base
-alive: ``x[:8]`` of a large array takes the full path every time), and
-:func:`mpicoll.gpu.release_staging` forgets the device entries (they hold
-pinned arenas). This is what turns a ~50 µs Python call into a few µs
+dropped first) and the arrays their steps are bound to alive; an array, or a
+view of a base, larger than 64 KiB is never remembered (it would be kept
+alive: ``x[:8]`` of a large array, or ``[x, 8, MPI.DOUBLE]``, takes the full
+path every time), and :func:`mpicoll.gpu.release_staging` forgets the device
+entries (they hold pinned arenas). This is what turns a ~50 µs Python call into a few µs
 (benchmarks/latency.md).
 """
 import os
@@ -96,12 +96,15 @@ def wanted(call, ctx, nbytes):
 
 def array_or_none(b):
     """A buffer the memo can key on: a NumPy array, a weakly referable device array,
-    IN_PLACE or None -- and not a view of more than :data:`LIMIT` bytes (an entry's
-    bound steps keep the view, hence its whole base, alive)."""
+    IN_PLACE or None -- of at most :data:`LIMIT` bytes, and not a view of more (an
+    entry's bound steps keep the array, hence a view's whole base, alive: a small
+    count in a spec, ``[x, 8, MPI.DOUBLE]``, must not keep a large ``x``)."""
     if b is None or b is MPI.IN_PLACE:
         return True
     if type(b) is not np.ndarray and (_device.adapter_of(b) is None
                                       or not _weakly_referable(b)):
+        return False
+    if b.nbytes > LIMIT:
         return False
     base = b.base
     return base is None or getattr(base, "nbytes", LIMIT + 1) <= LIMIT
@@ -124,9 +127,10 @@ def _weakly_referable(b):
 
 def _key(primitive, comm, algorithm, bufs, rest):
     # Identities (cheap, and ``valid`` re-checks every value anyway), but the parts of
-    # buffer specs by value (:class:`Parts`: built anew at every call).
+    # buffer specs (:class:`Parts`) and integers by value: both may be new objects at
+    # every call (a root taken from a NumPy array is a new np.int64 each time).
     return (primitive, id(comm), algorithm, *map(id, bufs),
-            *[r if type(r) is Parts else id(r) for r in rest])
+            *[r if type(r) in _BY_VALUE else id(r) for r in rest])
 
 
 class Parts(tuple):
@@ -134,6 +138,9 @@ class Parts(tuple):
     the memo keys on them as they are, not on their identity."""
 
     __slots__ = ()
+
+
+_BY_VALUE = frozenset((Parts, int, np.int64, np.int32))
 
 
 def spec_parts(specs):
@@ -186,8 +193,12 @@ def _plain(x):
 
 
 def _by_value(counts):
-    """A list, tuple or NumPy array of counts as a tuple of Python values."""
-    return tuple(counts.tolist()) if type(counts) is np.ndarray else tuple(counts)
+    """A list, tuple or NumPy array of counts as a tuple of Python values (a 0-d array,
+    a root given as ``np.array(0)``: its value)."""
+    if type(counts) is np.ndarray:
+        values = counts.tolist()
+        return tuple(values) if type(values) is list else values
+    return tuple(counts)
 
 
 def forget_device():

@@ -7,6 +7,9 @@ something else in the exchange, the replaying rank goes on along the full path
 with what it gathered. Every result is checked against mpi4py's native call on
 the same data.
 """
+import gc
+import weakref
+
 import numpy as np
 import pytest
 from mpi4py import MPI
@@ -350,3 +353,44 @@ def test_a_tuple_and_a_list_of_the_same_numbers_are_different_specs():
     np.testing.assert_array_equal(y, want)
     with pytest.raises(mpicoll.ArgumentError, match="recvbuf counts"):
         mpicoll.allgatherv(x, [y, [1, 2] + [1] * (N - 2)])
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("face", ["blocking", "nonblocking"])
+def test_a_root_given_as_a_numpy_value(face):
+    """Roots as 0-d arrays and as np.int64 (a new object at each call): accepted as MPI
+    accepts them, and the np.int64 ones still replay (keyed by value)."""
+    x = np.full(2, float(RANK))
+    y = np.full(2 * N, -1.0)
+    call = mpicoll.gatherv if face == "blocking" else \
+        (lambda *a: mpicoll.igatherv(*a).Wait())
+    want = np.repeat(np.arange(N, dtype=float), 2)
+    for root in (np.array(0), np.array(0)):
+        call(x, [y, [2] * N] if RANK == 0 else None, root)
+    roots = np.zeros(5, dtype=np.int64)
+    n = hits(lambda: [call(x, [y, [2] * N] if RANK == 0 else None, roots[i]) for i in range(5)])
+    if RANK == 0:
+        np.testing.assert_array_equal(y, want)
+    if face == "blocking":
+        assert n >= 4
+
+
+@pytest.mark.mpi
+def test_a_small_count_in_a_spec_does_not_keep_a_large_buffer_alive():
+    """``[x, 8, MPI.DOUBLE]`` moves 64 bytes of an 8 MiB ``x``: the memo must not keep
+    ``x`` (its steps would hold it) -- as it keeps no view of a large base."""
+    pc = mpicoll.P2PComm(comm)
+    alive = []
+    for _ in range(4):
+        x = np.full(1 << 20, 1.0)
+        pc.Bcast([x, 8, MPI.DOUBLE], root=0)
+        assert (x[:8] == 1.0).all()
+        alive.append(weakref.ref(x))
+        del x
+    y = np.empty(1 << 20)
+    mpicoll.allgatherv(np.ones(2), [y, [2] * N])
+    np.testing.assert_array_equal(y[:2 * N], np.ones(2 * N))
+    alive.append(weakref.ref(y))
+    del y
+    gc.collect()
+    assert [r() is None for r in alive] == [True] * 5
