@@ -153,6 +153,18 @@ def next_request_tag(state):
     return tag
 
 
+def allgather(pcomm, mine, raw, kind):
+    """Every rank's fingerprint ``mine`` into ``raw``, waiting for it. A nonblocking
+    call's (``kind`` "start": the v-collectives' count exchange) is a nonblocking
+    collective, as the agreement of any other nonblocking call is: where another
+    rank made a different nonblocking call, the two meet and are judged a mismatch
+    instead of a blocking and a nonblocking collective waiting for each other."""
+    if kind == "start":
+        pcomm.Iallgather([mine, MPI.BYTE], [raw, MPI.BYTE]).Wait()
+    else:
+        pcomm.Allgather([mine, MPI.BYTE], [raw, MPI.BYTE])
+
+
 class _CommState:
     """Per-communicator state, cached on the private communicator."""
 
@@ -295,7 +307,7 @@ class Call:
             return None
         raw = state.raw
         # Infrastructure, not an algorithm: the library's own allgather of 16 int64.
-        self.pcomm.Allgather([mine, MPI.BYTE], [raw, MPI.BYTE])
+        allgather(self.pcomm, mine, raw, self.kind)
         return self.judge(raw, mine, phase)
 
     def judge(self, raw, mine, phase=fpr.SETTLE):

@@ -58,7 +58,7 @@ from mpi4py import MPI
 from . import _context, _device
 from . import _fingerprint as fpr
 from . import _ops
-from ._call import _MODES, Call, ipc_flags, next_request_tag
+from ._call import _MODES, Call, allgather, ipc_flags, next_request_tag
 from .sched import nonblocking as _nb
 
 __all__ = ["run", "start", "run_specs", "start_specs", "spec_parts", "parts_of", "Parts",
@@ -275,7 +275,7 @@ class _Entry:
         """
         state = self.state
         raw = state.raw
-        self.pcomm.Allgather([mine, MPI.BYTE], [raw, MPI.BYTE])
+        allgather(self.pcomm, mine, raw, kind)
         if raw == self.xraw.tobytes():
             return None
         call = Call(self.primitive, self.comm, kind, tag)

@@ -394,3 +394,28 @@ def test_a_small_count_in_a_spec_does_not_keep_a_large_buffer_alive():
     del y
     gc.collect()
     assert [r() is None for r in alive] == [True] * 5
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("warm", [False, True], ids=["full path", "replayed"])
+def test_a_nonblocking_v_call_meeting_another_nonblocking_call_raises_everywhere(warm):
+    """The count exchange of a nonblocking v-call is a nonblocking collective, as the
+    agreement of the other nonblocking calls is: where one rank makes another nonblocking
+    call, the two meet and every rank raises (a blocking exchange waited forever)."""
+    x, y = np.full(2, 1.0), np.empty(2 * N)
+
+    def igatherv():
+        mpicoll.igatherv(x, [y, [2] * N] if RANK == 0 else None, 0).Wait()
+    for _ in range(2 if warm else 0):
+        igatherv()
+    with pytest.raises(mpicoll.CollectiveMismatchError):
+        if RANK == N - 1:
+            mpicoll.iallreduce(np.ones(1), np.empty(1)).Wait()
+        else:
+            igatherv()
+    z, out = np.full(4, 1.0 + RANK), np.empty(4)
+    mpicoll.iallreduce(z, out, algorithm="ring").Wait()
+    np.testing.assert_array_equal(out, np.full(4, N * (N + 1) / 2))
+    igatherv()
+    if RANK == 0:
+        np.testing.assert_array_equal(y, np.ones(2 * N))
