@@ -21,7 +21,7 @@ def _abort(code):
     import time
     sys.stdout.flush()
     sys.stderr.flush()
-    time.sleep(0.3)   # let the launcher forward the last output before the kill
+    time.sleep(1.0)   # let the launcher forward the last output before the kill
     MPI.COMM_WORLD.Abort(code)
 
 

@@ -12,6 +12,7 @@ pytest-timeout's thread method (``--timeout-method=thread``) and the launcher's
 """
 import os
 import sys
+import time
 
 import pytest
 from mpi4py import MPI
@@ -53,4 +54,5 @@ def pytest_unconfigure(config):
             and _WORLD.Get_size() > 1 and MPI.Is_initialized() and not MPI.Is_finalized():
         sys.stdout.flush()
         sys.stderr.flush()
+        time.sleep(1.0)     # the launcher forwards the summary before the kill (else it may be lost)
         _WORLD.Abort(status)
