@@ -13,7 +13,8 @@ goes through :class:`Call`, the single layer that checks user input::
 ``settle`` makes a rank-local error (say, a too-small recvbuf on the root)
 raise on every rank instead of leaving the others waiting in the algorithm.
 Its one communication is a native ``Allgather`` of a 128-byte fingerprint
-per rank on the private communicator (see :mod:`mpicoll._fingerprint`).
+per rank on the private communicator (see :mod:`mpicoll._fingerprint`); a
+nonblocking call's is an ``Iallgather``, judged when its request first advances.
 
 Modes (``MPICOLL_CHECK``, or per communicator with :func:`set_check`):
 
@@ -35,8 +36,11 @@ Modes (``MPICOLL_CHECK``, or per communicator with :func:`set_check`):
   Only safe when every rank uses ``local`` and arguments are known good.
 
 The agreement cannot hang as long as every rank enters *some* mpicoll
-collective on the communicator (all of them, whatever the primitive, go
-through the same Allgather).
+collective of the same kind on the communicator: all blocking calls (and
+persistent ``..._init`` calls), whatever the primitive, go through the same
+Allgather, all nonblocking calls through the same Iallgather. MPI never
+matches a blocking collective with a nonblocking one, so a blocking call on
+one rank against a nonblocking one on another waits, as plain MPI would.
 """
 import contextlib
 import os
@@ -154,15 +158,23 @@ def next_request_tag(state):
 
 
 def allgather(pcomm, mine, raw, kind):
-    """Every rank's fingerprint ``mine`` into ``raw``, waiting for it. A nonblocking
-    call's (``kind`` "start": the v-collectives' count exchange) is a nonblocking
-    collective, as the agreement of any other nonblocking call is: where another
-    rank made a different nonblocking call, the two meet and are judged a mismatch
-    instead of a blocking and a nonblocking collective waiting for each other."""
-    if kind == "start":
-        pcomm.Iallgather([mine, MPI.BYTE], [raw, MPI.BYTE]).Wait()
-    else:
+    """Every rank's fingerprint ``mine`` into ``raw``, waiting for it.
+
+    A nonblocking call's (``kind`` "start": the v-collectives' count exchange) is
+    a nonblocking collective, as the agreement of any other nonblocking call is:
+    where another rank made a different nonblocking call, the two meet and are
+    judged a mismatch instead of a blocking and a nonblocking collective waiting
+    for each other. While it waits, this rank's requests in flight advance: a peer
+    may wait for their next rounds before it makes this call (MPI allows
+    ``r1 = ialltoall(); r1.Wait(); r2 = igatherv()`` there while this rank made
+    both calls before waiting for either)."""
+    if kind != "start":
         pcomm.Allgather([mine, MPI.BYTE], [raw, MPI.BYTE])
+        return
+    req = pcomm.Iallgather([mine, MPI.BYTE], [raw, MPI.BYTE])
+    while _nb._active and not req.Test():
+        _nb.progress()
+    req.Wait()
 
 
 class _CommState:

@@ -203,7 +203,7 @@ def _op_display(code):
 # (field, columns, error class, display) in report order; structural fields first.
 _FIELDS = [
     ("phase", slice(C_MAGIC, C_MAGIC + 1), MPI.ERR_OTHER,
-     lambda r: {SETTLE: "a collective", EXCHANGE: "Reduce_scatter's recvcounts exchange"}.get(
+     lambda r: {SETTLE: "a collective", EXCHANGE: "a count exchange (v-collectives, Reduce_scatter's recvcounts)"}.get(
          int(r[0]) & 0xFF, f"unknown ({int(r[0])})")),
     ("primitive", slice(C_PRIM, C_PRIM + _PRIM_WORDS), MPI.ERR_OTHER, _unpack),
     ("call number", slice(C_SEQ, C_SEQ + 1), MPI.ERR_OTHER, lambda r: f"#{int(r[0])}"),

@@ -42,10 +42,10 @@ without error; until then (the same call made again while its twin is in
 flight) it takes the full path. Persistent requests need no memo: they bind once.
 
 The memo keeps the last 256 calls (32 on device arrays; the oldest is
-dropped first) and the arrays their steps are bound to alive; an array, or a
-view of a base, larger than 64 KiB is never remembered (it would be kept
-alive: ``x[:8]`` of a large array, or ``[x, 8, MPI.DOUBLE]``, takes the full
-path every time), and :func:`mpicoll.gpu.release_staging` forgets the device
+dropped first) and the arrays their steps are bound to alive; a view of a
+base, or a buffer spec over an array, larger than 64 KiB is never remembered
+(it would be kept alive: ``x[:8]`` of a large array, or ``[x, 8, MPI.DOUBLE]``,
+takes the full path every time), and :func:`mpicoll.gpu.release_staging` forgets the device
 entries (they hold pinned arenas). This is what turns a ~50 µs Python call into a few µs
 (benchmarks/latency.md).
 """
@@ -96,15 +96,12 @@ def wanted(call, ctx, nbytes):
 
 def array_or_none(b):
     """A buffer the memo can key on: a NumPy array, a weakly referable device array,
-    IN_PLACE or None -- of at most :data:`LIMIT` bytes, and not a view of more (an
-    entry's bound steps keep the array, hence a view's whole base, alive: a small
-    count in a spec, ``[x, 8, MPI.DOUBLE]``, must not keep a large ``x``)."""
+    IN_PLACE or None -- and not a view of more than :data:`LIMIT` bytes (an entry's
+    bound steps keep the view, hence its whole base, alive)."""
     if b is None or b is MPI.IN_PLACE:
         return True
     if type(b) is not np.ndarray and (_device.adapter_of(b) is None
                                       or not _weakly_referable(b)):
-        return False
-    if b.nbytes > LIMIT:
         return False
     base = b.base
     return base is None or getattr(base, "nbytes", LIMIT + 1) <= LIMIT
@@ -140,7 +137,8 @@ class Parts(tuple):
     __slots__ = ()
 
 
-_BY_VALUE = frozenset((Parts, int, np.int64, np.int32))
+_BY_VALUE = frozenset((Parts, int, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+                       np.uint32, np.uint64, np.intc, np.uintc, np.longlong, np.ulonglong))
 
 
 def spec_parts(specs):
@@ -149,14 +147,16 @@ def spec_parts(specs):
 
     A bare buffer is itself and its parts None; a list or tuple spec (mpi4py's
     ``[buf, counts, displs, datatype]`` forms) is its first item and
-    :func:`parts_of` the rest.
+    :func:`parts_of` the rest. A spec over a buffer of more than :data:`LIMIT`
+    bytes is not keyed (``[x, 8, MPI.DOUBLE]`` moves 64 bytes: the entry would
+    keep a large ``x`` alive).
     """
     bufs, parts = [], []
     for spec in specs:
         if type(spec) is list or type(spec) is tuple:
             part = parts_of(spec[1:]) if spec else None
-            if part is None:
-                return None
+            if part is None or getattr(spec[0], "nbytes", 0) > LIMIT:
+                return None             # a small count of a large buffer: it would be kept
             bufs.append(spec[0])
             parts.append(part)
         else:

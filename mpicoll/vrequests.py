@@ -7,8 +7,8 @@ Same arguments as the blocking functions, a request back (see
     ...
     req.Wait()
 
-The vector collectives' exchange of counts (one small Allgather) happens
-when the call is made, blocking; the data moves in the background.
+The vector collectives' exchange of counts (one small Iallgather, waited for)
+happens when the call is made; the data moves in the background.
 """
 from mpi4py import MPI
 

@@ -367,7 +367,7 @@ def test_a_root_given_as_a_numpy_value(face):
     want = np.repeat(np.arange(N, dtype=float), 2)
     for root in (np.array(0), np.array(0)):
         call(x, [y, [2] * N] if RANK == 0 else None, root)
-    roots = np.zeros(5, dtype=np.int64)
+    roots = np.zeros(5, dtype=np.int64 if face == "blocking" else np.uint32)
     n = hits(lambda: [call(x, [y, [2] * N] if RANK == 0 else None, roots[i]) for i in range(5)])
     if RANK == 0:
         np.testing.assert_array_equal(y, want)
@@ -419,3 +419,28 @@ def test_a_nonblocking_v_call_meeting_another_nonblocking_call_raises_everywhere
     igatherv()
     if RANK == 0:
         np.testing.assert_array_equal(y, np.ones(2 * N))
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("warm", [False, True], ids=["full path", "replayed"])
+def test_a_nonblocking_v_call_made_while_an_earlier_request_needs_this_rank(warm):
+    """MPI allows rank 0 to start two nonblocking calls before waiting for either while
+    the others wait for the first before starting the second: rank 0's second call
+    (its count exchange waits) must keep the first one's rounds going meanwhile."""
+    a, b = np.arange(2.0 * N) + 10 * RANK, np.empty(2 * N)
+    x, y = np.full(2, float(RANK)), np.empty(2 * N)
+    spec = [y, [2] * N] if RANK == 0 else None
+    for _ in range(3 if warm else 1):
+        if RANK == 0:
+            r1 = mpicoll.ialltoall(a, b)
+            r2 = mpicoll.igatherv(x, spec, 0)
+            r1.Wait()
+            r2.Wait()
+        else:
+            r1 = mpicoll.ialltoall(a, b)
+            r1.Wait()
+            r2 = mpicoll.igatherv(x, spec, 0)
+            r2.Wait()
+        np.testing.assert_array_equal(b, np.concatenate(comm.alltoall(list(a.reshape(N, 2)))))
+        if RANK == 0:
+            np.testing.assert_array_equal(y, np.repeat(np.arange(N, dtype=float), 2))
