@@ -89,13 +89,18 @@ def check_mode(comm=None):
         mode = _state(pcomm).mode if pcomm is not None else None
         if mode is not None:
             return mode
-    raw = os.environ.get("MPICOLL_CHECK", "").strip().lower()
-    mode = _MODES.get(raw)
+    mode = env_mode()
     if mode is None:
+        raw = os.environ.get("MPICOLL_CHECK", "").strip().lower()
         raise ArgumentError(
             "MPICOLL_CHECK: expected one of agree, checked (or 1, on), local (or 0, off), "
             f"or unset; got {raw!r}")
     return mode
+
+
+def env_mode():
+    """The mode ``MPICOLL_CHECK`` asks for (unset: ``agree``); None for a junk value."""
+    return _MODES.get(os.environ.get("MPICOLL_CHECK", "").strip().lower())
 
 
 def set_check(comm, mode):
@@ -275,8 +280,10 @@ class Call:
             values, gathered = given
         else:
             values = self._agree(fpr.EXCHANGE, int(value))
-            gathered = None if self.size == 1 else fpr.matrix(self.state.raw, self.size)
+            gathered = None
         if self.memo is not None:
+            if gathered is None and self.size > 1:
+                gathered = fpr.matrix(self.state.raw, self.size)
             self.exchanged = (int(value), gathered)
         return values
 

@@ -58,7 +58,7 @@ from mpi4py import MPI
 from . import _context, _device
 from . import _fingerprint as fpr
 from . import _ops
-from ._call import _MODES, Call, allgather, ipc_flags, next_request_tag
+from ._call import Call, allgather, env_mode, ipc_flags, next_request_tag
 from .sched import nonblocking as _nb
 
 __all__ = ["run", "start", "run_specs", "start_specs", "spec_parts", "parts_of", "Parts",
@@ -250,12 +250,10 @@ class _Entry:
         return self.static + fpr.dynamic_bytes(state.seq, self.count, flags)
 
     def exchange_bytes(self):
-        """This rank's part of the exchange made again (:meth:`exchange`): bytes; None
-        on one rank (nothing to exchange); :data:`_MISS` when it is not what it was when
-        this entry was made (another check mode): the full path then makes the call."""
+        """This rank's part of the exchange made again (:meth:`exchange`; for an entry
+        with ``xraw``): bytes, or :data:`_MISS` when it is not what it was when this
+        entry was made (another check mode): the full path then makes the call."""
         gathered = self.xraw
-        if gathered is None:
-            return None
         state = self.state
         flags = fpr.FLAG_CHECKED if _mode(state) == "checked" else 0
         mine = fpr.build_bytes(fpr.EXCHANGE, state.seq, self.primitive, flags, None, self.xvalue)
@@ -269,9 +267,10 @@ class _Entry:
         call has taken its tag already, as the full path's does when it is made).
 
         None: every rank sent what it sent when this entry was made, so the counts and
-        the steps bound to them still hold. :class:`_Given`: some rank sent something
-        else -- this call goes on along the full path with the values gathered here (a
-        mismatch or an error elsewhere raises here, as it would there).
+        the steps bound to them still hold. A :class:`~mpicoll._call.Call` (its kind and
+        tag taken, ``given`` the values gathered here): some rank sent something else --
+        the call goes on along the full path from its exchange (a mismatch or an error
+        elsewhere raises here, as it would there).
         """
         state = self.state
         raw = state.raw
@@ -280,20 +279,20 @@ class _Entry:
             return None
         call = Call(self.primitive, self.comm, kind, tag)
         values = call.judge(raw, mine, fpr.EXCHANGE)   # raises on a mismatch or an error
-        return _Given(call, (values, fpr.matrix(raw, self.size)))
+        call.given = (values, fpr.matrix(raw, self.size))
+        return call
 
     def run(self):
         mine = self.fingerprint()
         if mine is _MISS:
             return _MISS
-        if self.xvalue is not None:
+        if self.xraw is not None:             # the count exchange, made again first
             xmine = self.exchange_bytes()
             if xmine is _MISS:
                 return _MISS
-            if xmine is not None:
-                given = self.exchange(xmine)
-                if given is not None:
-                    return given
+            call = self.exchange(xmine)
+            if call is not None:
+                return call
         if mine is not None:
             every = self.state.raw
             self.pcomm.Allgather([mine, MPI.BYTE], [every, MPI.BYTE])
@@ -340,15 +339,15 @@ class _RequestEntry(_Entry):
         mine = self.fingerprint()
         if mine is _MISS:
             return _MISS
-        xmine = None if self.xvalue is None else self.exchange_bytes()
+        xmine = None if self.xraw is None else self.exchange_bytes()
         if xmine is _MISS:
             return _MISS
         state = self.state
         tag = next_request_tag(state)        # taken when the call is made, as the full path's
-        if xmine is not None:                # blocking, as in the full path
-            given = self.exchange(xmine, "start", tag)
-            if given is not None:
-                return given
+        if xmine is not None:                # waited for, as in the full path
+            call = self.exchange(xmine, "start", tag)
+            if call is not None:
+                return call
         state.seq += 1
         agreement = None
         if mine is not None:
@@ -382,22 +381,7 @@ _MISS = object()
 def _mode(state):
     """The check mode a call on ``state``'s communicator runs in, as the full path
     resolves it (:func:`mpicoll._call.check_mode`); None for a junk ``MPICOLL_CHECK``."""
-    mode = state.mode
-    if mode is None:
-        raw = os.environ.get("MPICOLL_CHECK")
-        mode = "agree" if not raw else _MODES.get(raw.strip().lower())
-    return mode
-
-
-class _Given:
-    """A replayed exchange in which some rank sent something else: the call to go on
-    with along the full path (its kind and tag taken), and ``given`` (values, gathered
-    fingerprints) for its :attr:`mpicoll._call.Call.given`."""
-
-    __slots__ = ("call", "given")
-
-    def __init__(self, call, given):
-        self.call, self.given = call, given
+    return state.mode or env_mode()
 
 
 class _Judge:
@@ -491,9 +475,8 @@ def start(primitive, impl, comm, algorithm, bufs, rest, args, space=None):
         e = _memo.get(_key(space, comm, algorithm, bufs, rest))
         if e is not None and e.steps.idle() and e.valid(comm, bufs, rest):
             req = e.start()
-            if type(req) is _Given:
-                call = req.call            # the exchange was made: the full path goes on
-                call.given = req.given
+            if type(req) is Call:
+                call = req                 # the exchange was made: the full path goes on
             elif req is not _MISS:
                 return req
     if call is None:
@@ -528,9 +511,8 @@ def run(primitive, impl, comm, algorithm, bufs, rest, args, space=None):
                 call.desc = e.desc
                 call.judge(res.every, res.mine)      # raises unless the difference is harmless
                 return e.execute()
-            elif type(res) is _Given:
-                call = res.call        # the exchange was made: the full path goes on
-                call.given = res.given
+            elif type(res) is Call:
+                call = res             # the exchange was made: the full path goes on
             else:
                 return res
     if call is None:

@@ -19,6 +19,7 @@ from mpi4py import MPI
 import fakedevice as fd
 import mpicoll
 from mpicoll import _device, _ipc, _memo
+from mpicoll._call import Call
 from refdata import on_nodes
 from test_memo import count_calls, fake, ipc_moved  # noqa: F401  (fake: the device fixture)
 
@@ -30,7 +31,7 @@ def replays(fn):
     """Run ``fn`` and count the requests a memo entry made (replays that were not misses,
     nor exchanges that sent the call on along the full path)."""
     return count_calls(_memo._RequestEntry, "start", fn,
-                       lambda req: req is not _memo._MISS and type(req) is not _memo._Given)
+                       lambda req: req is not _memo._MISS and type(req) is not Call)
 
 
 @pytest.mark.mpi

@@ -16,6 +16,7 @@ from mpi4py import MPI
 
 import mpicoll
 from mpicoll import _memo
+from mpicoll._call import Call
 from test_memo import hits
 from test_memo_requests import replays
 
@@ -30,7 +31,7 @@ def full_path_after_exchange(fn):
 
     def counting(self, *args):
         result = orig(self, *args)
-        seen.extend([1] if type(result) is _memo._Given else [])
+        seen.extend([1] if type(result) is Call else [])
         return result
     _memo._Entry.exchange = counting
     try:
