@@ -67,7 +67,7 @@ _CALLS = {
                 lambda c, x, y: c.Ibarrier().Wait()),
 }
 _RESULT = {"allreduce": 1, "bcast": 0, "allgatherv": 1, "barrier": None}
-_BLOCKS = {"allgatherv": "N"}      # the receive buffer holds N blocks (others: one)
+_BLOCKS = frozenset({"allgatherv"})   # the receive buffer holds N blocks (others: one)
 
 
 def _counts(comm, x):
