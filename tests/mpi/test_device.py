@@ -68,15 +68,19 @@ def _cupy_kind():
 def kind(request):
     """(name, dev, host): the array kind under test, its mpicoll path forced or detected."""
     name = request.param
+    was_ipc = fd.ADAPTER.ipc_enabled      # on under the CuPy stand-in (tests/fake_cupy)
     if name.startswith("cupy"):
         dev, host = _cupy_kind()
         _device.set_cuda_aware(None)
+        # The transport the run asks for (MPICOLL_GPU_TRANSPORT: gpu_proof.sh runs each).
+        _device.set_transport("ipc" if name.endswith("-ipc") else None)
     else:
         fd.install()
         _device.set_cuda_aware(name == "fake-aware")
         fd.enable_ipc(name == "fake-ipc")
         dev, host = fd.to_device, fd.to_host
-    _device.set_transport("ipc" if name.endswith("-ipc") else None)
+        # The stand-in's path is the kind's, whatever MPICOLL_GPU_TRANSPORT says.
+        _device.set_transport("ipc" if name == "fake-ipc" else "auto")
     saved = os.environ.get("MPICOLL_GPU_HOST_COPY")
     if name.endswith("host-copy"):         # every case (and request) on host copies
         os.environ["MPICOLL_GPU_HOST_COPY"] = str(1 << 20)
@@ -86,14 +90,17 @@ def kind(request):
     else:
         os.environ["MPICOLL_GPU_HOST_COPY"] = saved
     _device.set_transport(None)
-    fd.enable_ipc(False)
+    fd.enable_ipc(was_ipc)
     _device.set_cuda_aware(None)
 
 
 def fake(aware):
-    """Switch to the CPU stand-in on one path; return its adapter, counters zeroed."""
+    """Switch to the CPU stand-in on one path (CUDA-aware or staged, no IPC, whatever
+    MPICOLL_GPU_TRANSPORT says); return its adapter, counters zeroed."""
     ad = fd.install()
     _device.set_cuda_aware(aware)
+    _device.set_transport("auto")
+    fd.enable_ipc(False)
     ad.reset()
     fd.FakeDeviceArray.exports = 0
     return ad
@@ -101,8 +108,11 @@ def fake(aware):
 
 @pytest.fixture
 def restore_path():
+    was_ipc = fd.ADAPTER.ipc_enabled
     yield
     _device.set_cuda_aware(None)
+    _device.set_transport(None)
+    fd.enable_ipc(was_ipc)
 
 
 # -- the matrix on device arrays ---------------------------------------------
