@@ -91,7 +91,9 @@ class CallTraffic:
 
     def __init__(self, primitive, algorithm, rank, size, count, itemsize, path="host",
                  nodes=None):
-        self.path = path            # "host", "cuda-aware", "staged" or "ipc"
+        # "host", "cuda-aware", "staged", "ipc" or "host-copy"; for ``native``: how the
+        # library's collective got the arrays (its messages are not counted).
+        self.path = path
         self.primitive = primitive
         self.algorithm = algorithm
         self.rank = rank
@@ -125,7 +127,7 @@ class CallTraffic:
     def paths(self):
         """Which transport moved what: ``{path: [sent_msgs, sent_bytes, recv_msgs, recv_bytes]}``
         ("ipc" for same-node device messages mapped through CUDA IPC)."""
-        if self._paths is not None:
+        if self._paths:
             return self._paths
         return {self.path: [self.sent_msgs, self.sent_bytes, self.recv_msgs, self.recv_bytes]}
 
@@ -228,6 +230,8 @@ class Ctx:
         # requests: a nonblocking/persistent call's (its device messages outlive the call)
         self.mpi = transport(comm, adapter, device, requests)
         self.path = getattr(self.mpi, "path", "host")
+        if algorithm == "native":       # the library's collective: staged or handed over
+            self.path = getattr(self.mpi, "native_path", self.path)
         self.rank = comm.Get_rank()
         self.size = comm.Get_size()
         self._rec = None

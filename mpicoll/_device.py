@@ -405,6 +405,12 @@ class AwareTransport(_Requests):
 
     path = "cuda-aware"
 
+    @property
+    def native_path(self):
+        """How the MPI library's own collectives get device arrays (see ``__getattr__``;
+        a reduction with a user op is staged even where this says cuda-aware)."""
+        return "cuda-aware" if collectives_aware()[0] else "staged"
+
     def __init__(self, comm, adapter, device, requests=False):
         self.comm = comm
         self.adapter = adapter
@@ -468,7 +474,7 @@ class StagedTransport(_Requests):
     ``Start``). A blocking call's transport shares this thread's arena.
     """
 
-    path = "staged"
+    path = native_path = "staged"
 
     def __init__(self, comm, adapter, device, requests=False):
         self.comm = comm

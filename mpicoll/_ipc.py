@@ -275,6 +275,11 @@ class IpcTransport:
         self.to_ack = []           # (entry, OK | NACK) to send in this order
         self.rec = None
 
+    @property
+    def native_path(self):
+        """The MPI library's own collectives take the fallback transport."""
+        return self.fallback.native_path
+
     def reset(self):
         """A blocking call starts on this transport again (its memoized steps replay):
         every message of the last one completed within it."""

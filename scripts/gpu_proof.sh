@@ -450,14 +450,27 @@ import json, sys
 v = json.load(open(sys.argv[1]))
 rep = v.get("cuda_aware_report", {})
 path = v.get("device_path", {})
+mps = v.get("mps_daemon_at_start") or {}
+
+
+def verdict(pair):
+    """(ok, why) -> 'yes: why' / 'no: why'."""
+    ok, why = (list(pair) + [None, None])[:2] if isinstance(pair, (list, tuple)) else (None, pair)
+    return f"{'yes' if ok else 'no'}: {why}"
 rows = [("Python", v.get("python")), ("NumPy", v.get("numpy")), ("mpi4py", v.get("mpi4py")),
         ("MPI library", v.get("mpi_library")), ("CuPy", v.get("cupy", v.get("cupy_error"))),
         ("CUDA runtime / driver", f"{v.get('cuda_runtime')} / {v.get('cuda_driver')}"),
-        ("NCCL (cupy.cuda.nccl)", v.get("nccl_status")),
+        ("NCCL (cupy.cuda.nccl)", verdict(v.get("nccl_status"))),
         ("CUDA-aware MPI", f"{rep.get('cuda_aware')} (decided by {rep.get('source')}; "
                            f"MPIX_Query_cuda_support={rep.get('mpix_query')}, "
                            f"mpi_memory_alloc_kinds={rep.get('alloc_kinds')})"),
-        ("device path", f"**{path.get('path')}** (decided by {path.get('source')})")]
+        ("device path", f"**{path.get('path')}** (decided by {path.get('source')}); the "
+                        f"library's collectives: {path.get('collectives')}"),
+        ("CUDA IPC (the ipc transport)", verdict((path.get("ipc_supported"),
+                                                  path.get("ipc_reason")))),
+        ("transport without MPICOLL_GPU_TRANSPORT", path.get("transport")),
+        ("libucx wheel (the aware transport)", v.get("libucx_wheel")),
+        ("MPS daemon at the start", verdict((mps.get("running"), mps.get("how"))))]
 print("| what | value |\n| --- | --- |")
 for k, val in rows:
     print(f"| {k} | {val} |")

@@ -4,8 +4,9 @@
 
 Reads ``OUT/bench-allreduce-<transport>-mps_<on|off>-n<N>.jsonl`` (the proof
 script's names) and, per transport, MPS state and N, takes the best
-*hand-written* algorithm (not ``native``/``nccl``/``raw``; only checked rows
-with no wrong element) at each target size:
+*hand-written* algorithm (not ``native``/``nccl``/``gloo``/``raw``; only checked rows
+with no wrong element) at each target size, with the paths that moved its
+messages (the record's ``moved_by``: ipc, staged, cuda-aware, host-copy...):
 
 - busbw >= 300 GB/s at 256 MiB and >= 100 GB/s at 16 MiB (N = 2 and 4);
 - an 8-byte allreduce in <= 100 us at N = 4 with MPS on (the median time).
@@ -25,11 +26,11 @@ import sys
 # The faces as the bench names them; records written before a face existed show '-' there.
 from mpicoll.bench.latency import FACES as _FACES
 
-__all__ = ["TARGETS", "best_rows", "table", "latency_table", "main"]
+__all__ = ["TARGETS", "via", "best_rows", "table", "latency_table", "main"]
 
 _NAME = re.compile(r"^bench-allreduce-(?P<transport>[a-z-]+)-mps_(?P<mps>on|off)-n(?P<n>\d+)\.jsonl$")
 _LATENCY = re.compile(r"^latency-(?P<transport>[a-z-]+)-mps_(?P<mps>on|off)-n(?P<n>\d+)\.jsonl$")
-_NOT_HAND_WRITTEN = ("native", "nccl", "raw")
+_NOT_HAND_WRITTEN = ("native", "nccl", "raw", "gloo")   # and native[...] (a forced algorithm)
 
 #: (label, bytes, field, goal, better): "busbw" is GB/s (higher is better), "time" is us.
 TARGETS = [
@@ -49,16 +50,28 @@ def _records(path):
                 yield json.loads(line)
 
 
+def via(moved):
+    """'ipc', 'ipc+staged'...: the paths that moved a row's messages (its ``moved_by``, most
+    bytes first), '' where the record does not say."""
+    if not moved:
+        return ""
+    busy = [p for p, c in moved.items() if c.get("msgs")] or list(moved)
+    return "+".join(sorted(busy, key=lambda p: -moved[p].get("bytes", 0)))
+
+
 def best_rows(path):
-    """{bytes: (algorithm, busbw GB/s, median time us)} of the best hand-written row per size."""
+    """{bytes: (algorithm, busbw GB/s, median time us, via)} of the best hand-written row per
+    size (``via``: what moved its messages, see :func:`via`)."""
     best = {}
     for r in _records(path):
-        if r.get("type") != "result" or r.get("algorithm") in _NOT_HAND_WRITTEN:
+        algo = r.get("algorithm") or ""
+        if r.get("type") != "result" or algo.split("[")[0] in _NOT_HAND_WRITTEN:
             continue
         if not r.get("checked") or r.get("wrong"):
             continue
         t = r["time_us"]
-        row = (r["algorithm"], float(r["busbw_GBps"]), float(t.get("median", t["avg"])))
+        row = (r["algorithm"], float(r["busbw_GBps"]), float(t.get("median", t["avg"])),
+               via(r.get("moved_by")))
         old = best.get(r["bytes"])
         if old is None or row[1] > old[1]:
             best[r["bytes"]] = row
@@ -89,10 +102,11 @@ def table(out):
             if row is None:
                 cells.append("not measured")
                 continue
-            algo, busbw, time_us = row
+            algo, busbw, time_us, moved = row
             value = busbw if field == "busbw" else time_us
             met = value >= goal if better == "higher" else value <= goal
             unit = "GB/s" if field == "busbw" else "us"
+            algo += f" via {moved}" if moved else ""
             cells.append(f"{value:.1f} {unit} ({algo}) {'met' if met else '**missed**'} "
                          f"(goal {'>=' if better == 'higher' else '<='} {goal:g})")
         lines.append(f"| {transport} | {mps} | {n} | " + " | ".join(cells) + " |")

@@ -95,6 +95,16 @@ def test_sweep_is_complete_and_correct(sweeps, n):
         for r in mine:
             assert r["wrong"] == 0 and r["checked"], r
             assert r["nranks"] == n and r["iters"] == 2 and r["warmup"] == 1
+            # What moved the checked call's messages: ours on the host path, none for the
+            # library's collective, nothing recorded for the raw mpi4py call.
+            moved = r["moved_by"]
+            if r["algorithm"] == "raw":
+                assert moved is None, r
+            elif r["algorithm"].startswith("native"):          # native[ring]: forced
+                assert moved == {"host": {"msgs": 0, "bytes": 0}}, r
+            else:
+                assert set(moved) == {"host"} and moved["host"]["msgs"] > 0, r
+                assert (moved["host"]["bytes"] > 0) is (r["bytes"] > 0), r
             t = r["time_us"]
             assert 0 < t["min"] <= t["avg"] <= t["max"], r
             factor = specs.busbw_factor(prim, n)

@@ -250,35 +250,38 @@ class Sweep:
         return rec["bw_GBps"]
 
     def check(self, case, fn, comm=None):
-        """#wrong over all ranks for one untimed call of ``fn`` on ``comm`` (agreement step on)."""
+        """(#wrong over all ranks, what moved the messages) for one untimed call of ``fn`` on
+        ``comm`` (agreement step on); see :func:`moved_by`."""
         case.prepare_check()
         comm = comm or self.comm
         mpicoll.set_check(comm, "agree")
         try:
-            fn()
-            self.am.sync()
+            with mpicoll.traffic() as seen:
+                fn()
+                self.am.sync()
         except mpicoll.ArgumentTypeError as exc:
             if self.am.name != "numpy":     # raised on every rank (agree mode)
                 raise SystemExit(f"--xp {self.am.name}: {exc}") from None
             raise
         finally:
             mpicoll.set_check(comm, "local")
-        return self.comm.allreduce(case.wrong())
+        every = self.comm.allgather((case.wrong(), sent_by_path(seen.calls)))
+        return sum(w for w, _ in every), moved_by([m for _, m in every])
 
     def one(self, case, label, alg, forced, iters, warmup, memcpy):
         o = self.opts
         setting = None
         if alg in self.refs:
-            wrong, t = self._measure(case, self.refs[alg].call(case), iters, warmup)
+            wrong, moved, t = self._measure(case, self.refs[alg].call(case), iters, warmup)
         elif alg == rawcol.LABEL:
-            wrong, t = self._measure(case, rawcol.call(case, self.comm, self.am), iters, warmup)
+            wrong, moved, t = self._measure(case, rawcol.call(case, self.comm, self.am), iters, warmup)
         elif forced is None:
-            wrong, t = self._measure(case, case.call(alg), iters, warmup)
+            wrong, moved, t = self._measure(case, case.call(alg), iters, warmup)
         else:
             from .native import forcing
             with forcing(case.spec.name, forced, self.comm) as (fresh, setting):
                 mpicoll.set_check(fresh, "local")       # as on the bench's communicator
-                wrong, t = self._measure(case, case.call(alg, fresh), iters, warmup, fresh)
+                wrong, moved, t = self._measure(case, case.call(alg, fresh), iters, warmup, fresh)
             self.forced_settings.append(setting)
         times = across(self.comm, t)
         factor = case.busbw_factor()
@@ -294,6 +297,7 @@ class Sweep:
                "dtype": case.dtype.name, "op": case.opname if case.spec.reduces else None,
                "root": case.root, "iters": iters, "warmup": warmup, "timing": o.timing,
                "xp": self.am.name, "path": alg if alg in self.refs else self.am.path,
+               "moved_by": moved,
                "time_us": times, "algbw_GBps": algbw,
                "busbw_GBps": None if algbw is None or factor is None else algbw * factor,
                "busbw_factor": factor, "wrong": wrong, "checked": wrong is not None,
@@ -319,6 +323,31 @@ class Sweep:
             return f"error: {exc}"
 
     def _measure(self, case, fn, iters, warmup, comm=None):
-        wrong = self.check(case, fn, comm) if self.opts.check else None
+        wrong, moved = self.check(case, fn, comm) if self.opts.check else (None, None)
         t = time_calls(fn, iters, warmup, self.comm, self.am.sync, self.opts.timing == "osu")
-        return wrong, t
+        return wrong, moved, t
+
+
+def sent_by_path(calls):
+    """{path: [messages, bytes]} this rank sent in ``calls`` (:class:`mpicoll.CallTraffic`),
+    per path that moved them (``CallTraffic.paths``: host, staged, cuda-aware, ipc, eager,
+    host-copy); a path of the calls that sent nothing (``native``: inside MPI) with zeros."""
+    out = {}
+    for call in calls:
+        for path, (msgs, nbytes, _, _) in call.paths.items():
+            got = out.setdefault(path, [0, 0])
+            got[0] += msgs
+            got[1] += nbytes
+    return out
+
+
+def moved_by(per_rank):
+    """Every rank's :func:`sent_by_path` summed: ``{path: {"msgs", "bytes"}}`` (each message
+    counted once, by its sender), or None where no mpicoll call ran (raw, nccl, gloo)."""
+    total = {}
+    for mine in per_rank:
+        for path, (msgs, nbytes) in mine.items():
+            got = total.setdefault(path, {"msgs": 0, "bytes": 0})
+            got["msgs"] += msgs
+            got["bytes"] += nbytes
+    return total or None

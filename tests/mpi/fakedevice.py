@@ -103,6 +103,9 @@ class FakeDeviceArray(NDArrayOperatorsMixin):
     def astype(self, dtype):
         return FakeDeviceArray(self._a.astype(dtype))
 
+    def sum(self):
+        return FakeDeviceArray(np.asarray(self._a.sum()))    # 0-d, on the device, as CuPy's
+
     # CuPy's explicit transfers -------------------------------------------
     def get(self, out=None):
         if out is None:

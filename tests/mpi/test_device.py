@@ -374,8 +374,12 @@ def test_native_collectives_staged_unless_the_library_is_trusted(restore_path, m
     assert source.startswith("MPICOLL_CUDA_AWARE_COLLECTIVES") is (trust is not None)
     x = np.full(9, RANK + 1.0)
     before = fd.FakeDeviceArray.exports
-    got = mpicoll.allreduce(fd.to_device(x), algorithm="native")
+    with mpicoll.traffic() as t:
+        got = mpicoll.allreduce(fd.to_device(x), algorithm="native")
     assert np.array_equal(fd.to_host(got), np.full(9, N * (N + 1) / 2))
+    # The record says how the library's collective got the arrays (its messages are its own).
+    want = "cuda-aware" if trust == "1" else "staged"
+    assert (t.calls[0].path, t.calls[0].paths) == (want, {want: [0, 0, 0, 0]})
     if trust == "1":
         assert ad.d2h == 0                       # handed to MPI as they are
     else:

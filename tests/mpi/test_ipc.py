@@ -394,6 +394,24 @@ def test_host_and_device_ranks_on_different_nodes_or_staged_work(ipc_on):
 
 
 @pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("aware", [False, True])
+def test_traffic_names_what_moved_native_and_hand_written_calls(ipc_on, aware):
+    """mpicoll.traffic() on the ipc transport: a hand-written call's messages under ipc; a
+    native call under the fallback's path for the library's collectives (staged: a library
+    CUDA-aware in point-to-point only gets its collectives staged), with no messages of ours."""
+    _device.set_cuda_aware(aware)
+    x = fd.to_device(np.full(4096, RANK + 1.0))      # 32 KiB: above the host-copy limit
+    with mpicoll.traffic() as t:
+        mpicoll.allreduce(x, algorithm="native")
+        mpicoll.allreduce(x, algorithm="ring")
+    native, ring = t.calls
+    assert (native.path, native.paths) == ("staged", {"staged": [0, 0, 0, 0]})
+    assert ring.path == "ipc" and set(ring.paths) == {"ipc"}
+    assert ring.paths["ipc"] == [ring.sent_msgs, ring.sent_bytes, ring.recv_msgs, ring.recv_bytes]
+    assert ring.sent_msgs > 0
+
+
+@pytest.mark.mpi(min_size=2)
 def test_small_messages_travel_eagerly_in_their_header(ipc_on):
     """Up to EAGER_MAX bytes: one header message carries the payload (copied to the host and
     back), no mapping, no acknowledgement; a byte more takes the mapping protocol. Eager and
