@@ -9,6 +9,11 @@ loaded MPI library itself:
 3. the MPI 4.1 info key ``mpi_memory_alloc_kinds`` of COMM_WORLD, which a
    CUDA-aware library lists as ``cuda:...``.
 
+Under the exports of ``python -m mpicoll.gpu env`` (the libucx wheel's UCX
+preloaded, MPICH's UCX netmod) the report's ``ucx`` and its ``source`` say
+"UCX point-to-point": CUDA-aware in point-to-point only, so the library's
+own collectives stay staged (``device_path()["collectives"]``).
+
 The PyPI MPICH and Open MPI wheels are built without CUDA: passing them a
 device pointer crashes the process, so there every message of a CuPy buffer
 is staged through reusable pinned host memory (``mpicoll._device``).

@@ -29,6 +29,25 @@ def test_override(monkeypatch, value, expected):
     assert gpu.cuda_aware_report()["source"] == "MPICOLL_CUDA_AWARE"
 
 
+def test_the_ucx_setup_of_gpu_env_is_named_as_the_source(monkeypatch, tmp_path):
+    """The exports of `python -m mpicoll.gpu env` (from a stand-in libucx folder) make the
+    report say the decision rests on UCX point-to-point; a part of them missing does not."""
+    from mpicoll import _gpu_env
+    lib = tmp_path / "libucx" / "lib"
+    lib.mkdir(parents=True)
+    for n in ("libucs", "libucm", "libuct", "libucp"):
+        (lib / f"{n}.so.0").write_bytes(b"")
+    env = _gpu_env.aware_env(root=str(tmp_path / "libucx"), preload="", library_path="")
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    rep = gpu.cuda_aware_report()
+    assert rep["cuda_aware"] is True and rep["ucx"].startswith(f"UCX point-to-point: {lib} ")
+    assert rep["source"] == f"MPICOLL_CUDA_AWARE ({rep['ucx']})"
+    monkeypatch.setenv("MPIR_CVAR_CH4_NETMOD", "ofi")        # another netmod: not that setup
+    rep = gpu.cuda_aware_report()
+    assert rep["ucx"] is None and rep["source"] == "MPICOLL_CUDA_AWARE"
+
+
 def test_junk_override_is_an_error(monkeypatch):
     monkeypatch.setenv("MPICOLL_CUDA_AWARE", "maybe")
     with pytest.raises(mpicoll.ArgumentError, match="MPICOLL_CUDA_AWARE: expected 0 or 1; got 'maybe'"):
