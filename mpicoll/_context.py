@@ -127,7 +127,7 @@ class CallTraffic:
     def paths(self):
         """Which transport moved what: ``{path: [sent_msgs, sent_bytes, recv_msgs, recv_bytes]}``
         ("ipc" for same-node device messages mapped through CUDA IPC)."""
-        if self._paths:
+        if self._paths is not None:
             return self._paths
         return {self.path: [self.sent_msgs, self.sent_bytes, self.recv_msgs, self.recv_bytes]}
 

@@ -11,8 +11,9 @@ import os
 from mpi4py import MPI
 
 from ._errors import ArgumentError
+from ._gpu_env import ucx_setup
 
-__all__ = ["cuda_aware_report", "ucx_setup"]
+__all__ = ["cuda_aware_report"]
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -48,20 +49,10 @@ def _alloc_kinds():
         info.Free()
 
 
-def ucx_setup():
-    """What ``python -m mpicoll.gpu env`` set up, or None: the libucx wheel's ``libucp``
-    preloaded and MPICH's UCX netmod chosen -- MPICH CUDA-aware in point-to-point only."""
-    preload = os.environ.get("LD_PRELOAD", "")
-    ucp = next((p for p in preload.replace(" ", ":").split(":")
-                if os.path.basename(p) == "libucp.so.0" and "libucx" in p), None)
-    if ucp is None or os.environ.get("MPIR_CVAR_CH4_NETMOD", "").strip().lower() != "ucx":
-        return None
-    return f"UCX point-to-point: {os.path.dirname(ucp)} preloaded, MPIR_CVAR_CH4_NETMOD=ucx"
-
-
 def cuda_aware_report():
     """Dict: the decision and every probe's answer (for provenance and headers); ``ucx``:
-    :func:`ucx_setup` (named in ``source`` when MPICOLL_CUDA_AWARE decided with it)."""
+    :func:`mpicoll._gpu_env.ucx_setup` (``source`` says "UCX point-to-point" when
+    MPICOLL_CUDA_AWARE decided with it)."""
     report = {"override": os.environ.get("MPICOLL_CUDA_AWARE"), "mpix_query": None,
               "alloc_kinds": None, "library": MPI.Get_library_version().splitlines()[0].strip(),
               "ucx": ucx_setup()}
@@ -76,7 +67,7 @@ def cuda_aware_report():
     if raw in _TRUE | _FALSE:
         report["cuda_aware"], report["source"] = raw in _TRUE, "MPICOLL_CUDA_AWARE"
         if raw in _TRUE and report["ucx"]:
-            report["source"] += f" ({report['ucx']})"
+            report["source"] += " (UCX point-to-point)"
     elif report["mpix_query"] is not None:
         report["cuda_aware"], report["source"] = report["mpix_query"], "MPIX_Query_cuda_support"
     elif kinds is not None:

@@ -134,10 +134,21 @@ class CupyAdapter:
             return False, f"the CUDA driver library cannot be loaded ({exc})"
         return True, "CUDA IPC (cudaIpcGetMemHandle / cudaIpcOpenMemHandle)"
 
+    _thread = threading.local()
+
+    def _context(self):
+        """Make sure this thread has a current CUDA context before a driver call: a thread
+        that made no runtime call yet (the progress thread) has none, and the driver's
+        calls then fail (CUDA_ERROR_INVALID_CONTEXT). ``cudaFree(0)`` makes it current."""
+        if not getattr(self._thread, "ready", False):
+            self.cupy.cuda.runtime.free(0)
+            self._thread.ready = True
+
     def ipc_export(self, a):
         """(base, generation, handle, offset, size) of the allocation holding ``a``."""
         from ._cuda_driver import cuda_driver
         drv = cuda_driver()
+        self._context()
         ptr = a.data.ptr
         base, size = drv.address_range(ptr)
         gen = drv.buffer_id(base)
@@ -155,6 +166,25 @@ class CupyAdapter:
     def ipc_open(self, handle, size):
         # Lazy peer access: a peer on another GPU is mapped where deviceCanAccessPeer allows.
         return self.cupy.cuda.runtime.ipcOpenMemHandle(handle)
+
+    def ipc_check(self, mapping, size):
+        """(ok, why): is the pointer opened the start of a range of exactly ``size`` bytes
+        (the peer's allocation)? None when the driver cannot say.
+
+        CUDA may carve small ``cudaMalloc`` allocations out of one larger block, and IPC
+        then shares the whole block: where the pointer opened is not that allocation,
+        reading at the sender's offset from it could read other bytes
+        (:meth:`mpicoll._ipc.Endpoint.mapping` then refuses the mapping)."""
+        from ._cuda_driver import cuda_driver
+        try:
+            got = cuda_driver().address_range(mapping)
+        except RuntimeError as exc:
+            return None, str(exc)
+        if got == (mapping, size):
+            return True, ""
+        return False, (f"the mapping is not the exported allocation: cuMemGetAddressRange "
+                       f"gives base {got[0]:#x}, {got[1]} bytes for the pointer opened, "
+                       f"{mapping:#x}; the sender's allocation has {size} bytes")
 
     def ipc_close(self, mapping):
         self.cupy.cuda.runtime.ipcCloseMemHandle(mapping)
@@ -407,8 +437,9 @@ class AwareTransport(_Requests):
 
     @property
     def native_path(self):
-        """How the MPI library's own collectives get device arrays (see ``__getattr__``;
-        a reduction with a user op is staged even where this says cuda-aware)."""
+        """How the MPI library's own collectives get device arrays (see ``__getattr__``: a
+        reduction with a user op is staged even where this says cuda-aware, and a
+        recorded call's path is set so as it runs)."""
         return "cuda-aware" if collectives_aware()[0] else "staged"
 
     def __init__(self, comm, adapter, device, requests=False):
@@ -417,6 +448,11 @@ class AwareTransport(_Requests):
         self.device = device
         self.requests = requests
         self.staged = None
+        self.rec = None
+
+    def record(self, rec):
+        """A recorded call (``mpicoll.traffic``): a native one staged after all says so."""
+        self.rec = rec
 
     def Send(self, buf, dest, tag):
         self.adapter.sync()
@@ -460,6 +496,8 @@ class AwareTransport(_Requests):
                 if self.staged is None:
                     self.staged = StagedTransport(self.comm, self.adapter, self.device,
                                                   self.requests)
+                if self.rec is not None:
+                    self.rec.path = "staged"
                 return getattr(self.staged, name)(*args)
             return method(*args)
         return run

@@ -24,7 +24,7 @@ import importlib.util
 import os
 import shlex
 
-__all__ = ["ucx_dir", "aware_env", "main"]
+__all__ = ["ucx_dir", "aware_env", "ucx_setup", "main"]
 
 _LIBS = ("libucs.so.0", "libucm.so.0", "libuct.so.0", "libucp.so.0")
 
@@ -66,6 +66,17 @@ def aware_env(root=None, preload=None, library_path=None):
         "MPIR_CVAR_NOLOCAL": "1",
         "MPICOLL_CUDA_AWARE": "1",
     }
+
+
+def ucx_setup():
+    """What :func:`aware_env` set up in this environment, or None: a libucx wheel's
+    ``libucp`` in ``LD_PRELOAD`` and MPICH's UCX netmod chosen -- MPICH CUDA-aware in
+    point-to-point only. The text names the preloaded folder."""
+    preload = os.environ.get("LD_PRELOAD", "").replace(" ", ":").split(":")
+    ucp = next((p for p in preload if os.path.basename(p) == _LIBS[-1] and "libucx" in p), None)
+    if ucp is None or os.environ.get("MPIR_CVAR_CH4_NETMOD", "").strip().lower() != "ucx":
+        return None
+    return f"UCX point-to-point: {os.path.dirname(ucp)} preloaded, MPIR_CVAR_CH4_NETMOD=ucx"
 
 
 def main(argv):

@@ -14,7 +14,9 @@ private communicator (``T`` is the call's tag; the control tags are
    address and *generation* (``CU_POINTER_ATTRIBUTE_BUFFER_ID``: unique per
    allocation in the process, so a freed and reallocated block at the same
    address has a new one), its size and the 64-byte handle.
-2. **Receiver**: maps the allocation once per (peer, base) and keeps the
+2. **Receiver**: maps the allocation once per (peer, base) -- refusing a
+   mapping that is not exactly that allocation (``ipc_check``: CUDA may share a
+   block that holds several small allocations) -- and keeps the
    mapping (LRU, :data:`MAX_MAPPINGS`); a header naming a known base with
    another generation closes the stale mapping and opens the new one. It then
    moves the payload device-to-device on its current stream (or, fused,
@@ -166,6 +168,12 @@ class Endpoint:
         self.refused = set()                      # peers that could not map our memory
         self.acks = []                            # acknowledgement sends in flight
         self.stats = collections.Counter()
+        self.why = {}                             # failure counter -> its first reason
+
+    def failed(self, what, exc):
+        """Count a failure (``not_exportable``, ``open_failed``), keeping its first reason."""
+        self.stats[what] += 1
+        self.why.setdefault(what, f"{type(exc).__name__}: {exc}")
 
     def mapping(self, peer, base, gen, handle, size):
         """The receiver's mapping of ``peer``'s allocation at ``base`` (opened once)."""
@@ -185,6 +193,13 @@ class Endpoint:
             self._close(m)
             self.stats["invalidated"] += 1
         opened = self.adapter.ipc_open(handle, size)
+        check = getattr(self.adapter, "ipc_check", None)
+        ok, why = check(opened, size) if check is not None else (None, "")
+        if ok is False:                    # never read a peer's memory at a wrong address
+            self.adapter.ipc_close(opened)
+            raise ValueError(why)
+        if ok is None:
+            self.stats["unverified"] += 1
         self.stats["opens"] += 1
         self.maps[key] = _Mapping(gen, handle, size, opened)
         while len(self.maps) > MAX_MAPPINGS:
@@ -236,7 +251,9 @@ def endpoint(pcomm, adapter, device):
 def ipc_stats(pcomm):
     """{(library, device): counters} of ``pcomm``'s endpoints (a private communicator)."""
     table = pcomm.Get_attr(_keyval) if _keyval is not None else None
-    return {k: dict(ep.stats, mappings=len(ep.maps)) for k, ep in (table or {}).items()}
+    return {k: dict(ep.stats, mappings=len(ep.maps),
+                    **{f"why_{what}": why for what, why in ep.why.items()})
+            for k, ep in (table or {}).items()}
 
 
 # -- one message in flight -----------------------------------------------------
@@ -277,7 +294,7 @@ class IpcTransport:
 
     @property
     def native_path(self):
-        """The MPI library's own collectives take the fallback transport."""
+        """The MPI library's own collectives take the fallback transport (``__getattr__``)."""
         return self.fallback.native_path
 
     def reset(self):
@@ -290,7 +307,13 @@ class IpcTransport:
         return peer != self.rank and self.nodes[peer] == self.nodes[self.rank]
 
     def record(self, rec):
-        """Count each message under the transport that moved it (``CallTraffic.paths``)."""
+        """Count each message under the transport that moved it (``CallTraffic.paths``); a
+        native call is the fallback's (its path, and the fallback's record if it keeps one)."""
+        if rec.algorithm == "native":
+            keep = getattr(self.fallback, "record", None)
+            if keep is not None:
+                keep(rec)
+            return
         rec._paths = {}
         self.rec = rec
 
@@ -348,8 +371,8 @@ class IpcTransport:
             return None
         try:
             exported = self.adapter.ipc_export(buf)
-        except Exception:  # noqa: BLE001 - not exportable: the payload goes inline
-            self.ep.stats["not_exportable"] += 1
+        except Exception as exc:  # noqa: BLE001 - not exportable: the payload goes inline
+            self.ep.failed("not_exportable", exc)
             return None
         if len(exported[2]) > 64:
             return None
@@ -553,8 +576,8 @@ class IpcTransport:
                 try:
                     mapped = self.ep.mapping(e.peer, base, gen, handle, size)
                     view = self.adapter.ipc_array(mapped, offset, e.buf.dtype, e.buf.size)
-                except Exception:  # noqa: BLE001 - cannot map it: ask for the payload
-                    self.ep.stats["open_failed"] += 1
+                except Exception as exc:  # noqa: BLE001 - cannot map it: ask for the payload
+                    self.ep.failed("open_failed", exc)
                     view = None
             if view is None:
                 # NACK: the payload follows through the fallback (MPI then reports a

@@ -149,7 +149,11 @@ def _ipc_support(buf=None):
 def ipc_stats(comm=None):
     """This rank's IPC counters on ``comm`` (default COMM_WORLD): ``{(library, device):
     {opens, closes, hits, invalidated, evicted, fused, nacks, sent_ipc, recv_ipc, ...,
-    mappings}}`` -- empty before the first device call on it."""
+    mappings}}`` -- empty before the first device call on it. Messages that fell back
+    count as ``not_exportable`` (sender) or ``open_failed`` (receiver: its mapping failed
+    or was not the peer's allocation), with the first reason of each in
+    ``why_not_exportable`` / ``why_open_failed``; ``unverified``: mappings the driver
+    could not check."""
     from mpi4py import MPI
     from ._context import existing_private_comm
     from ._ipc import ipc_stats as stats

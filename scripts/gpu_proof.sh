@@ -22,7 +22,8 @@
 #        - the GPU tests on CuPy arrays at each N of --test-ranks, all on this one GPU (in the
 #          first MPS state that runs, MPS on first: results do not depend on it):
 #            MPICOLL_TEST_XP=cupy mpiexec -n N python -m mpi4py -m pytest --with-mpi -q \
-#            (cupy,cupy-host-copy with the first transport: small calls on host copies too)
+#            (cupy-ipc on ipc: every message it can map must be mapped; with the first
+#            transport also cupy-host-copy: small calls on host copies)
 #                tests/mpi/test_device.py tests/mpi/test_device_requests.py
 #        - the bench (--xp cupy) of each primitive of --primitives at each N of --bench-ranks:
 #          every hand-written algorithm and native, and in the first transport the nccl column
@@ -370,9 +371,12 @@ for mps in "${ORDER[@]}"; do
             for n in "${SIZES_T[@]}"; do
                 # One rank has no peer: its run does not depend on the transport (run once).
                 if ((n == 1)) && [[ $t != "${TRANSPORTS[0]}" ]]; then continue; fi
-                # Small calls on host copies do not depend on the transport: first one only.
+                # The ipc transport's kind (cupy-ipc) asserts the messages were mapped: a
+                # transport that silently fell back would pass as cupy. Small calls on host
+                # copies do not depend on the transport: first one only.
                 xp=cupy
-                [[ $t == "${TRANSPORTS[0]}" ]] && xp=cupy,cupy-host-copy
+                [[ $t == ipc ]] && xp=cupy-ipc
+                [[ $t == "${TRANSPORTS[0]}" ]] && xp=$xp,cupy-host-copy
                 mpistep "test-$tag-n$n" "$n" MPICOLL_TEST_XP="$xp" MPICOLL_GPU_TRANSPORT="$t" \
                     "$PY" -m mpi4py -m pytest --with-mpi -q --timeout="$TEST_TIMEOUT" \
                     --timeout-method=thread tests/mpi/test_device.py tests/mpi/test_device_requests.py
@@ -468,7 +472,9 @@ rows = [("Python", v.get("python")), ("NumPy", v.get("numpy")), ("mpi4py", v.get
                         f"library's collectives: {path.get('collectives')}"),
         ("CUDA IPC (the ipc transport)", verdict((path.get("ipc_supported"),
                                                   path.get("ipc_reason")))),
-        ("transport without MPICOLL_GPU_TRANSPORT", path.get("transport")),
+        ("transport (choice: what set it)", f"{path.get('transport')} "
+                                             f"({path.get('transport_choice')}: "
+                                             f"{path.get('transport_source')})"),
         ("libucx wheel (the aware transport)", v.get("libucx_wheel")),
         ("MPS daemon at the start", verdict((mps.get("running"), mps.get("how"))))]
 print("| what | value |\n| --- | --- |")

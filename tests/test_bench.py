@@ -8,6 +8,7 @@ import csv
 import importlib.util
 import json
 import os
+import re
 import sys
 
 import numpy as np
@@ -496,7 +497,14 @@ def test_nccl_with_numpy_is_skipped_with_the_reason(tmp_path):
     assert all(r["wrong"] == 0 and r["xp"] == "numpy" and r["path"] == "host" for r in res)
     assert "gpu" not in recs[0] and "device_path" not in recs[0]   # cupy runs only
     with open(tmp_path / "out.csv") as f:
-        assert {row["path"] for row in csv.DictReader(f)} == {"host"}
+        rows = list(csv.DictReader(f))
+    assert {row["path"] for row in rows} == {"host"}
+    # moved_by as path:msgs:bytes, the same as the JSON record's.
+    for row, rec in zip(rows, res):
+        want = " ".join(f"{p}:{c['msgs']}:{c['bytes']}" for p, c in rec["moved_by"].items())
+        assert row["moved_by"] == want and row["algorithm"] == rec["algorithm"], (row, rec)
+        assert want == "host:0:0" if rec["algorithm"] == "native" else \
+            re.fullmatch(r"host:[1-9]\d*:[1-9]\d*", want), want
 
 
 class _FakeNccl:

@@ -105,7 +105,7 @@ def test_failing_steps_are_recorded_and_the_run_goes_on(tmp_path):
     assert steps["demo-gpu-n2"] == "3" and steps["example-all_reduce-gpu-n2"] == "3", steps
     flat = md.replace(f"{sys.prefix}/bin/", "")
     assert "MPICOLL_TEST_XP=cupy MPICOLL_GPU_TRANSPORT=staged" in md
-    assert "MPICOLL_TEST_XP=cupy,cupy-host-copy MPICOLL_GPU_TRANSPORT=ipc" in md and \
+    assert "MPICOLL_TEST_XP=cupy-ipc,cupy-host-copy MPICOLL_GPU_TRANSPORT=ipc" in md and \
         "python -m mpi4py -m pytest --with-mpi -q --timeout=120 --timeout-method=thread " \
         "tests/mpi/test_device.py tests/mpi/test_device_requests.py" in flat
     assert re.search(r"MPICOLL_GPU_TRANSPORT=ipc mpiexec -n 2 python -m mpicoll\.bench allreduce --xp cupy "
@@ -176,7 +176,9 @@ def test_targets_table_from_bench_records(tmp_path):
             rec("rabenseifner", 256 << 20, 290.0, 1e3),
             rec("native", 256 << 20, 900.0, 1e2), rec("native[ring]", 256 << 20, 800.0, 1e2),
             rec("gloo", 256 << 20, 700.0, 1e2), rec("ring", 16 << 20, 150.0, 1e2, wrong=3),
-            rec("recursive_doubling", 16 << 20, 80.0, 1e2), rec("recursive_doubling", 8, 0.0, 85.0),
+            rec("recursive_doubling", 16 << 20, 80.0, 1e2, moved={
+                "staged": {"msgs": 2, "bytes": 1 << 20}, "ipc": {"msgs": 2, "bytes": 1 << 24}}),
+            rec("recursive_doubling", 8, 0.0, 85.0),
             {"type": "provenance"}]
     with open(tmp_path / "bench-allreduce-ipc-mps_on-n4.jsonl", "w") as f:
         f.writelines(json.dumps(r) + "\n" for r in rows)
@@ -185,7 +187,8 @@ def test_targets_table_from_bench_records(tmp_path):
     text = gpu_targets.table(str(tmp_path))
     ipc = next(line for line in text.splitlines() if line.startswith("| ipc | on | 4 |"))
     assert "310.0 GB/s (ring via ipc) met" in ipc           # not native's, gloo's, nor 290
-    assert "80.0 GB/s (recursive_doubling) **missed**" in ipc   # the wrong ring row is ignored
+    # The wrong ring row is ignored; two paths moved messages, the one with more bytes first.
+    assert "80.0 GB/s (recursive_doubling via ipc+staged) **missed**" in ipc
     assert "85.0 us (recursive_doubling) met" in ipc        # the median, not the average
     staged = next(line for line in text.splitlines() if line.startswith("| staged | off | 2 |"))
     assert staged.count("not measured") == 1 and "(target: N=4, MPS on)" in staged
@@ -363,10 +366,13 @@ def test_the_whole_proof_passes_on_the_stand_ins(tmp_path):
         if first:
             assert "cupy.cuda.nccl is not importable" in recs[0]["nccl"]["reason"]
         for x in res:
-            if x["algorithm"] in ("native", "gloo"):
-                continue
-            assert set(x["moved_by"]) == ({"host-copy"} if x["bytes"] == 8 else
-                                          {moved16[c.split("-")[0]]}), (c, x)
+            if x["algorithm"] == "gloo":
+                assert x["moved_by"] is None, x
+            elif x["algorithm"] == "native":          # the stand-in's collectives: staged
+                assert x["moved_by"] == {"staged": {"msgs": 0, "bytes": 0}}, (c, x)
+            else:
+                assert set(x["moved_by"]) == ({"host-copy"} if x["bytes"] == 8 else
+                                              {moved16[c.split("-")[0]]}), (c, x)
     # The targets table: every combination, a figure at 16 MiB (the CPU misses it), the
     # paths named; 256 MiB was not run; one 8-byte latency row per algorithm and combination.
     targets = (out / "targets.md").read_text()

@@ -250,22 +250,31 @@ class Sweep:
         return rec["bw_GBps"]
 
     def check(self, case, fn, comm=None):
-        """(#wrong over all ranks, what moved the messages) for one untimed call of ``fn`` on
-        ``comm`` (agreement step on); see :func:`moved_by`."""
-        case.prepare_check()
+        """(#wrong over all ranks, what moved the messages) for untimed calls of ``fn`` on
+        ``comm`` (agreement step on); see :func:`moved_by`.
+
+        Two calls: one observed by :func:`mpicoll.traffic` (which moved what), then the
+        checked one, unobserved -- an observed call takes neither the memo nor the direct
+        binding of host steps, so only an unobserved call checks (and leaves in the memo)
+        the steps the timed calls replay."""
         comm = comm or self.comm
         mpicoll.set_check(comm, "agree")
         try:
+            case.prepare_check()            # (data fit for the op, as the checked call's)
             with mpicoll.traffic() as seen:
                 fn()
                 self.am.sync()
+            case.prepare_check()
+            fn()
+            self.am.sync()
         except mpicoll.ArgumentTypeError as exc:
             if self.am.name != "numpy":     # raised on every rank (agree mode)
                 raise SystemExit(f"--xp {self.am.name}: {exc}") from None
             raise
         finally:
             mpicoll.set_check(comm, "local")
-        every = self.comm.allgather((case.wrong(), sent_by_path(seen.calls)))
+        mine = _summed((path, c[0], c[1]) for call in seen.calls for path, c in call.paths.items())
+        every = self.comm.allgather((case.wrong(), mine))
         return sum(w for w, _ in every), moved_by([m for _, m in every])
 
     def one(self, case, label, alg, forced, iters, warmup, memcpy):
@@ -328,26 +337,21 @@ class Sweep:
         return wrong, moved, t
 
 
-def sent_by_path(calls):
-    """{path: [messages, bytes]} this rank sent in ``calls`` (:class:`mpicoll.CallTraffic`),
-    per path that moved them (``CallTraffic.paths``: host, staged, cuda-aware, ipc, eager,
-    host-copy); a path of the calls that sent nothing (``native``: inside MPI) with zeros."""
-    out = {}
-    for call in calls:
-        for path, (msgs, nbytes, _, _) in call.paths.items():
-            got = out.setdefault(path, [0, 0])
-            got[0] += msgs
-            got[1] += nbytes
-    return out
+def _summed(items):
+    """{path: {"msgs", "bytes"}} of (path, messages, bytes) items, summed per path."""
+    total = {}
+    for path, msgs, nbytes in items:
+        got = total.setdefault(path, {"msgs": 0, "bytes": 0})
+        got["msgs"] += msgs
+        got["bytes"] += nbytes
+    return total
 
 
 def moved_by(per_rank):
-    """Every rank's :func:`sent_by_path` summed: ``{path: {"msgs", "bytes"}}`` (each message
-    counted once, by its sender), or None where no mpicoll call ran (raw, nccl, gloo)."""
-    total = {}
-    for mine in per_rank:
-        for path, (msgs, nbytes) in mine.items():
-            got = total.setdefault(path, {"msgs": 0, "bytes": 0})
-            got["msgs"] += msgs
-            got["bytes"] += nbytes
-    return total or None
+    """What moved a call's messages: ``{path: {"msgs", "bytes"}}`` summed over the ranks'
+    ``{path: counts}`` of what each *sent* (each message counted once, by its sender;
+    ``CallTraffic.paths``: host, staged, cuda-aware, ipc, eager, host-copy; a ``native``
+    call's path with zeros: its messages are the MPI library's). None where no mpicoll
+    call ran (the raw, nccl and gloo columns); a run without the check records None."""
+    return _summed((path, c["msgs"], c["bytes"]) for mine in per_rank
+                   for path, c in mine.items()) or None

@@ -8,6 +8,9 @@ or the whole ``raw`` column, with the reason) and ``end``.
 Result rows of the ``raw`` column (the plain mpi4py call, :mod:`.raw`) carry
 ``mpi_call``; every row measured where a raw row of the same size was carries
 ``vs_raw`` = raw time / its time (> 1: faster than the plain mpi4py call).
+``moved_by``: what moved the checked call's messages, ``{path: {"msgs", "bytes"}}``
+over all ranks (:func:`.harness.moved_by`; None for the raw, nccl and gloo columns and
+without the check); in CSV ``path:msgs:bytes`` items joined by spaces.
 """
 import csv
 import json
@@ -17,7 +20,7 @@ __all__ = ["Sink", "load", "CSV_FIELDS", "flatten"]
 CSV_FIELDS = ["primitive", "nranks", "bytes", "count", "dtype", "op", "root", "algorithm",
               "native_algorithm", "iters", "warmup", "time_avg_us", "time_min_us",
               "time_max_us", "algbw_GBps", "busbw_GBps", "busbw_factor", "wrong",
-              "memcpy_GBps", "call_nbytes", "timing", "xp", "path", "vs_raw"]
+              "memcpy_GBps", "call_nbytes", "timing", "xp", "path", "vs_raw", "moved_by"]
 
 
 def flatten(rec):
@@ -27,6 +30,9 @@ def flatten(rec):
     row.update(time_avg_us=t.get("avg"), time_min_us=t.get("min"), time_max_us=t.get("max"))
     forced = rec.get("native_forced")
     row["native_algorithm"] = forced.get("name") if forced else None
+    moved = rec.get("moved_by")
+    row["moved_by"] = " ".join(f"{p}:{c['msgs']}:{c['bytes']}" for p, c in moved.items()) \
+        if moved else None
     return row
 
 

@@ -172,6 +172,7 @@ class FakeAdapter:
 
     ipc_enabled = False        # device memory in shared memory, IPC handles exported
     ipc_refuse = False         # opening a peer's handle fails on this rank
+    ipc_mismatch = False       # a mapping opened on this rank is not the peer's allocation
 
     def reset(self):
         self.syncs = self.d2h = self.h2d = self.pinned_blocks = 0
@@ -237,6 +238,12 @@ class FakeAdapter:
             os.close(fd)
         self.ipc_opens += 1
         return mm
+
+    def ipc_check(self, mapping, size):
+        """As CUDA's check: is the mapping exactly the peer's allocation of ``size`` bytes?"""
+        if self.ipc_mismatch:
+            return False, f"fake: the mapping is not the exported allocation ({size} bytes)"
+        return len(mapping) == size, f"fake: {len(mapping)} bytes mapped, {size} exported"
 
     def ipc_close(self, mapping):
         self.ipc_closes += 1

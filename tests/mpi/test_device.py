@@ -68,9 +68,10 @@ def _cupy_kind():
 def kind(request):
     """(name, dev, host): the array kind under test, its mpicoll path forced or detected."""
     name = request.param
+    if name.startswith("cupy"):
+        dev, host = _cupy_kind()          # (imports CuPy: its stand-in turns fake IPC on)
     was_ipc = fd.ADAPTER.ipc_enabled      # on under the CuPy stand-in (tests/fake_cupy)
     if name.startswith("cupy"):
-        dev, host = _cupy_kind()
         _device.set_cuda_aware(None)
         # The transport the run asks for (MPICOLL_GPU_TRANSPORT: gpu_proof.sh runs each).
         _device.set_transport("ipc" if name.endswith("-ipc") else None)
@@ -168,6 +169,39 @@ def test_device_matrix(kind, primitive, algo):
         assert _ipc_messages() > moved        # same-node peers did read each other's memory
 
 
+@pytest.mark.mpi(min_size=2)
+def test_ipc_kinds_map_every_message_they_can(kind):
+    """On the ipc kinds, every same-node message above the eager limit is mapped: nothing
+    is refused for export or mapping (the first reasons are in the failure message), for
+    arrays of several sizes -- a few KiB (small allocations of the pool, which CUDA may carve
+    out of one block) to 1 MiB -- at offsets inside their allocations."""
+    name, dev, host = kind
+    if not name.endswith("-ipc"):
+        pytest.skip("ipc kinds only")
+    if layout(private_comm(comm)).n_nodes > 1:
+        pytest.skip("ranks on several nodes (MPICOLL_NODES)")
+
+    def stats():
+        out = {}
+        for st in gpu.ipc_stats().values():
+            for k, v in st.items():
+                out[k] = out[k] + v if isinstance(v, int) and k in out else v
+        return out
+    before = stats().get("sent_ipc", 0)
+    keep = [dev(np.zeros(7))]                 # allocations first: the next ones sit at offsets
+    for count in (600, 1000, 3001, 1 << 17):
+        every = [data(r, count, "float64") for r in range(N)]
+        keep.append(dev(np.zeros(3)))
+        got = mpicoll.allreduce(dev(every[RANK]), algorithm="recursive_doubling")
+        assert_same(host(got), reduce_ref(every, "SUM", "float64"),
+                    f"{name} recursive_doubling count={count} rank={RANK}")
+    st = stats()
+    failed = {k: st.get(k, 0) for k in ("not_exportable", "open_failed", "nacks")}
+    assert failed == dict.fromkeys(failed, 0), {**failed, **{k: v for k, v in st.items()
+                                                             if k.startswith("why_")}}
+    assert st.get("sent_ipc", 0) - before >= 4, st      # every rank sent each vector mapped
+
+
 def check_cases(kind, primitive, algo, cases, roots, face="blocking"):
     """Run ``cases`` (dtype, op, count) at each root, in place and not, through ``face``;
     check each result against NumPy and, bitwise, against native. The number of calls."""
@@ -258,14 +292,21 @@ def test_aware_path_passes_device_arrays_after_a_sync(restore_path):
 
 
 @pytest.mark.mpi
-def test_aware_native_with_a_user_op_is_staged(restore_path):
-    """A user op's Python function reads host memory: never give it device pointers."""
-    fake(aware=True)
+def test_aware_native_with_a_user_op_is_staged(restore_path, monkeypatch):
+    """A user op's Python function reads host memory: never give it device pointers, even
+    where the library's collectives are trusted with them; the call's record says so."""
+    monkeypatch.setenv("MPICOLL_CUDA_AWARE_COLLECTIVES", "1")
+    ad = fake(aware=True)
     x = data(RANK, 11, "complex128", "AFFINE")
-    got = mpicoll.allreduce(fd.to_device(x), op=OPS["AFFINE"], algorithm="native")
+    with mpicoll.traffic() as t:
+        got = mpicoll.allreduce(fd.to_device(x), op=OPS["AFFINE"], algorithm="native")
+        staged = ad.d2h
+        mpicoll.allreduce(fd.to_device(np.ones(3)), algorithm="native")     # MPI.SUM
     want = reduce_ref([data(r, 11, "complex128", "AFFINE") for r in range(N)], "AFFINE",
                       "complex128")
     assert np.array_equal(fd.to_host(got), want)
+    assert staged >= 1 and ad.d2h == staged           # the second call was handed over
+    assert [c.path for c in t.calls] == ["staged", "cuda-aware"]
 
 
 @pytest.mark.mpi

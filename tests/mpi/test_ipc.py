@@ -8,6 +8,7 @@ duplicate is made), so the layout the suite was launched with does not matter.
 The device matrix on this transport is in test_device.py (kind ``fake-ipc``).
 """
 import gc
+import threading
 import time
 
 import numpy as np
@@ -395,10 +396,11 @@ def test_host_and_device_ranks_on_different_nodes_or_staged_work(ipc_on):
 
 @pytest.mark.mpi(min_size=2)
 @pytest.mark.parametrize("aware", [False, True])
-def test_traffic_names_what_moved_native_and_hand_written_calls(ipc_on, aware):
+def test_traffic_names_what_moved_native_and_hand_written_calls(ipc_on, aware, monkeypatch):
     """mpicoll.traffic() on the ipc transport: a hand-written call's messages under ipc; a
     native call under the fallback's path for the library's collectives (staged: a library
     CUDA-aware in point-to-point only gets its collectives staged), with no messages of ours."""
+    monkeypatch.delenv("MPICOLL_CUDA_AWARE_COLLECTIVES", raising=False)
     _device.set_cuda_aware(aware)
     x = fd.to_device(np.full(4096, RANK + 1.0))      # 32 KiB: above the host-copy limit
     with mpicoll.traffic() as t:
@@ -512,6 +514,32 @@ def test_a_peer_that_cannot_map_gets_the_payload_inline(ipc_on):
         if RANK == 1:
             assert st["open_failed"] == 1 and st.get("opens", 0) == 0
             assert st.get("recv_ipc", 0) == 0
+            assert st["why_open_failed"].startswith("RuntimeError: fake: this rank cannot map")
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_mapping_that_is_not_the_allocation_is_refused(ipc_on):
+    """Rank 1's mappings are not the allocations its peers exported (as where CUDA shares a
+    block holding several small allocations): it closes them unread and answers NACK;
+    the payload comes through the fallback and the result is right."""
+    ipc_on.ipc_mismatch = RANK == 1
+    try:
+        with nodes() as c:
+            x = fd.to_device(data(RANK, 2 * N + 1, "float64"))
+            want = reduce_ref([data(r, 2 * N + 1, "float64") for r in range(N)], "SUM",
+                              "float64")
+            got = mpicoll.allreduce(x, comm=c, algorithm="ring")
+            assert np.array_equal(fd.to_host(got), want)
+            st = stats(c)
+            if RANK == 1:
+                assert st["open_failed"] == 1 and st.get("opens", 0) == 0
+                assert st["mappings"] == 0 and ipc_on.ipc_closes == 1    # closed at once
+                assert "not the exported allocation" in st["why_open_failed"]
+            if RANK == 0:
+                assert st["nacks"] == 1
+            assert st.get("unverified", 0) == 0
+    finally:
+        ipc_on.ipc_mismatch = False
 
 
 @pytest.mark.mpi(min_size=2)
@@ -527,6 +555,8 @@ def test_unexportable_buffers_and_empty_messages_go_inline(ipc_on):
         st = stats(c)
         assert st["not_exportable"] == 1 and st["sent_staged"] == 2 and st["recv_staged"] == 2
         assert st.get("sent_ipc", 0) == 0
+        assert st["why_not_exportable"] == "ValueError: not in a shared-memory allocation " \
+            "(a private fake array)"
 
 
 def test_transport_choice(ipc_on, monkeypatch):
@@ -669,8 +699,10 @@ def test_cupy_adapter_exports_each_allocation_once_per_generation(monkeypatch):
             return self.gen < 3
 
     drv = Driver()
+    frees = []
     runtime = types.SimpleNamespace(
-        is_hip=False, ipcGetMemHandle=lambda p: exported.append(p) or bytes([len(exported)]) * 64)
+        is_hip=False, ipcGetMemHandle=lambda p: exported.append(p) or bytes([len(exported)]) * 64,
+        free=lambda p: frees.append((p, threading.get_ident())))
     fake = types.ModuleType("cupy")
     fake.cuda = types.SimpleNamespace(runtime=runtime)
     monkeypatch.setitem(sys.modules, "cupy", fake)
@@ -685,6 +717,24 @@ def test_cupy_adapter_exports_each_allocation_once_per_generation(monkeypatch):
     drv.gen = 3                                     # stream-ordered memory: no legacy IPC
     with pytest.raises(ValueError, match="not from cudaMalloc"):
         ad.ipc_export(arr)
+    # A CUDA context made current (cudaFree(0)) once per thread before the driver's calls:
+    # here, and on another thread (the progress thread's first export).
+    def other_thread():
+        with pytest.raises(ValueError, match="not from cudaMalloc"):
+            ad.ipc_export(arr)
+    t = threading.Thread(target=other_thread)
+    t.start()
+    t.join()
+    assert [p for p, _ in frees] == [0, 0] and frees[0][1] != frees[1][1], frees
+    # A mapping is accepted only where it is exactly the exported allocation.
+    assert ad.ipc_check(0x10000, 1 << 20) == (True, "")
+    ok, why = ad.ipc_check(0x10000 + 512, 512)      # inside a larger range: refused
+    assert ok is False and "not the exported allocation" in why and "0x10200" in why
+
+    def failing_range(ptr):
+        raise RuntimeError("cuMemGetAddressRange failed (CUresult 1)")
+    drv.address_range = failing_range
+    assert ad.ipc_check(0x10000, 1 << 20) == (None, "cuMemGetAddressRange failed (CUresult 1)")
 
     def no_driver():
         raise OSError("libcuda.so.1: cannot open shared object file")
