@@ -56,7 +56,9 @@ nonblocking and persistent plans alike): a receive from an IPC peer
 followed by the REDUCE of the received slice becomes one pass over the
 peer's memory.
 Mappings are closed when the private communicator is freed (with the user's
-communicator, or at MPI finalisation). The sender keeps no reference to its
+communicator, or at MPI finalisation); one evicted or found stale while a message still
+reads it (another thread sharing the endpoint) is closed once that message's stream
+has been synchronised. The sender keeps no reference to its
 allocations: CUDA calls it undefined to ``cudaFree`` exported memory while a
 peer still maps it, so a process that hands its pool's blocks back to the
 driver (``MemoryPool.free_all_blocks``) should do it while no peer maps them
@@ -150,10 +152,12 @@ def _delete(comm, keyval, table):
 
 
 class _Mapping:
-    __slots__ = ("gen", "handle", "size", "mapping")
+    __slots__ = ("gen", "handle", "size", "mapping", "users", "dropped")
 
     def __init__(self, gen, handle, size, mapping):
         self.gen, self.handle, self.size, self.mapping = gen, handle, size, mapping
+        self.users = 0             # messages reading it whose stream has not been synced
+        self.dropped = False       # evicted or stale: closed when the last user is done
 
 
 class Endpoint:
@@ -176,9 +180,27 @@ class Endpoint:
         self.why.setdefault(what, f"{type(exc).__name__}: {exc}")
 
     def mapping(self, peer, base, gen, handle, size):
-        """The receiver's mapping of ``peer``'s allocation at ``base`` (opened once)."""
+        """The receiver's mapping of ``peer``'s allocation at ``base`` (opened once), held
+        for one message until :meth:`release` (after the stream that reads it was synced):
+        a mapping evicted or found stale meanwhile -- by another thread sharing this
+        endpoint, the progress thread or the caller -- is closed only then."""
         with self.lock:
-            return self._mapping(peer, base, gen, handle, size)
+            m = self._mapping(peer, base, gen, handle, size)
+            m.users += 1
+            return m
+
+    def release(self, m):
+        """One message is done reading ``m`` (its stream synced); close it if dropped."""
+        with self.lock:
+            m.users -= 1
+            if m.users or not m.dropped:
+                return
+        self._close(m)
+
+    def _drop(self, m):
+        m.dropped = True
+        if not m.users:
+            self._close(m)
 
     def _mapping(self, peer, base, gen, handle, size):
         key = (peer, base)
@@ -187,10 +209,10 @@ class Endpoint:
             if m.gen == gen and m.handle == handle:
                 self.maps.move_to_end(key)
                 self.stats["hits"] += 1
-                return m.mapping
+                return m
             # Freed and reallocated at the same address: the old mapping is stale.
             del self.maps[key]
-            self._close(m)
+            self._drop(m)
             self.stats["invalidated"] += 1
         opened = self.adapter.ipc_open(handle, size)
         check = getattr(self.adapter, "ipc_check", None)
@@ -201,12 +223,12 @@ class Endpoint:
         if ok is None:
             self.stats["unverified"] += 1
         self.stats["opens"] += 1
-        self.maps[key] = _Mapping(gen, handle, size, opened)
+        m = self.maps[key] = _Mapping(gen, handle, size, opened)
         while len(self.maps) > MAX_MAPPINGS:
             _, old = self.maps.popitem(last=False)
-            self._close(old)
+            self._drop(old)
             self.stats["evicted"] += 1
-        return opened
+        return m
 
     def _close(self, m):
         self.stats["closes"] += 1
@@ -263,12 +285,13 @@ _WAIT_ACK, _WAIT_HEADER, _WAIT_PAYLOAD, _ACKING, _DONE = range(5)
 
 class _Entry:
     __slots__ = ("sent", "buf", "peer", "tag", "nbytes", "reduce", "req", "wait", "hreq",
-                 "hdr", "ack", "state", "path")
+                 "hdr", "ack", "state", "path", "held")
 
     def __init__(self, sent, buf, peer, tag, reduce=None):
         self.sent, self.buf, self.peer, self.tag, self.reduce = sent, buf, peer, tag, reduce
         self.nbytes = buf.nbytes
         self.req = self.wait = self.hreq = self.hdr = self.ack = None
+        self.held = None           # the receiver's mapping it reads (Endpoint.mapping)
         self.state = _WAIT_PAYLOAD
         self.path = None
 
@@ -574,11 +597,15 @@ class IpcTransport:
                 offset, base, gen, size, hlen = (int(x) for x in h[2:7])
                 handle = h[7:15].view(np.uint8)[:hlen].tobytes()
                 try:
-                    mapped = self.ep.mapping(e.peer, base, gen, handle, size)
-                    view = self.adapter.ipc_array(mapped, offset, e.buf.dtype, e.buf.size)
+                    e.held = self.ep.mapping(e.peer, base, gen, handle, size)
+                    view = self.adapter.ipc_array(e.held.mapping, offset, e.buf.dtype,
+                                                  e.buf.size)
                 except Exception as exc:  # noqa: BLE001 - cannot map it: ask for the payload
                     self.ep.failed("open_failed", exc)
                     view = None
+                    if e.held is not None:
+                        self.ep.release(e.held)
+                        e.held = None
             if view is None:
                 # NACK: the payload follows through the fallback (MPI then reports a
                 # size mismatch as it would for any message).
@@ -614,6 +641,9 @@ class IpcTransport:
         if any(a == OK for _, a in todo):
             self.adapter.sync()            # the copies/reductions have read the peers' memory
         for e, a in todo:
+            if e.held is not None:          # read: the mapping may be closed from now on
+                self.ep.release(e.held)
+                e.held = None
             buf = _OK_BUF if a == OK else _NACK_BUF
             self.ep.add_ack(self.comm.Isend(buf, e.peer, e.tag + ACK_TAG), buf)
             if a == OK:

@@ -679,6 +679,34 @@ def test_mps_status_finds_ranks_sharing_a_gpu(mps_forget):
 
 # -- the CuPy adapter's IPC calls, on stand-ins of cupy and the CUDA driver ------
 
+def test_a_mapping_in_use_is_closed_only_when_released(ipc_on, monkeypatch):
+    """A mapping evicted (or found stale) while a message still reads it -- another thread
+    sharing the endpoint opened more -- stays open until that message releases it."""
+    monkeypatch.setattr(_ipc, "MAX_MAPPINGS", 2)
+    arrays = [fd.to_device(np.zeros(20_000)) for _ in range(4)]   # an allocation each
+    exports = [ipc_on.ipc_export(a) for a in arrays]
+    ep = _ipc.Endpoint(ipc_on, 0, RANK)
+
+    def open_(i, gen=None):
+        base, g, handle, _, size = exports[i]
+        return ep.mapping(1, base, g if gen is None else gen, handle, size)
+    held = open_(0)
+    for i in (1, 2):                                  # evicts mapping 0 (least recently used)
+        ep.release(open_(i))
+    assert ep.stats["evicted"] == 1 and held.dropped
+    assert ipc_on.ipc_closes == 0                     # still read: not closed
+    ep.release(held)
+    assert ipc_on.ipc_closes == 1
+    stale = open_(2)                                   # reallocated at the same base meanwhile
+    fresh = open_(2, gen=exports[2][1] + 1000)
+    assert ep.stats["invalidated"] == 1 and ipc_on.ipc_closes == 1 and fresh is not stale
+    ep.release(stale)
+    ep.release(fresh)
+    assert ipc_on.ipc_closes == 2 and len(ep.maps) == 2
+    ep.close_all()
+    assert ipc_on.ipc_closes == 4
+
+
 def test_cupy_adapter_exports_each_allocation_once_per_generation(monkeypatch):
     """The handle is of the base allocation (cuMemGetAddressRange) with the offset beside
     it; it is cached until the allocation's buffer id (its generation) changes."""
