@@ -403,18 +403,8 @@ def start(call, ctx, fn, args, op, entry, fast, run_now, prologue=None, memo=Non
         program = Program(req._steps, reqs, transport, req._scope, retag, ctx, before)
         program.last = req
         memo[:] = (program,)
-    if transport is not None:
-        transport.adapter.sync()       # the data were produced on the caller's stream
-    try:
-        _run_before(before, req._scope)
-    except BaseException:
-        if call.pending is not None:   # the fingerprint was sent: MPI keeps its buffers
-            keep_until_complete(*call.pending)
-        raise
-    if call.pending is not None:
-        req._agreement = call.pending + (call,)
-    _activate(req)
-    return req
+    return _launch(req, transport, before,
+                   None if call.pending is None else call.pending + (call,))
 
 
 class Program:
@@ -453,12 +443,24 @@ class Program:
         req._scope = self.scope
         req._arm(self.steps, reqs, self.transport)
         self.last = req
-        if self.transport is not None:
-            self.transport.adapter.sync()    # the data were produced on the caller's stream
-        _run_before(self.before, self.scope)
-        req._agreement = agreement
-        _activate(req)
-        return req
+        return _launch(req, self.transport, self.before, agreement)
+
+
+def _launch(req, transport, before, agreement):
+    """Hand an armed request to the engine: the caller's stream synced (device data),
+    its ``before`` steps run, its ``agreement`` -- (Iallgather request, every
+    fingerprint, mine, call) or None -- judged as it progresses."""
+    if transport is not None:
+        transport.adapter.sync()       # the data were produced on the caller's stream
+    try:
+        _run_before(before, req._scope)
+    except BaseException:
+        if agreement is not None:      # the fingerprint was sent: MPI keeps its buffers
+            keep_until_complete(*agreement[:3])
+        raise
+    req._agreement = agreement
+    _activate(req)
+    return req
 
 
 def _run_before(steps, scope):

@@ -403,9 +403,9 @@ def test_traffic_names_what_moved_native_and_hand_written_calls(ipc_on, aware, m
     monkeypatch.delenv("MPICOLL_CUDA_AWARE_COLLECTIVES", raising=False)
     _device.set_cuda_aware(aware)
     x = fd.to_device(np.full(4096, RANK + 1.0))      # 32 KiB: above the host-copy limit
-    with mpicoll.traffic() as t:
-        mpicoll.allreduce(x, algorithm="native")
-        mpicoll.allreduce(x, algorithm="ring")
+    with nodes() as c, mpicoll.traffic() as t:       # one node, whatever MPICOLL_NODES says
+        mpicoll.allreduce(x, comm=c, algorithm="native")
+        mpicoll.allreduce(x, comm=c, algorithm="ring")
     native, ring = t.calls
     assert (native.path, native.paths) == ("staged", {"staged": [0, 0, 0, 0]})
     assert ring.path == "ipc" and set(ring.paths) == {"ipc"}
