@@ -125,6 +125,16 @@ def _memo_args(memo, args, kwargs):
     keyword, too many arguments) takes the full path, which parses and reports it.
     """
     names, others = memo
+    n = len(names)
+    if not kwargs and n <= len(args) <= n + len(others):
+        # The common form first (Allreduce(x, y), Bcast(x, 0)): bare arrays, plain values --
+        # keyed exactly as the general form below keys them.
+        bufs = args[:n]
+        if all(map(_memo.array_or_none, bufs)):
+            rest = (*args[n:], *[default for _, default in others[len(args) - n:]])
+            if not any(type(r) is list or type(r) is tuple or type(r) is np.ndarray
+                       for r in rest):
+                return bufs, (*rest, *(None,) * n)
     params = list(names) + [p for p, _ in others]
     if len(args) > len(params) or any(k not in params[len(args):] for k in kwargs):
         return None

@@ -242,6 +242,31 @@ def test_p2pcomm_methods_repeat_correctly_against_native():
     plain.Free()
 
 
+@pytest.mark.mpi
+def test_p2pcomm_call_forms_share_one_entry():
+    """Positional, keyword and default arguments of one call key alike (the drop-in's quick
+    form and its general form): after the first call, every form is served by one entry;
+    another op is another entry."""
+    pc = mpicoll.P2PComm(comm, allreduce="ring", bcast="binomial")
+    x, y = np.arange(4.0) + RANK, np.empty(4)
+    pc.Allreduce(x, y)
+    pc.Bcast(x, 0)
+    before = len(_memo._memo)
+
+    def forms():
+        pc.Allreduce(x, y)
+        pc.Allreduce(x, y, MPI.SUM)
+        pc.Allreduce(x, recvbuf=y)
+        pc.Allreduce(sendbuf=x, recvbuf=y, op=MPI.SUM)
+        pc.Bcast(x, 0)
+        pc.Bcast(x, root=0)
+        pc.Bcast(buf=x)
+    assert hits(forms) == 7 and len(_memo._memo) == before
+    np.testing.assert_array_equal(y, N * np.arange(4.0))    # x: rank 0's since the first Bcast
+    pc.Allreduce(x, y, MPI.MAX)
+    assert len(_memo._memo) == before + 1
+
+
 @pytest.mark.mpi(min_size=2)
 def test_p2pcomm_memo_mismatch_and_bad_argument_raise_everywhere():
     pc = mpicoll.P2PComm(comm, allreduce="recursive_doubling")
