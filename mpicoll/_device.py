@@ -137,12 +137,18 @@ class CupyAdapter:
     _thread = threading.local()
 
     def _context(self):
-        """Make sure this thread has a current CUDA context before a driver call: a thread
-        that made no runtime call yet (the progress thread) has none, and the driver's
-        calls then fail (CUDA_ERROR_INVALID_CONTEXT). ``cudaFree(0)`` makes it current."""
-        if not getattr(self._thread, "ready", False):
-            self.cupy.cuda.runtime.free(0)
-            self._thread.ready = True
+        """Make sure this thread has the current device's CUDA context current before a
+        driver call: a thread that made no runtime call on it yet (the progress thread)
+        has none, and the driver's calls then fail (CUDA_ERROR_INVALID_CONTEXT).
+        ``cudaFree(0)`` makes it current; once per thread and device."""
+        rt = self.cupy.cuda.runtime
+        ready = getattr(self._thread, "ready", None)
+        if ready is None:
+            ready = self._thread.ready = set()
+        dev = rt.getDevice()
+        if dev not in ready:
+            rt.free(0)
+            ready.add(dev)
 
     def ipc_export(self, a):
         """(base, generation, handle, offset, size) of the allocation holding ``a``."""

@@ -101,10 +101,13 @@ HDR_TAG, ACK_TAG, NACK_TAG = _K, 2 * _K, 3 * _K
 _TOP_TAG = 28003 + 3 * _K          # highest tag used (mpicoll's tags stay below 28004)
 
 IPC, INLINE, EAGER = 1, 2, 3      # header kinds
-OK, NACK = 1, 2                    # acknowledgements
+OK, NACK, NACK_ALLOC = 1, 2, 3     # acknowledgements (NACK_ALLOC: not that allocation)
 _HDR = 16                          # header words (uint64)
-_OK_BUF = np.array([OK], np.uint64)
-_NACK_BUF = np.array([NACK], np.uint64)
+_ACK_BUFS = {a: np.array([a], np.uint64) for a in (OK, NACK, NACK_ALLOC)}
+
+
+class NotTheAllocation(ValueError):
+    """A mapping opened that is not exactly the allocation the peer exported."""
 
 #: Mappings kept per endpoint (private communicator x device); the least recently
 #: used one is closed beyond this.
@@ -170,6 +173,8 @@ class Endpoint:
         self.lock = threading.Lock()
         self.maps = collections.OrderedDict()     # (peer, base) -> _Mapping, LRU order
         self.refused = set()                      # peers that could not map our memory
+        self.refused_allocs = set()               # (peer, base, gen) it mapped as another
+        self.held_dropped = set()                 # dropped while a message read them
         self.acks = []                            # acknowledgement sends in flight
         self.stats = collections.Counter()
         self.why = {}                             # failure counter -> its first reason
@@ -195,11 +200,14 @@ class Endpoint:
             m.users -= 1
             if m.users or not m.dropped:
                 return
+            self.held_dropped.discard(m)
         self._close(m)
 
     def _drop(self, m):
         m.dropped = True
-        if not m.users:
+        if m.users:
+            self.held_dropped.add(m)    # closed on release, or by close_all
+        else:
             self._close(m)
 
     def _mapping(self, peer, base, gen, handle, size):
@@ -216,10 +224,14 @@ class Endpoint:
             self.stats["invalidated"] += 1
         opened = self.adapter.ipc_open(handle, size)
         check = getattr(self.adapter, "ipc_check", None)
-        ok, why = check(opened, size) if check is not None else (None, "")
+        try:
+            ok, why = check(opened, size) if check is not None else (None, "")
+        except BaseException:
+            self.adapter.ipc_close(opened)
+            raise
         if ok is False:                    # never read a peer's memory at a wrong address
             self.adapter.ipc_close(opened)
-            raise ValueError(why)
+            raise NotTheAllocation(why)
         if ok is None:
             self.stats["unverified"] += 1
         self.stats["opens"] += 1
@@ -238,7 +250,9 @@ class Endpoint:
     def close_all(self):
         with self.lock:
             maps, self.maps = self.maps, collections.OrderedDict()
-        for m in maps.values():
+            held, self.held_dropped = self.held_dropped, set()
+        for m in [*maps.values(), *held]:
+            m.dropped = False              # a late release closes nothing again
             self._close(m)
 
     def add_ack(self, request, buf):
@@ -397,7 +411,7 @@ class IpcTransport:
         except Exception as exc:  # noqa: BLE001 - not exportable: the payload goes inline
             self.ep.failed("not_exportable", exc)
             return None
-        if len(exported[2]) > 64:
+        if len(exported[2]) > 64 or (dest, exported[0], exported[1]) in self.ep.refused_allocs:
             return None
         return exported
 
@@ -554,11 +568,15 @@ class IpcTransport:
             self._headers(e)
         elif e.state == _WAIT_ACK:
             e.hreq.Wait()
-            if int(e.ack[0]) == OK:
+            answer = int(e.ack[0])
+            if answer == OK:
                 e.path = "ipc"
                 self._done(e)
             else:                          # the peer cannot map our memory: send it inline
-                self.ep.refused.add(e.peer)
+                if answer == NACK_ALLOC:   # this allocation only (base, generation)
+                    self.ep.refused_allocs.add((e.peer, int(e.hdr[3]), int(e.hdr[4])))
+                else:                      # any of ours
+                    self.ep.refused.add(e.peer)
                 self.ep.stats["nacks"] += 1
                 e.wait = self.fallback.Isend(e.buf, e.peer, e.tag + NACK_TAG)
                 e.path = self.fallback.path
@@ -592,7 +610,7 @@ class IpcTransport:
         h = e.hdr
         kind, nbytes = int(h[0]), int(h[1])
         if kind == IPC:
-            view = None
+            view, nack = None, NACK
             if nbytes == e.nbytes:
                 offset, base, gen, size, hlen = (int(x) for x in h[2:7])
                 handle = h[7:15].view(np.uint8)[:hlen].tobytes()
@@ -603,24 +621,27 @@ class IpcTransport:
                 except Exception as exc:  # noqa: BLE001 - cannot map it: ask for the payload
                     self.ep.failed("open_failed", exc)
                     view = None
-                    if e.held is not None:
-                        self.ep.release(e.held)
-                        e.held = None
+                    nack = NACK_ALLOC if isinstance(exc, NotTheAllocation) else NACK
+                    self._release(e)
             if view is None:
                 # NACK: the payload follows through the fallback (MPI then reports a
                 # size mismatch as it would for any message).
-                self.to_ack.append((e, NACK))
+                self.to_ack.append((e, nack))
                 e.wait = self.fallback.Irecv(e.buf, e.peer, e.tag + NACK_TAG)
                 e.path = self.fallback.path
                 e.state = _WAIT_PAYLOAD
                 return
-            if e.reduce is not None:
-                e.reduce(view)             # one pass over the peer's memory: fused
-                self.ep.stats["fused"] += 1
-            elif self.adapter.matches(e.buf):
-                self.adapter.copy(e.buf, view)
-            else:
-                self.adapter.to_host(view, e.buf)
+            try:
+                if e.reduce is not None:
+                    e.reduce(view)         # one pass over the peer's memory: fused
+                    self.ep.stats["fused"] += 1
+                elif self.adapter.matches(e.buf):
+                    self.adapter.copy(e.buf, view)
+                else:
+                    self.adapter.to_host(view, e.buf)
+            except BaseException:
+                self._release(e, sync=True)
+                raise
             e.path = "ipc"
             e.state = _ACKING
             self.to_ack.append((e, OK))    # acknowledged once the stream has run the copy
@@ -638,16 +659,30 @@ class IpcTransport:
         if not self.to_ack:
             return
         todo, self.to_ack = self.to_ack, []
-        if any(a == OK for _, a in todo):
-            self.adapter.sync()            # the copies/reductions have read the peers' memory
+        try:
+            if any(a == OK for _, a in todo):
+                self.adapter.sync()        # the copies/reductions have read the peers' memory
+        finally:
+            for e, _ in todo:              # read (or failed): the mappings may close now
+                self._release(e)
         for e, a in todo:
-            if e.held is not None:          # read: the mapping may be closed from now on
-                self.ep.release(e.held)
-                e.held = None
-            buf = _OK_BUF if a == OK else _NACK_BUF
+            buf = _ACK_BUFS[a]
             self.ep.add_ack(self.comm.Isend(buf, e.peer, e.tag + ACK_TAG), buf)
             if a == OK:
                 self._done(e)
+
+    def _release(self, e, sync=False):
+        """``e`` no longer reads the mapping it held (``sync``: wait for the stream first,
+        best effort: a failed copy may have left work queued on it)."""
+        if e.held is None:
+            return
+        if sync:
+            try:
+                self.adapter.sync()
+            except Exception:  # noqa: BLE001 - the original error is the one to report
+                pass
+        m, e.held = e.held, None
+        self.ep.release(m)
 
     def _to_host(self, buf, host):
         if self.adapter.matches(buf):

@@ -443,19 +443,21 @@ class Program:
         req._scope = self.scope
         req._arm(self.steps, reqs, self.transport)
         self.last = req
-        return _launch(req, self.transport, self.before, agreement)
+        # (A raise here leaves the agreement's buffers to mpicoll._memo, which keeps them.)
+        return _launch(req, self.transport, self.before, agreement, keep=False)
 
 
-def _launch(req, transport, before, agreement):
+def _launch(req, transport, before, agreement, keep=True):
     """Hand an armed request to the engine: the caller's stream synced (device data),
     its ``before`` steps run, its ``agreement`` -- (Iallgather request, every
-    fingerprint, mine, call) or None -- judged as it progresses."""
+    fingerprint, mine, call) or None -- judged as it progresses. ``keep``: if the
+    ``before`` steps raise, hold the agreement's request and buffers until it completes."""
     if transport is not None:
         transport.adapter.sync()       # the data were produced on the caller's stream
     try:
         _run_before(before, req._scope)
     except BaseException:
-        if agreement is not None:      # the fingerprint was sent: MPI keeps its buffers
+        if keep and agreement is not None:   # the fingerprint was sent: MPI keeps its buffers
             keep_until_complete(*agreement[:3])
         raise
     req._agreement = agreement

@@ -520,23 +520,34 @@ def test_a_peer_that_cannot_map_gets_the_payload_inline(ipc_on):
 @pytest.mark.mpi(min_size=2)
 def test_a_mapping_that_is_not_the_allocation_is_refused(ipc_on):
     """Rank 1's mappings are not the allocations its peers exported (as where CUDA shares a
-    block holding several small allocations): it closes them unread and answers NACK;
-    the payload comes through the fallback and the result is right."""
+    block holding several small allocations): it closes them unread and answers NACK for
+    that allocation; the payload comes through the fallback and the result is right. The
+    sender sends that allocation inline from then on, but maps its others as before."""
     ipc_on.ipc_mismatch = RANK == 1
     try:
         with nodes() as c:
-            x = fd.to_device(data(RANK, 2 * N + 1, "float64"))
             want = reduce_ref([data(r, 2 * N + 1, "float64") for r in range(N)], "SUM",
                               "float64")
-            got = mpicoll.allreduce(x, comm=c, algorithm="ring")
+            fd.POOL.new_segment()
+            x = fd.to_device(data(RANK, 2 * N + 1, "float64"))
+            for k in range(2):             # the second time: inline at once, no NACK
+                got = mpicoll.allreduce(x, comm=c, algorithm="ring")
+                assert np.array_equal(fd.to_host(got), want)
+                st = stats(c)
+                if RANK == 1:
+                    assert st["open_failed"] == 1 and st.get("opens", 0) == 0
+                    assert st["mappings"] == 0 and ipc_on.ipc_closes == 1   # closed at once
+                    assert "not the exported allocation" in st["why_open_failed"]
+                if RANK == 0:
+                    assert st["nacks"] == 1 and st.get("sent_ipc", 0) == 0
+            ipc_on.ipc_mismatch = False
+            fd.POOL.new_segment()          # another allocation: mapped
+            y = fd.to_device(data(RANK, 2 * N + 1, "float64"))
+            got = mpicoll.allreduce(y, comm=c, algorithm="ring")
             assert np.array_equal(fd.to_host(got), want)
             st = stats(c)
-            if RANK == 1:
-                assert st["open_failed"] == 1 and st.get("opens", 0) == 0
-                assert st["mappings"] == 0 and ipc_on.ipc_closes == 1    # closed at once
-                assert "not the exported allocation" in st["why_open_failed"]
             if RANK == 0:
-                assert st["nacks"] == 1
+                assert st["nacks"] == 1 and st["sent_ipc"] > 0
             assert st.get("unverified", 0) == 0
     finally:
         ipc_on.ipc_mismatch = False
@@ -703,8 +714,15 @@ def test_a_mapping_in_use_is_closed_only_when_released(ipc_on, monkeypatch):
     ep.release(stale)
     ep.release(fresh)
     assert ipc_on.ipc_closes == 2 and len(ep.maps) == 2
-    ep.close_all()
-    assert ipc_on.ipc_closes == 4
+    held = open_(3)                                    # held, then evicted by two more
+    ep.release(open_(0))
+    ep.release(open_(1))
+    closes = ipc_on.ipc_closes
+    assert held.dropped and len(ep.maps) == 2
+    ep.close_all()                                     # the two mapped and the held one
+    assert ipc_on.ipc_closes == closes + 3
+    ep.release(held)                                   # a late release closes nothing
+    assert ipc_on.ipc_closes == closes + 3
 
 
 def test_cupy_adapter_exports_each_allocation_once_per_generation(monkeypatch):
@@ -730,7 +748,7 @@ def test_cupy_adapter_exports_each_allocation_once_per_generation(monkeypatch):
     frees = []
     runtime = types.SimpleNamespace(
         is_hip=False, ipcGetMemHandle=lambda p: exported.append(p) or bytes([len(exported)]) * 64,
-        free=lambda p: frees.append((p, threading.get_ident())))
+        free=lambda p: frees.append((p, threading.get_ident())), getDevice=lambda: 0)
     fake = types.ModuleType("cupy")
     fake.cuda = types.SimpleNamespace(runtime=runtime)
     monkeypatch.setitem(sys.modules, "cupy", fake)
