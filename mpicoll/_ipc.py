@@ -155,12 +155,11 @@ def _delete(comm, keyval, table):
 
 
 class _Mapping:
-    __slots__ = ("gen", "handle", "size", "mapping", "users", "dropped")
+    __slots__ = ("gen", "handle", "size", "mapping", "users")
 
     def __init__(self, gen, handle, size, mapping):
         self.gen, self.handle, self.size, self.mapping = gen, handle, size, mapping
         self.users = 0             # messages reading it whose stream has not been synced
-        self.dropped = False       # evicted or stale: closed when the last user is done
 
 
 class Endpoint:
@@ -174,7 +173,8 @@ class Endpoint:
         self.maps = collections.OrderedDict()     # (peer, base) -> _Mapping, LRU order
         self.refused = set()                      # peers that could not map our memory
         self.refused_allocs = set()               # (peer, base, gen) it mapped as another
-        self.held_dropped = set()                 # dropped while a message read them
+        self.held_dropped = set()                 # evicted or stale while a message read
+                                                  # them: closed when the last one is done
         self.acks = []                            # acknowledgement sends in flight
         self.stats = collections.Counter()
         self.why = {}                             # failure counter -> its first reason
@@ -198,13 +198,12 @@ class Endpoint:
         """One message is done reading ``m`` (its stream synced); close it if dropped."""
         with self.lock:
             m.users -= 1
-            if m.users or not m.dropped:
+            if m.users or m not in self.held_dropped:
                 return
             self.held_dropped.discard(m)
         self._close(m)
 
     def _drop(self, m):
-        m.dropped = True
         if m.users:
             self.held_dropped.add(m)    # closed on release, or by close_all
         else:
@@ -251,8 +250,7 @@ class Endpoint:
         with self.lock:
             maps, self.maps = self.maps, collections.OrderedDict()
             held, self.held_dropped = self.held_dropped, set()
-        for m in [*maps.values(), *held]:
-            m.dropped = False              # a late release closes nothing again
+        for m in [*maps.values(), *held]:  # (a late release then closes nothing again)
             self._close(m)
 
     def add_ack(self, request, buf):
@@ -328,11 +326,6 @@ class IpcTransport:
         self.fifo = collections.defaultdict(collections.deque)   # (peer, tag) -> receives
         self.to_ack = []           # (entry, OK | NACK) to send in this order
         self.rec = None
-
-    @property
-    def native_path(self):
-        """The MPI library's own collectives take the fallback transport (``__getattr__``)."""
-        return self.fallback.native_path
 
     def reset(self):
         """A blocking call starts on this transport again (its memoized steps replay):

@@ -15,6 +15,7 @@ import sys
 import pytest
 
 import mpicoll.gpu
+from mpicoll import _gpu_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "gpu_proof.sh")
@@ -287,7 +288,6 @@ def test_mps_that_cannot_serve_is_stopped_and_the_run_is_packed(tmp_path):
 
 FAKE_CUPY = os.path.join(ROOT, "tests", "fake_cupy")
 FAKE_TORCH = os.path.join(ROOT, "tests", "fake_torch")
-_UCX_LIBS = ("libucs", "libucm", "libuct", "libucp")
 
 
 def _fake_libucx(tmp_path):
@@ -295,13 +295,13 @@ def _fake_libucx(tmp_path):
     wheel's own UCX (built without CUDA -- enough for the CuPy stand-in's arrays, which are
     host memory), so the aware transport's exports load a real UCX; None without one."""
     src = os.path.join(sys.prefix, "lib", "mpich")
-    if not all(os.path.exists(os.path.join(src, f"{n}.so.0")) for n in _UCX_LIBS):
+    if not all(os.path.exists(os.path.join(src, n)) for n in _gpu_env._LIBS):
         return None
     pkg = tmp_path / "ucx" / "libucx"
     (pkg / "lib").mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
-    for n in _UCX_LIBS:
-        os.symlink(os.path.join(src, f"{n}.so.0"), pkg / "lib" / f"{n}.so.0")
+    for n in _gpu_env._LIBS:                          # the libraries `mpicoll.gpu env` preloads
+        os.symlink(os.path.join(src, n), pkg / "lib" / n)
     if os.path.isdir(os.path.join(src, "ucx")):
         os.symlink(os.path.join(src, "ucx"), pkg / "lib" / "ucx")
     return str(tmp_path / "ucx")
