@@ -249,21 +249,24 @@ class Sweep:
                       f"{times['avg']:.2f} us, {rec['bw_GBps']:.3f} GB/s")
         return rec["bw_GBps"]
 
-    def check(self, case, fn, comm=None):
+    def check(self, case, fn, comm=None, observe=True):
         """(#wrong over all ranks, what moved the messages) for untimed calls of ``fn`` on
         ``comm`` (agreement step on); see :func:`moved_by`.
 
         Two calls: one observed by :func:`mpicoll.traffic` (which moved what), then the
         checked one, unobserved -- an observed call takes neither the memo nor the direct
         binding of host steps, so only an unobserved call checks (and leaves in the memo)
-        the steps the timed calls replay."""
+        the steps the timed calls replay. ``observe`` False: the checked call only (``fn``
+        makes no mpicoll call: the raw, nccl and gloo columns)."""
         comm = comm or self.comm
         mpicoll.set_check(comm, "agree")
+        seen = None
         try:
-            case.prepare_check()            # (data fit for the op, as the checked call's)
-            with mpicoll.traffic() as seen:
-                fn()
-                self.am.sync()
+            if observe:
+                case.prepare_check()        # (data fit for the op, as the checked call's)
+                with mpicoll.traffic() as seen:
+                    fn()
+                    self.am.sync()
             case.prepare_check()
             fn()
             self.am.sync()
@@ -273,7 +276,8 @@ class Sweep:
             raise
         finally:
             mpicoll.set_check(comm, "local")
-        mine = _summed((path, c[0], c[1]) for call in seen.calls for path, c in call.paths.items())
+        mine = _summed((path, c[0], c[1]) for call in (seen.calls if seen else ())
+                       for path, c in call.paths.items())
         every = self.comm.allgather((case.wrong(), mine))
         return sum(w for w, _ in every), moved_by([m for _, m in every])
 
@@ -281,9 +285,11 @@ class Sweep:
         o = self.opts
         setting = None
         if alg in self.refs:
-            wrong, moved, t = self._measure(case, self.refs[alg].call(case), iters, warmup)
+            wrong, moved, t = self._measure(case, self.refs[alg].call(case), iters, warmup,
+                                            observe=False)
         elif alg == rawcol.LABEL:
-            wrong, moved, t = self._measure(case, rawcol.call(case, self.comm, self.am), iters, warmup)
+            wrong, moved, t = self._measure(case, rawcol.call(case, self.comm, self.am), iters,
+                                            warmup, observe=False)
         elif forced is None:
             wrong, moved, t = self._measure(case, case.call(alg), iters, warmup)
         else:
@@ -331,8 +337,8 @@ class Sweep:
         except Exception as exc:  # noqa: BLE001 - e.g. a broken MPICOLL_TUNING file
             return f"error: {exc}"
 
-    def _measure(self, case, fn, iters, warmup, comm=None):
-        wrong, moved = self.check(case, fn, comm) if self.opts.check else (None, None)
+    def _measure(self, case, fn, iters, warmup, comm=None, observe=True):
+        wrong, moved = self.check(case, fn, comm, observe) if self.opts.check else (None, None)
         t = time_calls(fn, iters, warmup, self.comm, self.am.sync, self.opts.timing == "osu")
         return wrong, moved, t
 
