@@ -458,8 +458,8 @@ mps = v.get("mps_daemon_at_start") or {}
 
 
 def verdict(pair):
-    """(ok, why) -> 'yes: why' / 'no: why'."""
-    ok, why = (list(pair) + [None, None])[:2] if isinstance(pair, (list, tuple)) else (None, pair)
+    """(ok, why) -> 'yes: why' / 'no: why' (None: not recorded)."""
+    ok, why = pair or (None, "not recorded")
     return f"{'yes' if ok else 'no'}: {why}"
 rows = [("Python", v.get("python")), ("NumPy", v.get("numpy")), ("mpi4py", v.get("mpi4py")),
         ("MPI library", v.get("mpi_library")), ("CuPy", v.get("cupy", v.get("cupy_error"))),
