@@ -38,9 +38,14 @@ Modes (``MPICOLL_CHECK``, or per communicator with :func:`set_check`):
 The agreement cannot hang as long as every rank enters *some* mpicoll
 collective of the same kind on the communicator: all blocking calls (and
 persistent ``..._init`` calls), whatever the primitive, go through the same
-Allgather, all nonblocking calls through the same Iallgather. MPI never
-matches a blocking collective with a nonblocking one, so a blocking call on
-one rank against a nonblocking one on another waits, as plain MPI would.
+Allgather, all nonblocking calls through the same Iallgather. The fingerprint
+names the call with its face (``allreduce``, ``allreduce_init``), so a
+blocking call against a persistent one raises :class:`CollectiveMismatchError`
+on every rank. MPI never matches a blocking collective with a nonblocking one,
+so a blocking call on one rank against a nonblocking one on another waits, as
+plain MPI would. (Agreeing through one Iallgather for every call would catch
+that too, but it made every small blocking call ~2 µs slower:
+benchmarks/latency.md.)
 """
 import contextlib
 import os
@@ -310,8 +315,9 @@ class Call:
                 raise err
             return [payload]
         flags = (fpr.FLAG_ERROR if err is not None else 0) | (
-            fpr.FLAG_CHECKED if mode == "checked" else 0) | ipc_flags(self.ipc)
-        mine = fpr.build_bytes(phase, seq, self.primitive, flags,
+            fpr.FLAG_CHECKED if mode == "checked" else 0) | ipc_flags(self.ipc) | \
+            fpr.face_flags(self.kind)
+        mine = fpr.build_bytes(phase, seq, fpr.face_name(self.primitive, self.kind), flags,
                                self.desc if phase == fpr.SETTLE else None, payload)
         if self.kind == "start" and phase == fpr.SETTLE:
             # A nonblocking call must not wait for the others here: the
@@ -366,10 +372,17 @@ class Call:
         where it failed before it was counted, in an exchange), so that the ranks' next
         calls have the same number -- keeping the calls this rank made since: a
         nonblocking call is judged when its request first advances, which may be after
-        this rank made later calls."""
+        this rank made later calls.
+
+        Where other ranks made a persistent ``_init`` call and this rank a blocking
+        one, take the persistent request tag they took for it, so that the ranks'
+        next persistent requests pair up again."""
+        state = self.state
         seqs = every[:, fpr.C_SEQ]
-        later = max(0, self.state.seq - int(seqs[self.rank]) - 1)
-        self.state.seq = int(seqs.max()) + 1 + later
+        later = max(0, state.seq - int(seqs[self.rank]) - 1)
+        state.seq = int(seqs.max()) + 1 + later
+        if self.kind is None and np.any(every[:, fpr.C_FLAGS] & fpr.FLAG_PERSISTENT):
+            state.p_seq += 1
 
     def _check_ipc(self, every):
         """Raise on every rank if some ranks of a node would send device buffers through

@@ -2,9 +2,10 @@
 
 One fixed-size ``int64`` vector per rank and call, gathered with a single
 native ``Allgather`` on the private communicator by :meth:`Call.settle`. It
-carries this rank's validation outcome and, for checked mode, what the ranks
-must agree on: primitive, algorithm, op, dtype, count, root, recvcounts and
-the call's sequence number on the communicator. Names are packed as bytes,
+carries this rank's validation outcome and what the ranks must agree on: the
+primitive under its face (``allreduce``, ``iallreduce``, ``allreduce_init``:
+:func:`face_name`) and the algorithm, and for checked mode op, dtype, count,
+root, recvcounts and the call's sequence number on the communicator. Names are packed as bytes,
 so every rank can decode every other rank's fingerprint and the mismatch
 message is built from the gathered matrix alone: it is the same text on
 every rank.
@@ -20,7 +21,7 @@ from mpi4py import MPI
 from ._errors import ArgumentError
 
 __all__ = ["L", "SETTLE", "EXCHANGE", "FLAG_ERROR", "FLAG_CHECKED", "FLAG_RECORDED", "FLAG_IPC",
-           "build", "build_bytes", "matrix", "differences", "mismatch_message", "CollectiveMismatchError",
+           "FLAG_PERSISTENT", "face_name", "face_flags", "build", "build_bytes", "matrix", "differences", "mismatch_message", "CollectiveMismatchError",
            "op_code", "dtype_code"]
 
 MAGIC = 0x6D63_6F6C_6C00          # "mcoll" + phase byte
@@ -39,6 +40,7 @@ FLAG_ERROR = 1       # validation failed on this rank
 FLAG_CHECKED = 2     # this rank runs in checked mode
 FLAG_RECORDED = 4    # the call-description fields (algorithm .. recvcounts) are filled
 FLAG_IPC = 8         # device buffers through the ipc protocol (compared between a node's ranks)
+FLAG_PERSISTENT = 32   # a persistent ..._init call: it took a persistent request tag
 IPC_EAGER_SHIFT = 8  # with FLAG_IPC, the flags' higher bits carry the ipc eager limit (bytes)
 
 _NONE = -1           # root / recvcounts of calls without one
@@ -80,6 +82,42 @@ def _pack(text, words):
 def _unpack(row):
     head = np.asarray(row[:-1], dtype=np.int64).tobytes().rstrip(b"\0")
     return head.decode("utf-8", "replace")
+
+
+def face_name(primitive, kind):
+    """The name a call travels under: ``allreduce`` (blocking), ``iallreduce``
+    (nonblocking, ``kind`` "start"), ``allreduce_init`` (persistent, "init").
+
+    The face is part of what the ranks must agree on: a blocking call and a
+    persistent ``_init`` call meet in the same ``Allgather`` agreement, and
+    would otherwise agree -- then one rank runs the algorithm and the other
+    waits for ``Start`` (a hang). (A nonblocking call's agreement is an
+    ``Iallgather``, which never meets a blocking one: see :mod:`mpicoll._call`.)
+    """
+    if kind is None:
+        return primitive
+    return "i" + primitive if kind == "start" else primitive + "_init"
+
+
+def face_flags(kind):
+    """The flags a call's face sets: :data:`FLAG_PERSISTENT` for a persistent ``_init``
+    call ("init"), none otherwise."""
+    return FLAG_PERSISTENT if kind == "init" else 0
+
+
+_FACE_NAMES = {}
+
+
+def _primitive_display(row):
+    """A primitive's name from its words: whole (known names are looked up by their
+    words; only the first 16 bytes travel), else those 16 bytes."""
+    if not _FACE_NAMES:
+        from ._registry import PRIMITIVES
+        for p in PRIMITIVES:
+            for kind in (None, "start", "init"):
+                name = face_name(p, kind)
+                _FACE_NAMES[_pack(name, _PRIM_WORDS)] = name
+    return _FACE_NAMES.get(tuple(int(v) for v in row)) or _unpack(row)
 
 
 def op_code(op):
@@ -205,7 +243,7 @@ _FIELDS = [
     ("phase", slice(C_MAGIC, C_MAGIC + 1), MPI.ERR_OTHER,
      lambda r: {SETTLE: "a collective", EXCHANGE: "a count exchange (v-collectives, Reduce_scatter's recvcounts)"}.get(
          int(r[0]) & 0xFF, f"unknown ({int(r[0])})")),
-    ("primitive", slice(C_PRIM, C_PRIM + _PRIM_WORDS), MPI.ERR_OTHER, _unpack),
+    ("primitive", slice(C_PRIM, C_PRIM + _PRIM_WORDS), MPI.ERR_OTHER, _primitive_display),
     ("call number", slice(C_SEQ, C_SEQ + 1), MPI.ERR_OTHER, lambda r: f"#{int(r[0])}"),
     ("algorithm", slice(C_ALGO, C_ALGO + _ALGO_WORDS), MPI.ERR_OTHER, _unpack),
     ("op", slice(C_OP, C_OP + 1), MPI.ERR_OP, lambda r: _op_display(r[0])),
@@ -266,7 +304,7 @@ def any_checked(every):
 
 
 def primitives(every):
-    return [_unpack(row) for row in every[:, C_PRIM:C_PRIM + _PRIM_WORDS]]
+    return [_primitive_display(row) for row in every[:, C_PRIM:C_PRIM + _PRIM_WORDS]]
 
 
 def payloads(every):
@@ -303,4 +341,5 @@ def mismatch_message(every, diffs, limit=8):
         if len(items) > limit:
             shown.append(f"... {len(items) - limit} more values")
         lines.append(f"{name}: " + "; ".join(shown))
-    return f"{head} ({where}checked mode; nothing was sent) - " + " | ".join(lines)
+    mode = "checked" if any_checked(every) else "agree"
+    return f"{head} ({where}{mode} mode; nothing was sent) - " + " | ".join(lines)

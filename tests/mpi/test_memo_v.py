@@ -192,7 +192,10 @@ def test_counts_in_an_array_changed_in_place_are_read_anew():
 def test_a_check_mode_changed_between_calls_takes_the_full_path():
     counts = counts_of()
     x, y = np.empty(counts[RANK]), np.empty(sum(counts))
-    before = mpicoll.get_check(comm)
+    # The setting itself (None: MPICOLL_CHECK's), not the mode in force: restoring
+    # "agree" would leave later tests' MPICOLL_CHECK unread on COMM_WORLD.
+    before = mpicoll.set_check(comm, None)
+    mpicoll.set_check(comm, before)
     try:
         for k, mode in enumerate(["agree", "agree", "checked", "checked", "local", "agree"]):
             mpicoll.set_check(comm, mode)

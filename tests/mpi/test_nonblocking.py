@@ -143,6 +143,80 @@ def test_blocking_call_before_the_wait_while_peers_wait_first(algo):
     p.Free()
 
 
+def _p2p(c):
+    return mpicoll.P2PComm(c, allreduce="ring")
+
+
+FACES = {       # the same call in each face: a persistent one returns its request
+    "blocking": lambda x, y, c: mpicoll.allreduce(x, y, algorithm="ring", comm=c),
+    "persistent": lambda x, y, c: mpicoll.allreduce_init(x, y, algorithm="ring", comm=c),
+    "P2PComm": lambda x, y, c: _p2p(c).Allreduce(x, y),
+    "P2PComm persistent": lambda x, y, c: _p2p(c).Allreduce_init(x, y),
+    "nonblocking": lambda x, y, c: mpicoll.iallreduce(x, y, algorithm="ring", comm=c).Wait(),
+}
+FACE_NAME = {"blocking": "allreduce", "persistent": "allreduce_init", "P2PComm": "allreduce",
+             "P2PComm persistent": "allreduce_init"}
+
+
+def _every_face_pairs_up(x, y, c):
+    """Each face's next call completes with the right sum on every rank."""
+    for face, call in FACES.items():
+        y[...] = 0
+        p = call(x, y, c)
+        if "persistent" in face:
+            p.Start()
+            p.Wait()
+            p.Free()
+        np.testing.assert_array_equal(y, np.full(4, N * (N + 1) / 2), err_msg=face)
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("mode", ["agree", "checked"])
+@pytest.mark.parametrize("faces", [("blocking", "persistent"), ("persistent", "blocking"),
+                                   ("P2PComm", "P2PComm persistent")])
+def test_a_blocking_call_against_its_persistent_form_raises_everywhere(mode, faces):
+    """Rank 0 makes the blocking call, the others its ``_init`` form (or the other way
+    round): both agree through the same Allgather, and without the face in the
+    fingerprint they agreed -- one rank then ran the algorithm while the others waited
+    for ``Start`` (a hang). Every rank raises naming both faces, also after the
+    blocking call was remembered (memo); the persistent tags stay in step after."""
+    c = comm.Dup()
+    mpicoll.set_check(c, mode)
+    x, y = np.full(4, RANK + 1.0), np.empty(4)
+    _every_face_pairs_up(x, y, c)               # the blocking calls remembered (memo)
+    mine, theirs = faces
+    with pytest.raises(mpicoll.CollectiveMismatchError) as err:
+        FACES[mine if RANK == 0 else theirs](x, y, c)
+    text = str(err.value)
+    assert "the ranks called different collectives" in text
+    assert f"{FACE_NAME[mine]} on rank 0" in text
+    assert f"{FACE_NAME[theirs]} on rank{'s' if N > 2 else ''} 1" in text
+    assert f"({mode} mode" in text or f"{mode} mode;" in text
+    _every_face_pairs_up(x, y, c)
+    c.Free()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_an_argument_error_in_a_blocking_call_against_its_persistent_form():
+    """Rank 0's blocking call has a bad recvbuf, the others make the ``_init`` call:
+    rank 0 raises its error, the others that error named with its rank and the
+    mismatch."""
+    c = comm.Dup()
+    x = np.ones(4)
+    with pytest.raises(mpicoll.ArgumentError) as err:
+        if RANK == 0:
+            mpicoll.allreduce(x, np.empty(4, np.float32), algorithm="ring", comm=c)
+        else:
+            mpicoll.allreduce_init(x, np.empty(4), algorithm="ring", comm=c)
+    text = str(err.value)
+    assert "recvbuf: expected dtype float64" in text
+    if RANK:
+        assert "rank(s) 0" in text
+        assert "allreduce on rank 0" in text and "allreduce_init on rank" in text
+    _every_face_pairs_up(np.full(4, RANK + 1.0), np.empty(4), c)
+    c.Free()
+
+
 @pytest.mark.mpi
 @pytest.mark.parametrize("algo", mpicoll.algorithms("allreduce"))
 def test_persistent_restarts_with_new_data(algo):
