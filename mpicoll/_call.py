@@ -263,6 +263,12 @@ class Call:
         except Exception as exc:      # noqa: BLE001 - re-raised in settle()
             self.error = exc
 
+    @property
+    def name(self):
+        """The call's name with its face, as its fingerprint and messages give it
+        (``allreduce``, ``iallreduce``, ``allreduce_init``)."""
+        return fpr.face_name(self.primitive, self.kind)
+
     def settle(self):
         """Raise on every rank if validation failed on any rank (or, checked, if the calls differ)."""
         self._agree(fpr.SETTLE, 0)
@@ -317,7 +323,7 @@ class Call:
         flags = (fpr.FLAG_ERROR if err is not None else 0) | (
             fpr.FLAG_CHECKED if mode == "checked" else 0) | ipc_flags(self.ipc) | \
             fpr.face_flags(self.kind)
-        mine = fpr.build_bytes(phase, seq, fpr.face_name(self.primitive, self.kind), flags,
+        mine = fpr.build_bytes(phase, seq, self.name, flags,
                                self.desc if phase == fpr.SETTLE else None, payload)
         if self.kind == "start" and phase == fpr.SETTLE:
             # A nonblocking call must not wait for the others here: the
@@ -363,7 +369,7 @@ class Call:
             # messages: name it from the flags alone.
             failed = [r for r in range(self.size) if every[r, fpr.C_FLAGS] & fpr.FLAG_ERROR]
             raise ArgumentError(
-                f"mpicoll.{self.primitive}: invalid arguments on rank(s) {fpr.ranks_text(failed)} "
+                f"mpicoll.{self.name}: invalid arguments on rank(s) {fpr.ranks_text(failed)} "
                 f"(nothing was sent; the error was raised there when the call was made)")
         self._raise_errors(err, diffs, every)
 
@@ -408,7 +414,7 @@ class Call:
                 for r in on:
                     groups.setdefault(f"{int(eager[r])} bytes", []).append(r)
                 raise CollectiveMismatchError(
-                    f"mpicoll.{self.primitive}: the ranks of one node send device buffers "
+                    f"mpicoll.{self.name}: the ranks of one node send device buffers "
                     f"through the ipc transport with different eager limits "
                     f"(MPICOLL_IPC_EAGER: "
                     + "; ".join(f"{k} on rank(s) {fpr.ranks_text(v)}" for k, v in groups.items())
@@ -416,7 +422,7 @@ class Call:
                     MPI.ERR_OTHER, [("ipc eager limit", MPI.ERR_OTHER, groups)])
             off = [r for r in ranks if not bits[r]]
             raise CollectiveMismatchError(
-                f"mpicoll.{self.primitive}: on one node, rank(s) {fpr.ranks_text(on)} would "
+                f"mpicoll.{self.name}: on one node, rank(s) {fpr.ranks_text(on)} would "
                 f"move device buffers through the ipc transport and rank(s) "
                 f"{fpr.ranks_text(off)} would not (host buffers, another "
                 f"MPICOLL_GPU_TRANSPORT or no CUDA IPC there): they could not talk. Pass "

@@ -47,8 +47,9 @@ _NONE = -1           # root / recvcounts of calls without one
 
 
 class CollectiveMismatchError(ArgumentError):
-    """Checked mode: the ranks called different collectives, or the same one with
-    arguments MPI requires to match (count, dtype, op, root, ...).
+    """The ranks called different collectives (any mode with an agreement step), or,
+    in checked mode, the same one with arguments MPI requires to match (count,
+    dtype, op, root, ...).
 
     Raised with the same message on every rank, before anything is sent.
     ``differences`` lists ``(field, {value: [ranks]})``.
@@ -87,6 +88,8 @@ def _unpack(row):
 def face_name(primitive, kind):
     """The name a call travels under: ``allreduce`` (blocking), ``iallreduce``
     (nonblocking, ``kind`` "start"), ``allreduce_init`` (persistent, "init").
+    The primitive's name, not the function's: ``reduce_scatter_block`` calls
+    travel as ``reduce_scatter`` (their recvcounts tell them apart in checked mode).
 
     The face is part of what the ranks must agree on: a blocking call and a
     persistent ``_init`` call meet in the same ``Allgather`` agreement, and
@@ -190,7 +193,7 @@ def _static_words(phase, primitive, desc):
 def build_bytes(phase, seq, primitive, flags, desc=None, payload=0):
     """This rank's fingerprint as ``L`` little-endian int64 (bytes, 128 of them).
 
-    ``flags``: FLAG_ERROR / FLAG_CHECKED bits. ``desc``: None when
+    ``flags``: FLAG_* bits (error, checked, ipc, persistent). ``desc``: None when
     validation did not get as far as describing the call, else
     ``(algorithm, op, dtype, count, root, counts)``.
     """

@@ -159,7 +159,12 @@ FACE_NAME = {"blocking": "allreduce", "persistent": "allreduce_init", "P2PComm":
 
 
 def _every_face_pairs_up(x, y, c):
-    """Each face's next call completes with the right sum on every rank."""
+    """Each face's next call completes with the right sum on every rank (the ranks'
+    persistent request tags compared first: tags out of step would hang, not fail)."""
+    from mpicoll._call import _state
+    from mpicoll._context import private_comm
+    p_seq = _state(private_comm(c)).p_seq
+    assert c.allgather(p_seq) == [p_seq] * N
     for face, call in FACES.items():
         y[...] = 0
         p = call(x, y, c)
@@ -178,22 +183,25 @@ def test_a_blocking_call_against_its_persistent_form_raises_everywhere(mode, fac
     """Rank 0 makes the blocking call, the others its ``_init`` form (or the other way
     round): both agree through the same Allgather, and without the face in the
     fingerprint they agreed -- one rank then ran the algorithm while the others waited
-    for ``Start`` (a hang). Every rank raises naming both faces, also after the
-    blocking call was remembered (memo); the persistent tags stay in step after."""
+    for ``Start`` (a hang). Every rank raises naming both faces -- for the functional
+    faces after the blocking call was remembered (memo); each P2PComm face is a new
+    drop-in (the full path) -- and the persistent tags stay in step after."""
     c = comm.Dup()
-    mpicoll.set_check(c, mode)
-    x, y = np.full(4, RANK + 1.0), np.empty(4)
-    _every_face_pairs_up(x, y, c)               # the blocking calls remembered (memo)
-    mine, theirs = faces
-    with pytest.raises(mpicoll.CollectiveMismatchError) as err:
-        FACES[mine if RANK == 0 else theirs](x, y, c)
-    text = str(err.value)
-    assert "the ranks called different collectives" in text
-    assert f"{FACE_NAME[mine]} on rank 0" in text
-    assert f"{FACE_NAME[theirs]} on rank{'s' if N > 2 else ''} 1" in text
-    assert f"({mode} mode" in text or f"{mode} mode;" in text
-    _every_face_pairs_up(x, y, c)
-    c.Free()
+    try:
+        mpicoll.set_check(c, mode)
+        x, y = np.full(4, RANK + 1.0), np.empty(4)
+        _every_face_pairs_up(x, y, c)           # the blocking calls remembered (memo)
+        mine, theirs = faces
+        with pytest.raises(mpicoll.CollectiveMismatchError) as err:
+            FACES[mine if RANK == 0 else theirs](x, y, c)
+        text = str(err.value)
+        assert "the ranks called different collectives" in text
+        assert f"{FACE_NAME[mine]} on rank 0" in text
+        assert f"{FACE_NAME[theirs]} on rank{'s' if N > 2 else ''} 1" in text
+        assert f"{mode} mode; nothing was sent" in text
+        _every_face_pairs_up(x, y, c)
+    finally:
+        c.Free()
 
 
 @pytest.mark.mpi(min_size=2)
@@ -202,19 +210,22 @@ def test_an_argument_error_in_a_blocking_call_against_its_persistent_form():
     rank 0 raises its error, the others that error named with its rank and the
     mismatch."""
     c = comm.Dup()
-    x = np.ones(4)
-    with pytest.raises(mpicoll.ArgumentError) as err:
-        if RANK == 0:
-            mpicoll.allreduce(x, np.empty(4, np.float32), algorithm="ring", comm=c)
-        else:
-            mpicoll.allreduce_init(x, np.empty(4), algorithm="ring", comm=c)
-    text = str(err.value)
-    assert "recvbuf: expected dtype float64" in text
-    if RANK:
-        assert "rank(s) 0" in text
-        assert "allreduce on rank 0" in text and "allreduce_init on rank" in text
-    _every_face_pairs_up(np.full(4, RANK + 1.0), np.empty(4), c)
-    c.Free()
+    try:
+        mpicoll.set_check(c, "agree")           # (not MPICOLL_CHECK's: local would hang)
+        x = np.ones(4)
+        with pytest.raises(mpicoll.ArgumentError) as err:
+            if RANK == 0:
+                mpicoll.allreduce(x, np.empty(4, np.float32), algorithm="ring", comm=c)
+            else:
+                mpicoll.allreduce_init(x, np.empty(4), algorithm="ring", comm=c)
+        text = str(err.value)
+        assert "recvbuf: expected dtype float64" in text
+        if RANK:
+            assert "rank(s) 0" in text
+            assert "allreduce on rank 0" in text and "allreduce_init on rank" in text
+        _every_face_pairs_up(np.full(4, RANK + 1.0), np.empty(4), c)
+    finally:
+        c.Free()
 
 
 @pytest.mark.mpi
