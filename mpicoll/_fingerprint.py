@@ -5,10 +5,10 @@ native ``Allgather`` on the private communicator by :meth:`Call.settle`. It
 carries this rank's validation outcome and what the ranks must agree on: the
 primitive under its face (``allreduce``, ``iallreduce``, ``allreduce_init``:
 :func:`face_name`) and the algorithm, and for checked mode op, dtype, count,
-root, recvcounts and the call's sequence number on the communicator. Names are packed as bytes,
-so every rank can decode every other rank's fingerprint and the mismatch
-message is built from the gathered matrix alone: it is the same text on
-every rank.
+root, recvcounts and the call's sequence number on the communicator. Names
+are packed as bytes, so every rank can decode every other rank's fingerprint
+and the mismatch message is built from the gathered matrix alone: it is the
+same text on every rank.
 
 Pure functions, no communication: unit-testable on synthetic matrices.
 """
@@ -21,8 +21,8 @@ from mpi4py import MPI
 from ._errors import ArgumentError
 
 __all__ = ["L", "SETTLE", "EXCHANGE", "FLAG_ERROR", "FLAG_CHECKED", "FLAG_RECORDED", "FLAG_IPC",
-           "FLAG_PERSISTENT", "face_name", "face_flags", "build", "build_bytes", "matrix", "differences", "mismatch_message", "CollectiveMismatchError",
-           "op_code", "dtype_code"]
+           "FLAG_PERSISTENT", "face_name", "face_flags", "build", "build_bytes", "matrix",
+           "differences", "mismatch_message", "CollectiveMismatchError", "op_code", "dtype_code"]
 
 MAGIC = 0x6D63_6F6C_6C00          # "mcoll" + phase byte
 SETTLE, EXCHANGE = 1, 2           # phases: the agreement before running / Reduce_scatter's count exchange
@@ -40,7 +40,7 @@ FLAG_ERROR = 1       # validation failed on this rank
 FLAG_CHECKED = 2     # this rank runs in checked mode
 FLAG_RECORDED = 4    # the call-description fields (algorithm .. recvcounts) are filled
 FLAG_IPC = 8         # device buffers through the ipc protocol (compared between a node's ranks)
-FLAG_PERSISTENT = 32   # a persistent ..._init call: it took a persistent request tag
+FLAG_PERSISTENT = 16  # a persistent ..._init call: it took a persistent request tag
 IPC_EAGER_SHIFT = 8  # with FLAG_IPC, the flags' higher bits carry the ipc eager limit (bytes)
 
 _NONE = -1           # root / recvcounts of calls without one
