@@ -80,7 +80,14 @@ def _snapshot(a):
     return copy, (copy, a)
 
 
-def _run(call, count, itemsize, fn, *args, prologue=None):
+def _run(call, count, itemsize, fn, *args, prologue=None, local=False):
+    """Run ``fn`` on this call's buffers (blocking, or as the call's request).
+
+    ``count``: elements moved, the same on every rank -- or, ``local``, this rank's
+    own (alltoallv's): zero then means nothing to move *here*, which the
+    hand-written algorithms skip (they leave empty blocks out on both sides), but
+    MPI's own collective must still be called on every rank.
+    """
     # Device buffers (all of one call share one memory) choose the transport.
     adapter = device = None
     like = op = None
@@ -95,7 +102,7 @@ def _run(call, count, itemsize, fn, *args, prologue=None):
     if call.host_copy:                 # small and on a device: host mirrors (see _host_copy)
         return _host_copy.run(call, count, itemsize, fn, args, prologue, adapter, device)
     ctx = call.ctx(count, itemsize, adapter, device)  # recorded for traffic() even when empty
-    if not count and fn.primitive != "barrier":   # zero elements everywhere: nothing to move
+    if not count and fn.primitive != "barrier" and not (local and fn.algorithm == "native"):
         if call.kind is not None:
             _nb.empty_request(call, None)
         return

@@ -303,7 +303,7 @@ def _alltoallv(call, bufs, algorithm):
     if in_place:
         sflat, pro = _snapshot(rflat)
     _run(call, sum(scounts) + sum(rcounts), rflat.itemsize, fn, sflat, rflat, scounts, sdispls,
-         rcounts, rdispls, prologue=pro)
+         rcounts, rdispls, prologue=pro, local=True)
     return rv.obj
 
 

@@ -337,6 +337,39 @@ def test_scatterv_overlapping_send_blocks():
         assert_same(out, full[2:6], algo)
 
 
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("face", ["blocking", "nonblocking"])
+def test_native_alltoallv_is_called_by_a_rank_with_nothing_to_move(monkeypatch, face):
+    """The last rank sends and receives nothing, the others exchange: MPI requires every
+    rank to make the collective call, so ``native`` must call ``MPI_Alltoallv`` there
+    too (the hand-written algorithms may leave it out: they skip empty blocks on both
+    sides). Results against mpi4py's own call."""
+    import mpicoll.coll.alltoallv as impl
+    calls = []
+    real = impl.native
+
+    def spy(ctx, name, *args, **kwargs):
+        calls.append(name)
+        return real(ctx, name, *args, **kwargs)
+    monkeypatch.setattr(impl, "native", spy)
+    last = N - 1
+    counts = [0 if last in (RANK, j) else 1 for j in range(N)]
+    spec = list(range(N))
+    x = np.arange(N, dtype=float) + 10 * RANK
+    got, want = np.full(N, -1.0), np.full(N, -1.0)
+    if face == "blocking":
+        vc.alltoallv([x, (counts, spec)], [got, (counts, spec)], algorithm="native")
+    else:
+        vr.ialltoallv([x, (counts, spec)], [got, (counts, spec)], algorithm="native").Wait()
+    PLAIN.Alltoallv([x, (counts, spec)], [want, (counts, spec)])
+    assert calls == ["Alltoallv"], f"rank {RANK}: {calls}"
+    assert_same(got, want, "alltoallv native")
+    for algo in mpicoll.algorithms("alltoallv"):      # and every algorithm agrees
+        got[...] = -1
+        vc.alltoallv([x, (counts, spec)], [got, (counts, spec)], algorithm=algo)
+        assert_same(got, want, f"alltoallv {algo}")
+
+
 @pytest.mark.mpi
 def test_forms_and_allocation():
     """Plain buffers split like mpi4py; integer counts and strides; None allocates."""
