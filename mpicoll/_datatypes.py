@@ -417,6 +417,8 @@ class Boundary:
                 f"{argname}: {info.name} has extent {info.extent}; mpicoll packs entries through "
                 f"MPI_Pack, which mpi4py counts in extents, so it needs a positive extent",
                 MPI.ERR_TYPE)
+        if role != "send":
+            _check_written_once(argname, info, spans, self.comm, block)
         if info.contiguous:
             used = [(off, n) for off, n in spans if n]
             if all(o1 == o0 + n0 * info.size for (o0, n0), (o1, _) in zip(used, used[1:])):
@@ -529,6 +531,63 @@ class Boundary:
             return
         req.around_start(self.pack if self.inputs else None,
                          self.unpack if self.outputs else None)
+
+
+def _entry_bytes(info, comm):
+    """The byte offsets (from an entry's start) that one entry of ``info`` touches:
+    MPI_Unpack of one entry of 0xFF bytes into zeros, read back."""
+    scratch = np.zeros(info.true_ub - info.true_lb, np.uint8)
+    at = scratch.__array_interface__["data"][0] - info.true_lb   # the entry's start
+    info.dt.Unpack(np.full(info.size, 0xFF, np.uint8), 0,
+                   MPI.buffer.fromaddress(at, info.extent), comm)
+    return np.flatnonzero(scratch) + info.true_lb
+
+
+def _check_written_once(argname, info, spans, comm, block):
+    """MPI forbids a receive that writes any location twice: the receive ``spans``
+    (byte offset, entries; one per rank for a v-buffer) must touch disjoint bytes --
+    across blocks, and between the entries of one block (a resized datatype).
+
+    Blocks whose byte ranges do not meet, of a datatype whose entries do not
+    either, pass at once. Otherwise (the interleaving idiom: a vector type resized
+    to one element's extent, blocks at consecutive displacements) the exact bytes
+    are compared, from the datatype's own typemap (:func:`_entry_bytes`).
+    """
+    ext, width = info.extent, info.true_ub - info.true_lb
+    live = [(i, off, n) for i, (off, n) in enumerate(spans) if n and info.size]
+    if not live:
+        return
+    ranges = sorted((off + info.true_lb, off + (n - 1) * ext + info.true_ub, i)
+                    for i, off, n in live)
+    if ext >= width and all(hi <= lo for (_, hi, _), (lo, _, _) in zip(ranges, ranges[1:])):
+        return
+    pos = _entry_bytes(info, comm)
+
+    def touched(off, n):
+        return ((off + np.arange(n, dtype=np.int64) * ext)[:, None] + pos[None, :]).ravel()
+
+    seen = np.zeros(max(hi for _, hi, _ in ranges), dtype=bool)
+    for i, off, n in live:
+        idx = touched(off, n)
+        twice = None
+        if ext < width and np.unique(idx).size < idx.size:
+            u, c = np.unique(idx, return_counts=True)
+            twice = (int(u[c > 1][0]), i)
+        elif seen[idx].any():
+            byte = int(idx[seen[idx]][0])
+            twice = (byte, next(j for j, o, m in live if byte in touched(o, m)))
+        if twice is not None:
+            byte, j = twice
+            if j == i:
+                what = (f"{block}{i}: " if block else "") + (
+                    f"its entries of {info.name} (extent {ext} bytes, each touching bytes "
+                    f"[{info.true_lb}, {info.true_ub}) of its own) overlap: byte {byte} would be "
+                    f"written twice")
+            else:
+                what = f"{block}{j} and {block}{i} would both write byte {byte}"
+            raise ArgumentError(f"{argname}: {what}; MPI forbids a receive that writes any "
+                                f"location twice", MPI.ERR_BUFFER)
+        seen[idx] = True
 
 
 def _check_span(argname, info, off, n, nbytes, what):

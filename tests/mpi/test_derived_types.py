@@ -447,6 +447,48 @@ def raises_everywhere(call, match, eclass, bad=None):
 
 
 @pytest.mark.mpi
+def test_receives_that_would_write_a_location_twice():
+    """MPI forbids a receive that writes any location twice. With a derived datatype the
+    blocks are compared by the bytes the datatype itself touches: blocks at the same
+    place, and entries of one block that overlap (a type resized below its size), raise
+    on every rank before anything moves; blocks that interleave without touching the
+    same bytes (the resized-vector idiom: test_gather_columns_into_columns_with_a_resized_vector,
+    test_examples_6_5_to_6_8_gatherv_columns) are not refused."""
+    pair = committed(DOUBLE.Create_contiguous(2))
+    two = DOUBLE.Create_contiguous(2)
+    shifted = committed(two.Create_resized(0, 8))       # two doubles, one double apart
+    two.Free()
+    try:
+        x, y = np.full(2, RANK + 1.0), np.full(2 * N, float(SENT))
+        if N > 1:
+            same_place = [0] * N
+            raises_everywhere(lambda: PC.Allgatherv([x, DOUBLE], [y, [1] * N, same_place, pair]),
+                              "block 0 and block 1 would both write byte 0", MPI.ERR_BUFFER)
+            raises_everywhere(lambda: PC.Gatherv(
+                [x, DOUBLE], [y, [1] * N, same_place, pair] if RANK == 0 else None, 0),
+                "block 0 and block 1 would both write byte 0", MPI.ERR_BUFFER, 0)
+            raises_everywhere(lambda: PC.Alltoallv(
+                [np.ones(2 * N), [2] * N, [2 * i for i in range(N)], DOUBLE],
+                [y, [1] * N, same_place, pair]),
+                "block 0 and block 1 would both write byte 0", MPI.ERR_BUFFER)
+        big = np.full(2 * N + 1, float(SENT))     # 2N entries one double apart, 2 doubles each
+        raises_everywhere(lambda: PC.Allgather([np.ones(4), DOUBLE], [big, 2, shifted]),
+                          r"entries of .* overlap: byte 8 would be written twice",
+                          MPI.ERR_BUFFER)
+        for buf in (y, big):                      # nothing was received
+            assert np.array_equal(buf, np.full(buf.size, float(SENT))), buf
+
+        def apart(comm):             # one entry per block, blocks two doubles apart
+            w = np.full(2 * N, float(SENT))
+            comm.Allgatherv([x, DOUBLE], [w, [1] * N, [2 * i for i in range(N)], shifted])
+            return [w]
+        compare(apart, "resized type, blocks apart")
+    finally:
+        pair.Free()
+        shifted.Free()
+
+
+@pytest.mark.mpi
 def test_errors_on_every_rank():
     last = N - 1
     v = TYPES["vector"]
