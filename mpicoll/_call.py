@@ -502,7 +502,13 @@ class Call:
         check_layout = getattr(fn, "check_layout", None)
         if check_layout is not None:
             why = check_layout(layout(self.pcomm), commutative)
-            if why:
+            if why and auto:
+                # A tuning table measured elsewhere named a node-aware algorithm that
+                # cannot run this call on these nodes: auto takes the rules' choice.
+                name = default_algorithm(primitive, size=self.size, nbytes=nbytes,
+                                         count=count, commutative=commutative, table=False)
+                fn = lookup(primitive, name)
+            elif why:
                 raise ArgumentError(why, MPI.ERR_OP)
         self.algorithm = name
         self.desc = (name, op, dtype, count, root, counts)

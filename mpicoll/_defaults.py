@@ -110,10 +110,13 @@ def tuned_algorithm(primitive, *, size, nbytes=0, commutative=True):
     return name
 
 
-def default_algorithm(primitive, *, size, nbytes=0, count=0, commutative=True):
-    """Name of the algorithm ``auto`` resolves to for this call (tuned table, then rules)."""
-    tuned = tuned_algorithm(primitive, size=size, nbytes=nbytes, commutative=commutative)
-    if tuned is not None:
+def default_algorithm(primitive, *, size, nbytes=0, count=0, commutative=True, table=True):
+    """Name of the algorithm ``auto`` resolves to for this call (tuned table, then rules;
+    ``table=False``: the rules only -- they never pick an algorithm that needs a node
+    layout or, for a non-commutative op, a commutative one)."""
+    tuned = table and tuned_algorithm(primitive, size=size, nbytes=nbytes,
+                                      commutative=commutative)
+    if tuned:
         return tuned
     if primitive == "bcast":
         return "binomial" if nbytes < 12288 or size < 8 else "scatter_allgather"

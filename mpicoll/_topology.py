@@ -10,9 +10,17 @@ and kept as an attribute of it:
 - or, to study node-aware algorithms on one machine, from ``MPICOLL_NODES``:
   ``K`` (blocks of K consecutive ranks, the last one shorter if N % K),
   ``a,b,c`` (consecutive blocks of those sizes, summing to N) or
-  ``cyclic:K`` (rank r on node r % K: round-robin placement).
+  ``cyclic:K`` (rank r on node r % K: round-robin placement). The ranks are
+  ``MPI.COMM_WORLD``'s: like a real node, a simulated one holds processes, so
+  a sub-communicator (``Split``, reordered ranks) sees its processes on the
+  nodes they are on in the world. (A communicator with processes outside the
+  world, e.g. spawned ones, applies the value to its own ranks.)
 
-Nodes are numbered by their lowest rank; every rank computes the same layout.
+Every rank must see the same layout -- the node-aware plans are built from
+it -- so the ``MPICOLL_NODES`` values of the ranks are compared first (one
+``allgather`` when the private communicator is made): a value that differs
+between ranks, or is wrong on some, raises :class:`ArgumentError` on every
+rank instead of a hang. Nodes are numbered by their lowest rank.
 """
 import os
 
@@ -98,13 +106,47 @@ def parse_nodes(text, size):
     return [n for n, p in enumerate(parts) for _ in range(p)]
 
 
+def _simulated(spec, pcomm):
+    """The nodes of ``pcomm``'s ranks under ``MPICOLL_NODES=spec``: its processes' nodes
+    in ``MPI.COMM_WORLD`` (its own ranks where some process is not in the world)."""
+    size = pcomm.Get_size()
+    mine, world = pcomm.Get_group(), MPI.COMM_WORLD.Get_group()
+    try:
+        ranks = MPI.Group.Translate_ranks(mine, list(range(size)), world)
+    finally:
+        mine.Free()
+        world.Free()
+    if MPI.UNDEFINED in ranks:
+        return parse_nodes(spec, size)
+    nodes = parse_nodes(spec, MPI.COMM_WORLD.Get_size())
+    return [nodes[r] for r in ranks]
+
+
+def _agreed_spec(pcomm):
+    """This rank's ``MPICOLL_NODES`` value, once every rank has the same (else
+    ArgumentError on every rank, naming the values and their ranks)."""
+    spec = os.environ.get("MPICOLL_NODES", "").strip()
+    if pcomm.Get_size() == 1:
+        return spec
+    every = pcomm.allgather(spec)
+    if len(set(every)) > 1:
+        groups = {}
+        for r, s in enumerate(every):
+            groups.setdefault(s, []).append(str(r))
+        shown = "; ".join(f"{repr(s) if s else 'unset'} on rank(s) {', '.join(rs)}"
+                          for s, rs in groups.items())
+        raise ArgumentError(f"MPICOLL_NODES: every rank must give the same value (the ranks "
+                            f"would build different plans); got {shown}")
+    return spec
+
+
 def detect(pcomm):
     """Find the layout of ``pcomm`` (collective over it) and attach it; return it."""
     global _keyval
     size = pcomm.Get_size()
-    spec = os.environ.get("MPICOLL_NODES", "").strip()
+    spec = _agreed_spec(pcomm)
     if spec:
-        lay = Layout(parse_nodes(spec, size), f"MPICOLL_NODES={spec}")
+        lay = Layout(_simulated(spec, pcomm), f"MPICOLL_NODES={spec}")
     elif size == 1:
         lay = Layout([0])
     else:

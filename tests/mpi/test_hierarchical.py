@@ -249,3 +249,83 @@ def test_bad_node_spec_fails_on_every_rank():
 def _renumber(nodes):
     first = {}
     return [first.setdefault(n, len(first)) for n in nodes]
+
+
+@pytest.mark.mpi(min_size=2)
+def test_node_specs_that_differ_between_ranks_fail_on_every_rank():
+    """Each rank reads MPICOLL_NODES itself (``mpiexec -n 1 -env MPICOLL_NODES 1 : -n 4
+    -env MPICOLL_NODES 2``): ranks with different layouts would build different plans and
+    wait for each other forever. A value that differs, or is junk on one rank only
+    (that rank alone failed, the others waited), raises on every rank, naming them."""
+    last = N - 1
+    for mine, want in (("1" if RANK == 0 else "2", r"'1' on rank\(s\) 0; '2' on rank\(s\) 1"),
+                       ("x" if RANK == last else "2", rf"'x' on rank\(s\) {last}"),
+                       ("" if RANK == last else "2", rf"unset on rank\(s\) {last}")):
+        with pytest.raises(mpicoll.ArgumentError, match=want) as err:
+            with nodes(mine):
+                pass
+        assert "every rank must give the same value" in str(err.value)
+    with nodes("2") as c:                         # and a good one afterwards works
+        check_all(c, "hierarchical", counts=(3,))
+
+
+def _world_nodes(spec):
+    """The node of each COMM_WORLD rank under ``spec``, computed here from its definition."""
+    if spec.startswith("cyclic:"):
+        return [r % int(spec[7:]) for r in range(N)]
+    if "," in spec:
+        return [n for n, k in enumerate(map(int, spec.split(","))) for _ in range(k)]
+    return [r // int(spec) for r in range(N)]
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("spec", layouts())
+def test_a_sub_communicator_sees_its_processes_on_their_world_nodes(monkeypatch, spec):
+    """Simulated nodes hold processes, as real ones do: a Split (ranks reordered) and
+    COMM_SELF see each process on its node in the world, and node sizes ``a,b,c`` that
+    sum to the world's size do not make calls on smaller communicators fail."""
+    monkeypatch.setenv("MPICOLL_NODES", spec)
+    world = _world_nodes(spec)
+    sub = comm.Split(RANK % 2, N - RANK)            # reversed order inside each half
+    try:
+        members = sub.allgather(RANK)              # the world rank of each sub rank
+        lay = layout(private_comm(sub))
+        assert list(lay.nodes) == _renumber([world[w] for w in members]), lay.describe()
+        x = np.arange(5.0) + RANK
+        for algo in ("recursive_doubling", "hierarchical"):
+            got = mpicoll.allreduce(x, comm=sub, algorithm=algo)
+            np.testing.assert_array_equal(got, sub.allreduce(x), err_msg=f"{algo} {spec}")
+        self_ = MPI.COMM_SELF.Dup()
+        try:
+            np.testing.assert_array_equal(mpicoll.allreduce(x, comm=self_, algorithm="ring"), x)
+        finally:
+            self_.Free()
+    finally:
+        sub.Free()
+
+
+@pytest.mark.mpi(min_size=3)                       # (cyclic:2 on 2 ranks is blocks of one)
+def test_auto_does_not_take_a_tuned_node_aware_choice_that_cannot_run(monkeypatch, tmp_path):
+    """A tuning table measured on block-placed nodes names ``hierarchical``; on
+    round-robin nodes with a non-commutative op it cannot keep rank order (it refuses
+    when asked by name). ``auto`` then takes the rules' choice instead of refusing."""
+    import json
+    from mpicoll import _defaults
+    table = tmp_path / f"table-{RANK}.json"
+    table.write_text(json.dumps({"format": _defaults.TABLE_FORMAT, "rules": {
+        p: {str(N): [{"max_nbytes": None, "algorithm": "hierarchical"}]}
+        for p in ("allreduce", "reduce")}}))
+    monkeypatch.setenv("MPICOLL_TUNING", str(table))
+    op = OPS["AFFINE"]
+    mine = data(RANK, 4, "complex128", "AFFINE")
+    want = reduce_ref([data(r, 4, "complex128", "AFFINE") for r in range(N)], "AFFINE",
+                      "complex128")
+    with nodes("cyclic:2") as c:
+        with pytest.raises(mpicoll.ArgumentError, match="consecutive"):
+            mpicoll.allreduce(mine, op=op, comm=c, algorithm="hierarchical")
+        np.testing.assert_array_equal(mpicoll.allreduce(mine, op=op, comm=c), want)
+        got = mpicoll.reduce(mine, None, op, N - 1, comm=c)
+        if RANK == N - 1:
+            np.testing.assert_array_equal(got, want)
+    with nodes("1") as c:                          # where it can run, the table's choice stands
+        np.testing.assert_array_equal(mpicoll.allreduce(mine, op=op, comm=c), want)
