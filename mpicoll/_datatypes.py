@@ -557,16 +557,15 @@ def _check_written_once(argname, info, spans, comm, block):
     live = [(i, off, n) for i, (off, n) in enumerate(spans) if n and info.size]
     if not live:
         return
-    ranges = sorted((off + info.true_lb, off + (n - 1) * ext + info.true_ub, i)
-                    for i, off, n in live)
-    if ext >= width and all(hi <= lo for (_, hi, _), (lo, _, _) in zip(ranges, ranges[1:])):
+    ranges = sorted((off + info.true_lb, off + (n - 1) * ext + info.true_ub) for _, off, n in live)
+    if ext >= width and all(hi <= lo for (_, hi), (lo, _) in zip(ranges, ranges[1:])):
         return
     pos = _entry_bytes(info, comm)
 
     def touched(off, n):
         return ((off + np.arange(n, dtype=np.int64) * ext)[:, None] + pos[None, :]).ravel()
 
-    seen = np.zeros(max(hi for _, hi, _ in ranges), dtype=bool)
+    seen = np.zeros(max(hi for _, hi in ranges), dtype=bool)
     for i, off, n in live:
         idx = touched(off, n)
         twice = None

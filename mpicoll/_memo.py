@@ -213,8 +213,7 @@ _device.ON_RELEASE.append(forget_device)
 class _Entry:
     __slots__ = ("comm", "pcomm", "state", "size", "refs", "facts", "rest", "steps",
                  "prologue", "static", "count", "var", "env", "out", "desc", "dev", "key", "ipc",
-                 "primitive", "rank", "xvalue", "xraw")
-    kind = None              # Call.kind of the calls remembered here (never "init")
+                 "primitive", "name", "rank", "xvalue", "xraw")
 
     def valid(self, comm, bufs, rest):
         if self.comm is not comm or not self.pcomm:       # a freed communicator is null
@@ -257,8 +256,7 @@ class _Entry:
         gathered = self.xraw
         state = self.state
         flags = fpr.FLAG_CHECKED if _mode(state) == "checked" else 0
-        mine = fpr.build_bytes(fpr.EXCHANGE, state.seq, fpr.face_name(self.primitive, self.kind),
-                               flags, None, self.xvalue)
+        mine = fpr.build_bytes(fpr.EXCHANGE, state.seq, self.name, flags, None, self.xvalue)
         gathered[:, fpr.C_SEQ] = state.seq   # the calls agree: every rank has this number
         return mine if mine == gathered[self.rank].tobytes() else _MISS
 
@@ -335,7 +333,6 @@ class _RequestEntry(_Entry):
     request last made from it completed."""
 
     __slots__ = ("judge", "raw")
-    kind = "start"
 
     def start(self):
         """The request of this call made again (new tag, new agreement), or :data:`_MISS`."""
@@ -435,7 +432,7 @@ def remember(call, comm, algorithm, bufs, rest, out, steps, prologue, dev=None, 
         e.judge = call                # judges the fingerprints of every replay
         e.raw = bytearray(len(call.state.raw))
     e.comm, e.pcomm, e.state, e.size = comm, call.pcomm, call.state, call.size
-    e.primitive, e.rank = call.primitive, call.rank
+    e.primitive, e.name, e.rank = call.primitive, call.name, call.rank   # name: with its face
     e.xvalue, e.xraw = call.exchanged or (None, None)
     e.refs = tuple(None if b is None or b is MPI.IN_PLACE else weakref.ref(b) for b in bufs)
     # Device arrays have no read-only flag (CuPy's): False skips that check.
@@ -448,7 +445,7 @@ def remember(call, comm, algorithm, bufs, rest, out, steps, prologue, dev=None, 
                    for r in rest)
     e.steps, e.prologue = steps if request else tuple(steps), prologue
     e.desc = call.desc
-    e.static, e.count = fpr.static_bytes(fpr.face_name(call.primitive, call.kind), call.desc)
+    e.static, e.count = fpr.static_bytes(call.name, call.desc)
     e.var = None
     if algorithm is None:
         e.var = f"MPICOLL_{call.primitive.upper()}_ALGORITHM"
