@@ -4,8 +4,8 @@ One fixed-size ``int64`` vector per rank and call, gathered with a single
 native ``Allgather`` on the private communicator by :meth:`Call.settle`. It
 carries this rank's validation outcome and what the ranks must agree on: the
 primitive under its face (``allreduce``, ``iallreduce``, ``allreduce_init``:
-:func:`face_name`) and the algorithm, and for checked mode op, dtype, count,
-root, recvcounts and the call's sequence number on the communicator. Names
+:func:`face_name`), the algorithm, op, dtype, count and root, and for checked
+mode also the recvcounts and the call's sequence number on the communicator. Names
 are packed as bytes, so every rank can decode every other rank's fingerprint
 and the mismatch message is built from the gathered matrix alone: it is the
 same text on every rank.
@@ -260,15 +260,19 @@ _FIELDS = [
 ]
 _STRUCTURAL = ("phase", "primitive", "call number")
 # Compared in agree mode too: free (the words are exchanged anyway), and ranks
-# that run different collectives or algorithms would otherwise hang or corrupt.
-_AGREE_FIELDS = ("phase", "primitive", "algorithm")
+# that run different collectives or algorithms, or pass a different dtype,
+# count, op or root, would otherwise hang, truncate or return garbage.
+_AGREE_FIELDS = ("phase", "primitive", "algorithm", "op", "dtype", "count", "root")
+# Their columns, for the fast comparison in all_agree.
+_AGREE_COLS = np.r_[C_MAGIC:C_ALGO + _ALGO_WORDS, C_OP, C_DTYPE, C_ROOT, C_COUNT]
 
 
 def differences(every, checked):
     """Fields on which the gathered fingerprints disagree.
 
-    ``every``: (N, L) int64. Agree mode compares phase, primitive and
-    algorithm; checked mode every field. Structural fields (phase, primitive,
+    ``every``: (N, L) int64. Agree mode compares phase, primitive,
+    algorithm, op, dtype, count and root; checked mode every field (recvcounts
+    and the call number too). Structural fields (phase, primitive,
     call number) are always compared; the call description only when every
     rank recorded it. Returns ``[(field, errclass, {display: [ranks]})]``.
     """
@@ -295,8 +299,7 @@ def all_agree(every, checked):
     """Fast path: True when no rank failed validation and nothing needs reporting."""
     if np.any(every[:, C_FLAGS] & FLAG_ERROR):
         return False
-    # Agree mode: phase, primitive and algorithm (words 0 .. C_ALGO + _ALGO_WORDS).
-    cols = every[:, :C_FLAGS] if checked else every[:, C_MAGIC:C_ALGO + _ALGO_WORDS]
+    cols = every[:, :C_FLAGS] if checked else every[:, _AGREE_COLS]
     if not np.all(cols == cols[0]):
         return False
     return bool(np.all(every[:, C_MAGIC] == every[0, C_MAGIC]))

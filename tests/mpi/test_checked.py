@@ -72,7 +72,7 @@ def test_fingerprint_roundtrip_and_compare():
     assert a.dtype == np.int64 and a.size == fpr.L
     every = np.stack([a, a, b])
     assert fpr.primitives(every) == ["reduce_scatter"] * 3
-    assert fpr.all_agree(every, checked=False)            # agree mode: primitive and algorithm only
+    assert fpr.all_agree(every, checked=False)            # agree mode: recvcounts not compared
     assert not fpr.all_agree(every, checked=True)
     diffs = fpr.differences(every, checked=True)
     assert [d[0] for d in diffs] == ["recvcounts"]
@@ -120,9 +120,19 @@ def test_agree_mode_compares_primitive_and_algorithm():
     assert name == "algorithm" and groups == {"ring": [0, 1], "recursive_doubling": [2]}
     c = fpr.build(fpr.SETTLE, 3, "bcast", fpr.FLAG_RECORDED, ("binomial", None, np.dtype("f8"), 10, 0, None))
     assert [d[0] for d in fpr.differences(np.stack([a, c]), checked=False)] == ["primitive"]
-    # Same algorithm, different count: agree mode leaves it to MPI semantics.
-    d = fpr.build(fpr.SETTLE, 3, "allreduce", fpr.FLAG_RECORDED, desc[:3] + (11, None, None))
-    assert fpr.all_agree(np.stack([a, d]), checked=False)
+    # Same algorithm, different count, dtype, op or root: agree mode catches them too
+    # (MPI would truncate, hang or reduce garbage), naming the field.
+    for field, other in [("count", desc[:3] + (11, None, None)),
+                         ("dtype", desc[:2] + (np.dtype("f4"),) + desc[3:]),
+                         ("op", desc[:1] + (MPI.MAX,) + desc[2:]),
+                         ("root", desc[:4] + (1, None))]:
+        d = fpr.build(fpr.SETTLE, 3, "allreduce", fpr.FLAG_RECORDED, other)
+        assert not fpr.all_agree(np.stack([a, d]), checked=False), field
+        assert [x[0] for x in fpr.differences(np.stack([a, d]), checked=False)] == [field]
+    # The call number is compared in checked mode only.
+    e = fpr.build(fpr.SETTLE, 4, "allreduce", fpr.FLAG_RECORDED, desc)
+    assert fpr.all_agree(np.stack([a, e]), checked=False)
+    assert not fpr.all_agree(np.stack([a, e]), checked=True)
 
 
 @pytest.mark.mpi
@@ -148,6 +158,40 @@ def test_agree_mode_catches_per_rank_algorithms():
         with pytest.raises(CollectiveMismatchError, match="count"):
             mpicoll.bcast(np.ones(1 if RANK == 0 else 1 << 20), 0, comm=comm,
                           algorithm="binomial" if RANK == 0 else "pipeline")
+        still_works(comm)
+    finally:
+        comm.Free()
+
+
+@pytest.mark.mpi
+def test_agree_mode_catches_count_and_dtype_mismatches():
+    """Default mode: a count or dtype that differs on one rank raises everywhere, naming it,
+    where plain MPI truncates, hangs or returns garbage: block collectives, v-collectives and
+    scans, blocking and nonblocking, first calls and repeated (memo) calls alike."""
+    if N == 1:
+        pytest.skip("needs two ranks to disagree")
+    comm = world.Dup()
+    try:
+        set_check(comm, "agree")
+        last = RANK == N - 1
+        x = np.ones(3 if last else 4)
+        with pytest.raises(CollectiveMismatchError, match="count") as info:
+            mpicoll.allreduce(x, comm=comm, algorithm="ring")
+        assert f"rank {N - 1}" in str(info.value)
+        y = np.ones(4, dtype=np.float32 if last else np.float64)
+        with pytest.raises(CollectiveMismatchError, match="dtype"):
+            mpicoll.scan(y, comm=comm)
+        with pytest.raises(CollectiveMismatchError, match="dtype"):
+            mpicoll.iallreduce(y, comm=comm).Wait()
+        z = np.arange(N, dtype=np.int32 if last else np.int64)
+        with pytest.raises(CollectiveMismatchError, match="dtype"):
+            mpicoll.allgatherv(z[:1], [np.zeros(N, z.dtype), [1] * N], comm=comm)
+        # A call the memo replays: the same arrays, then one rank changes its op.
+        w, out = np.ones(2), np.zeros(2)
+        for _ in range(2):
+            mpicoll.allreduce(w, out, comm=comm)
+        with pytest.raises(CollectiveMismatchError, match="op"):
+            mpicoll.allreduce(w, out, op=MPI.MAX if last else MPI.SUM, comm=comm)
         still_works(comm)
     finally:
         comm.Free()
