@@ -1,0 +1,29 @@
+# The seed's all_gather example as torch code, on the "mpicoll" backend.
+# Run: mpirun -n 3 python examples/torch/all_gather.py
+# Changed from the seed: the backend name and the device (cuda if present, else cpu).
+import torch
+import torch.distributed as dist
+import mpicoll.torch  # noqa: F401  (registers the "mpicoll" backend)
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def init_process():
+    dist.init_process_group(backend='mpicoll')
+    if device == "cuda":
+        torch.cuda.set_device(dist.get_rank() % torch.cuda.device_count())
+
+
+def example_all_gather():
+    tensor = torch.tensor([dist.get_rank() + 1] * 5, dtype=torch.float32).to(device)
+    gather_list = [
+        torch.zeros(5, dtype=torch.float32).to(device)
+        for _ in range(dist.get_world_size())
+    ]
+    print(f"Before all_gather on rank {dist.get_rank()}: {tensor}")
+    dist.all_gather(gather_list, tensor)
+    print(f"After all_gather on rank {dist.get_rank()}: {gather_list}")
+
+
+init_process()
+example_all_gather()

@@ -1,0 +1,33 @@
+# The seed's gather example as torch code, on the "mpicoll" backend.
+# Run: mpirun -n 3 python examples/torch/gather.py
+# Changed from the seed: the backend name and the device (cuda if present, else cpu).
+import torch
+import torch.distributed as dist
+import mpicoll.torch  # noqa: F401  (registers the "mpicoll" backend)
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def init_process():
+    dist.init_process_group(backend='mpicoll')
+    if device == "cuda":
+        torch.cuda.set_device(dist.get_rank() % torch.cuda.device_count())
+
+
+def example_gather():
+    tensor = torch.tensor([dist.get_rank() + 1] * 5, dtype=torch.float32).to(device)
+    if dist.get_rank() == 0:
+        gather_list = [
+            torch.zeros(5, dtype=torch.float32).to(device)
+            for _ in range(dist.get_world_size())
+        ]
+    else:
+        gather_list = None
+    print(f"Before gather on rank {dist.get_rank()}: {tensor}")
+    dist.gather(tensor, gather_list, dst=0)
+    if dist.get_rank() == 0:
+        print(f"After gather on rank 0: {gather_list}")
+
+
+init_process()
+example_gather()
