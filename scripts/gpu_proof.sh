@@ -28,8 +28,8 @@
 #        - the bench (--xp cupy) of each primitive of --primitives at each N of --bench-ranks:
 #          every hand-written algorithm and native, and in the first transport the nccl column
 #          (NCCL wants one GPU per rank; with ranks sharing this GPU the bench skips those rows
-#          and says why unless NCCL >= 2.30 allows it) and the gloo column (torch.distributed's
-#          gloo backend on CUDA tensors: allreduce and bcast);
+#          and says why unless NCCL >= 2.30 allows it) and the torch columns (torch.distributed's
+#          gloo backend on CUDA tensors: allreduce and bcast; and the "mpicoll" backend);
 #        - `python -m mpicoll.bench latency --xp cupy` (8 B allreduce, ring and recursive
 #          doubling, every face against the raw call) at the largest N of --bench-ranks;
 #      plus the demo and an example with --device gpu (once);
@@ -390,10 +390,10 @@ for mps in "${ORDER[@]}"; do
                 examples/all_reduce.py --device gpu
         fi
         for prim in "${PRIMS[@]}"; do
-            # Every hand-written algorithm, then native; the nccl and gloo (torch.distributed)
-            # columns, which do not use mpicoll's transports, with the first transport only.
+            # Every hand-written algorithm, then native; the nccl and torch.distributed columns
+            # (gloo; torch-mpicoll: auto through torch) with the first transport only.
             extra=native
-            [[ $t == "${TRANSPORTS[0]}" ]] && extra=native,nccl,gloo
+            [[ $t == "${TRANSPORTS[0]}" ]] && extra=native,nccl,gloo,torch-mpicoll
             # (If Python cannot even import mpicoll here, the bench steps fail and say why;
             # the run goes on: no bare command may end it under set -e.)
             algos=$("$PY" -c 'import sys, mpicoll

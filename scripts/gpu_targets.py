@@ -4,7 +4,7 @@
 
 Reads ``OUT/bench-allreduce-<transport>-mps_<on|off>-n<N>.jsonl`` (the proof
 script's names) and, per transport, MPS state and N, takes the best
-*hand-written* algorithm (not ``native``/``nccl``/``gloo``/``raw``; only checked rows
+*hand-written* algorithm (not ``native``/``nccl``/``gloo``/``torch-mpicoll``/``raw``; only checked rows
 with no wrong element) at each target size, with the paths that moved its
 messages (the record's ``moved_by``: ipc, staged, cuda-aware, host-copy...):
 
@@ -30,7 +30,7 @@ __all__ = ["TARGETS", "via", "best_rows", "table", "latency_table", "main"]
 
 _NAME = re.compile(r"^bench-allreduce-(?P<transport>[a-z-]+)-mps_(?P<mps>on|off)-n(?P<n>\d+)\.jsonl$")
 _LATENCY = re.compile(r"^latency-(?P<transport>[a-z-]+)-mps_(?P<mps>on|off)-n(?P<n>\d+)\.jsonl$")
-_NOT_HAND_WRITTEN = ("native", "nccl", "raw", "gloo")   # and native[...] (a forced algorithm)
+_NOT_HAND_WRITTEN = ("native", "nccl", "raw", "gloo")   # and native[...], torch-mpicoll[...]
 
 #: (label, bytes, field, goal, better): "busbw" is GB/s (higher is better), "time" is us.
 TARGETS = [
@@ -65,7 +65,8 @@ def best_rows(path):
     best = {}
     for r in _records(path):
         algo = r.get("algorithm") or ""
-        if r.get("type") != "result" or algo.split("[")[0] in _NOT_HAND_WRITTEN:
+        if (r.get("type") != "result" or algo.split("[")[0] in _NOT_HAND_WRITTEN
+                or algo.startswith("torch-mpicoll")):
             continue
         if not r.get("checked") or r.get("wrong"):
             continue

@@ -898,55 +898,88 @@ def test_xp_cupy_selects_a_device_and_records_it(fake_cupy):
         specs.ArrayModule("cupy", MPI.COMM_SELF, device=3)
 
 
-# -- the gloo column, on a stand-in for torch (tests/fake_torch) ---------------------------
+# -- the torch columns (gloo and torch-mpicoll), on the real torch ------------------------
 
-FAKE_TORCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_torch")
+TORCH_PRIMITIVES = ["allgather", "allreduce", "alltoall", "alltoallv", "barrier", "bcast",
+                    "gather", "reduce", "reduce_scatter", "scatter"]
 
 
-def _with_fake_torch(**extra):
-    path = os.pathsep.join([FAKE_TORCH] + [p for p in [os.environ.get("PYTHONPATH")] if p])
-    return dict(PYTHONPATH=path, **extra)
+def _need_torch():
+    return pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
 
 
 @pytest.mark.parametrize("n", [2, 3])
-def test_gloo_column_rows_skips_and_provenance(tmp_path, n):
-    """gloo rows for allreduce and bcast (checked like every row, path 'gloo'), a skip record
-    with the reason for the others, the column in the provenance and the end record."""
-    proc = run_mpi(n, BENCH + ["all", "--algorithm", "ring,gloo", "--sizes", "8,4K", "-n", "2",
-                               "-w", "1", "-r", str(n - 1), "-J", "out.jsonl"],
-                   timeout=TIMEOUT, cwd=str(tmp_path), env=_with_fake_torch())
+def test_torch_columns_rows_skips_and_provenance(tmp_path, n):
+    """gloo and torch-mpicoll rows for every primitive torch has a call for (checked like
+    every row, path = the column), a skip record with the reason for the others, both
+    columns in the provenance and the end record."""
+    torch = _need_torch()
+    proc = run_mpi(n, BENCH + ["all", "--algorithm", "ring,gloo,torch-mpicoll", "--sizes",
+                               "8,4K", "-n", "2", "-w", "1", "-r", str(n - 1), "-J", "out.jsonl"],
+                   timeout=TIMEOUT, cwd=str(tmp_path))
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     recs = records(tmp_path / "out.jsonl")
-    rows = [r for r in recs if r["type"] == "result" and r["algorithm"] == "gloo"]
-    assert sorted({r["primitive"] for r in rows}) == ["allreduce", "bcast"]
-    assert all(r["wrong"] == 0 and r["checked"] and r["path"] == "gloo" for r in rows)
-    assert {r["bytes"] for r in rows} == {8, 4096}
-    skipped = {r["primitive"] for r in recs if r["type"] == "skip" and r["algorithm"] == "gloo"}
-    assert "allgather" in skipped and "allreduce" not in skipped and "bcast" not in skipped
-    prov = recs[0]
-    assert prov["type"] == "provenance" and prov["gloo"]["used"] is True
-    assert prov["gloo"]["torch_version"] == "0.0-fake"
-    end = [r for r in recs if r["type"] == "end"][0]
-    assert "allgather" in end["gloo"]["primitives_skipped"]
-    assert "# gloo: torch 0.0-fake, one gloo process group" in proc.stdout
+    for label in ("gloo", "torch-mpicoll"):
+        rows = [r for r in recs if r["type"] == "result" and r["algorithm"] == label]
+        assert sorted({r["primitive"] for r in rows}) == TORCH_PRIMITIVES, label
+        assert all(r["wrong"] == 0 and r["checked"] and r["path"] == label for r in rows)
+        # The same cases as the mpicoll rows (sizes rounded to whole blocks alike).
+        for prim in ("allreduce", "allgather", "reduce_scatter"):
+            assert {r["bytes"] for r in rows if r["primitive"] == prim} == \
+                {r["bytes"] for r in recs if r["type"] == "result" and r["algorithm"] == "ring"
+                 and r["primitive"] == prim}
+        skipped = {r["primitive"] for r in recs if r["type"] == "skip" and r["algorithm"] == label}
+        assert skipped == {"gatherv", "scatterv", "allgatherv", "scan", "exscan"}, skipped
+        prov = recs[0]
+        assert prov["type"] == "provenance" and prov[label]["used"] is True
+        assert prov[label]["torch_version"] == torch.__version__
+        end = [r for r in recs if r["type"] == "end"][0]
+        assert "scan" in end[label]["primitives_skipped"]
+        assert f"# {label}: torch {torch.__version__}, one " in proc.stdout
 
 
-def test_gloo_column_wrong_results_are_caught_and_missing_torch_skips(tmp_path):
-    """A gloo allreduce that computes nothing fails the check (#wrong, exit 1); torch missing
-    on one rank skips the whole column on every rank, naming that rank."""
-    proc = run_mpi(2, BENCH + ["allreduce", "--algorithm", "ring,gloo", "--sizes", "64", "-n",
-                               "1", "-w", "0", "-J", "wrong.jsonl"],
-                   timeout=TIMEOUT, cwd=str(tmp_path), env=_with_fake_torch(FAKE_TORCH_WRONG="1"))
+def test_torch_mpicoll_column_with_an_algorithm_runs_it(tmp_path):
+    """torch-mpicoll:ring runs ring through torch (its traffic is ring's) and skips the
+    primitives that have no ring."""
+    _need_torch()
+    proc = run_mpi(3, BENCH + ["all", "--algorithm", "torch-mpicoll:ring", "--sizes", "64",
+                               "-n", "1", "-w", "0", "-J", "out.jsonl"],
+                   timeout=TIMEOUT, cwd=str(tmp_path))
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    recs = records(tmp_path / "out.jsonl")
+    rows = {r["primitive"] for r in recs if r["type"] == "result"}
+    assert rows == {p for p in TORCH_PRIMITIVES if "ring" in mpicoll.algorithms(p)}
+    assert recs[0]["torch-mpicoll:ring"]["algorithm"] == "ring"
+
+
+WRONG_GLOO = (
+    "import sys, runpy, torch.distributed as d\n"
+    "d.all_reduce = lambda *a, **k: None\n"          # gloo computes nothing
+    "sys.argv = ['mpicoll.bench'] + sys.argv[1:]\n"
+    "runpy.run_module('mpicoll.bench', run_name='__main__')\n")
+NO_TORCH_ON_RANK_1 = (
+    "import sys, runpy\n"
+    "from mpi4py import MPI\n"
+    "if MPI.COMM_WORLD.Get_rank() == 1: sys.modules['torch'] = None\n"   # import torch fails
+    "sys.argv = ['mpicoll.bench'] + sys.argv[1:]\n"
+    "runpy.run_module('mpicoll.bench', run_name='__main__')\n")
+
+
+def test_torch_column_wrong_results_are_caught_and_missing_torch_skips(tmp_path):
+    """A gloo all_reduce that computes nothing fails the check (#wrong, exit 1); torch
+    missing on one rank skips the torch columns on every rank, naming that rank."""
+    _need_torch()
+    args = ["allreduce", "--algorithm", "ring,gloo", "--sizes", "64", "-n", "1", "-w", "0"]
+    proc = run_mpi(2, [PY, "-c", WRONG_GLOO, *args, "-J", "wrong.jsonl"], timeout=TIMEOUT,
+                   cwd=str(tmp_path))
     assert proc.returncode == 1, (proc.stdout + proc.stderr)[-4000:]
     rows = {r["algorithm"]: r for r in records(tmp_path / "wrong.jsonl", "result")}
     assert rows["gloo"]["wrong"] > 0 and rows["ring"]["wrong"] == 0
-    proc = run_mpi(2, BENCH + ["allreduce", "--algorithm", "ring,gloo", "--sizes", "64", "-n",
-                               "1", "-w", "0", "-J", "skip.jsonl"],
-                   timeout=TIMEOUT, cwd=str(tmp_path),
-                   env=_with_fake_torch(FAKE_TORCH_MISSING_ON_RANK="1"))
+    proc = run_mpi(2, [PY, "-c", NO_TORCH_ON_RANK_1, *args, "-J", "skip.jsonl"],
+                   timeout=TIMEOUT, cwd=str(tmp_path))
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     recs = records(tmp_path / "skip.jsonl")
     assert [r["algorithm"] for r in recs if r["type"] == "result"] == ["ring"]
     reason = recs[0]["gloo"]["reason"]
-    assert recs[0]["gloo"]["used"] is False and "(rank 1)" in reason and "not installed" in reason
+    assert recs[0]["gloo"]["used"] is False and "(rank 1)" in reason and "torch" in reason
     assert reason in proc.stdout

@@ -121,8 +121,10 @@ def build_parser():
                             "same buffers (--xp cupy only, where it is included in all; otherwise, or "
                             "when NCCL cannot run, skipped with the reason); gloo: "
                             "torch.distributed's gloo backend on tensors sharing the same "
-                            "buffers, allreduce and bcast (only when listed; skipped with the "
-                            "reason where torch cannot run)")
+                            "buffers; torch-mpicoll[:ALGORITHM]: the same call through "
+                            "torch.distributed on the \"mpicoll\" backend (auto, or ALGORITHM), "
+                            "the torch layer's cost beside the plain mpicoll row (both only "
+                            "when listed; skipped with the reason where torch cannot run)")
         g.add_argument("--native-algorithm", type=_csv_list, default=[], metavar="NAME[,...]",
                        help="also run the MPI library's own NAME algorithm, forced (MPICH "
                             "MPIR_CVAR_<COLL>_INTRA_ALGORITHM, Open MPI coll_tuned_<coll>_"

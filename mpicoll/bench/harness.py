@@ -22,6 +22,7 @@ import mpicoll
 from mpicoll._defaults import default_algorithm
 
 from . import raw as rawcol
+from . import torchdist
 from .specs import SPECS, Case, ArrayModule
 from .units import dtype_label, fmt_size, iterations, size_sweep
 
@@ -80,7 +81,7 @@ def algorithm_labels(primitive, requested, native_forced, *, strict=True):
             elif strict:
                 raise SystemExit(f"--algorithm: {primitive} has no algorithm {name!r}; "
                                  f"valid: {', '.join(known)}, auto, all, and the reference "
-                                 f"columns raw, nccl and gloo")
+                                 f"columns raw, nccl, gloo and torch-mpicoll")
     out = [(n, n, None) for n in names]
     out += [(f"native[{f}]", "native", f) for f in native_forced.get(primitive, [])]
     return out
@@ -135,7 +136,7 @@ class Sweep:
     """Run the sweep of one or more primitives, writing records through ``sink``."""
 
     def __init__(self, opts, comm, sink, echo=print, native_forced=None, tracer=None,
-                 nccl=None, raw=None, gloo=None):
+                 nccl=None, raw=None, torch=None):
         self.opts, self.comm, self.sink, self.echo = opts, comm, sink, echo
         self.rank, self.n = comm.Get_rank(), comm.Get_size()
         self.native_forced = native_forced or {}
@@ -144,9 +145,9 @@ class Sweep:
         self.total_wrong = 0
         self.records = []
         self.nccl = nccl            # bench.nccl Column or Skipped; None: not requested
-        # The reference columns of other libraries (bench.nccl, bench.gloo): label -> Column
-        # or Skipped; and per label, (primitive, reason) of primitives without a row.
-        self.refs = {k: c for k, c in (("nccl", nccl), ("gloo", gloo)) if c is not None}
+        # The reference columns of other libraries (bench.nccl, bench.torchdist): label ->
+        # Column or Skipped; and per label, (primitive, reason) of primitives without a row.
+        self.refs = {k: c for k, c in (("nccl", nccl), *(torch or {}).items()) if c is not None}
         self.ref_skips = {k: [] for k in self.refs}
         # the raw mpi4py column; None: as opts ask (raw listed, or all in a measuring command)
         self.raw = rawcol.wanted(opts) if raw is None else bool(raw)
@@ -163,8 +164,10 @@ class Sweep:
         return size_sweep(self.opts.minbytes, self.opts.maxbytes, self.opts.stepfactor)
 
     def plan(self, primitives):
-        # "nccl", "gloo" and "raw" are not registered algorithms: their columns add their rows.
-        requested = [a for a in self.opts.algorithms if a not in ("nccl", "gloo", rawcol.LABEL)]
+        # "nccl", the torch columns and "raw" are not registered algorithms: their columns
+        # add their rows.
+        requested = [a for a in self.opts.algorithms
+                     if a not in ("nccl", rawcol.LABEL) and not torchdist.is_label(a)]
         plan = {p: algorithm_labels(p, requested, self.native_forced,
                                     strict=len(primitives) == 1) for p in primitives}
         if self.raw:
@@ -257,7 +260,7 @@ class Sweep:
         checked one, unobserved -- an observed call takes neither the memo nor the direct
         binding of host steps, so only an unobserved call checks (and leaves in the memo)
         the steps the timed calls replay. ``observe`` False: the checked call only (``fn``
-        makes no mpicoll call: the raw, nccl and gloo columns)."""
+        makes no mpicoll call on the bench's communicator: the raw, nccl and torch columns)."""
         comm = comm or self.comm
         mpicoll.set_check(comm, "agree")
         seen = None
@@ -358,6 +361,6 @@ def moved_by(per_rank):
     ``{path: counts}`` of what each *sent* (each message counted once, by its sender;
     ``CallTraffic.paths``: host, staged, cuda-aware, ipc, eager, host-copy; a ``native``
     call's path with zeros: its messages are the MPI library's). None where no mpicoll
-    call ran (the raw, nccl and gloo columns); a run without the check records None."""
+    call ran (the raw, nccl and torch columns); a run without the check records None."""
     return _summed((path, c["msgs"], c["bytes"]) for mine in per_rank
                    for path, c in mine.items()) or None

@@ -9,6 +9,13 @@ code switched to mpicoll pays), in ``local`` mode, a persistent request
 (``Start(); Wait()``) and a nonblocking call (``i...(...).Wait()``), which
 is set beside mpi4py's own nonblocking call (``raw_nb``:
 ``comm.Iallreduce(x, y).Wait()``, staged like ``raw``).
+``--torch`` (allreduce on host buffers): three more faces, all in place, in
+``agree`` mode, on the communicator of a ``"mpicoll"`` torch process group
+running the same algorithm: ``inplace`` (``mpicoll.allreduce(MPI.IN_PLACE,
+y)``: the call the backend makes), ``torch_pg`` (the process group's own
+``allreduce([t], opts)`` and ``wait()``: the backend's part) and ``torch``
+(``dist.all_reduce(t, group=pg)``: what torch code pays). ``torch - torch_pg``
+is torch's Python wrapper, ``torch_pg - inplace`` the backend's.
 Each figure is the median of ``--repeats`` blocks of ``-n`` calls (each
 block timed between barriers, the slowest rank's time per call), so a noisy
 machine shows as spread between blocks rather than as a bias. Results are
@@ -36,6 +43,7 @@ from .specs import ArrayModule, add_xp_arguments
 __all__ = ["add_parser", "latency", "table", "FACES"]
 
 FACES = ("raw", "agree", "p2pcomm", "local", "persistent", "raw_nb", "nonblocking")
+TORCH_FACES = ("inplace", "torch_pg", "torch")
 
 # primitive -> (raw call, functional call, nonblocking, persistent, raw nonblocking call)
 # on (comm, x, y); _RESULT names the buffer a raw call writes (staged by hand on device arrays)
@@ -85,6 +93,9 @@ def add_parser(sub):
     p.add_argument("-n", "--iters", type=int, default=2000, help="calls per timed block")
     p.add_argument("--repeats", type=int, default=7, help="timed blocks (median taken)")
     p.add_argument("-J", "--output", metavar="FILE", help="results as JSON lines")
+    p.add_argument("--torch", action="store_true",
+                   help="allreduce, host buffers: also time the call through torch.distributed "
+                        "on the \"mpicoll\" backend (faces inplace, torch_pg, torch)")
     add_xp_arguments(p, "cupy: device buffers on each rank's GPU, raw = the mpi4py call on "
                         "them where MPI's collectives are CUDA-aware, else staged by hand "
                         "through host copies")
@@ -159,16 +170,39 @@ def latency(args):
         dp = am.provenance()["device_path"]
         where = (f"cupy, {am.path}, transport {dp['transport']}, "
                  f"MPS {'on' if am.mps.get('mps') else 'off'}")
+    if args.torch and (prim != "allreduce" or args.xp != "numpy"):
+        raise SystemExit("--torch: allreduce on host buffers (--xp numpy) only")
     table(comm, prim, algos, [int(s) for s in args.bytes.split(",")], args.iters, args.repeats,
-          am, where, args.output)
+          am, where, args.output, torch_faces=args.torch)
     return 0
 
 
-def table(comm, prim, algos, sizes, iters, repeats, am, where, output=None):
+def _torch_faces(comm, y, algo):
+    """The in-place faces through torch (``--torch``): the direct in-place call, the process
+    group's method and ``dist.all_reduce``, on one "mpicoll" group running ``algo``."""
+    import torch
+    import torch.distributed as dist
+
+    import mpicoll.torch as mt
+    from mpi4py import MPI
+    if not dist.is_initialized():
+        dist.init_process_group("mpicoll", init_method="mpi://")
+    pg = dist.new_group(pg_options=mt.Options(algorithms={"allreduce": algo}, check="agree"))
+    t = torch.from_numpy(y)
+    opts = dist.AllreduceOptions()
+    opts.asyncOp = False
+    return {
+        "inplace": lambda: mpicoll.allreduce(MPI.IN_PLACE, y, algorithm=algo, comm=pg.comm),
+        "torch_pg": lambda: pg.allreduce([t], opts).wait(),
+        "torch": lambda: dist.all_reduce(t, group=pg),
+    }, pg
+
+
+def table(comm, prim, algos, sizes, iters, repeats, am, where, output=None, torch_faces=False):
     """Time every face for each size and algorithm on ``am``'s buffers; print (and
     append to ``output`` as JSON lines) the table. ``am``: a :class:`specs.ArrayModule`
     or anything with its ``name``, ``path``, ``collectives``, ``empty``, ``to_host``,
-    ``put`` and ``sync``."""
+    ``put`` and ``sync``. ``torch_faces``: also the :data:`TORCH_FACES` (allreduce, host)."""
     from mpi4py import MPI
     rank, size = comm.Get_rank(), comm.Get_size()
     out = open(output, "a") if output and rank == 0 else None
@@ -177,8 +211,10 @@ def table(comm, prim, algos, sizes, iters, repeats, am, where, output=None):
               f"{MPI.Get_library_version().splitlines()[0]}")
         print(f"# median of {repeats} blocks x {iters} calls, slowest rank per block; "
               f"µs per call")
-        print(f"# {'bytes':>8} {'algorithm':<20} " + " ".join(f"{f:>11}" for f in FACES)
-              + "  (x raw: agree p2pcomm local persistent; x raw_nb: nonblocking)")
+        faces = FACES + (TORCH_FACES if torch_faces else ())
+        print(f"# {'bytes':>8} {'algorithm':<20} " + " ".join(f"{f:>11}" for f in faces)
+              + "  (x raw: agree p2pcomm local persistent; x raw_nb: nonblocking"
+              + ("; torch - inplace" if torch_faces else "") + ")")
     for nbytes in sizes:
         n = max(1, nbytes // 8)
         for algo in algos:
@@ -193,6 +229,15 @@ def table(comm, prim, algos, sizes, iters, repeats, am, where, output=None):
                 times[face] = _time(comm, faces[face], iters, repeats, am.sync) * 1e6
             mpicoll.set_check(comm, None)
             persistent.Free()
+            if torch_faces:
+                import torch.distributed as dist
+                extra, pg = _torch_faces(comm, y, algo)
+                for face in TORCH_FACES:
+                    am.put(y, 0, np.zeros(n))         # in place: zeros stay zeros, no overflow
+                    times[face] = _time(comm, extra[face], iters, repeats, am.sync) * 1e6
+                am.put(y, 0, np.full(n, rank + 1.0))
+                extra["torch"]()                  # checked below like the other faces
+                dist.destroy_process_group(pg)
             if prim == "allreduce":     # the check: the last call's result
                 assert np.all(am.to_host(y) == size * (size + 1) / 2), \
                     f"{algo}: wrong allreduce result"
@@ -202,8 +247,11 @@ def table(comm, prim, algos, sizes, iters, repeats, am, where, output=None):
             if rank == 0:
                 ratios = " ".join(f"{times[f] / times['raw']:.2f}" for f in FACES[1:5])
                 ratios += f"; {times['nonblocking'] / times['raw_nb']:.2f}"
-                print(f"  {nbytes:>8} {algo:<20} " + " ".join(f"{times[f]:>11.2f}" for f in FACES)
-                      + f"  ({ratios})")
+                if torch_faces:
+                    ratios += f"; +{times['torch'] - times['inplace']:.2f} us"
+                print(f"  {nbytes:>8} {algo:<20} "
+                      + " ".join(f"{times[f]:>11.2f}" for f in FACES + tuple(
+                          f for f in TORCH_FACES if f in times)) + f"  ({ratios})")
                 if out:
                     out.write(json.dumps({"primitive": prim, "ranks": size, "bytes": nbytes,
                                           "algorithm": algo, "us_per_call": times,

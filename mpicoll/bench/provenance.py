@@ -164,8 +164,11 @@ def gpu_lines(prov):
         lines.append(f"# nccl: NCCL {version_text(nccl.get('nccl_version'))}, one communicator "
                      f"for the run{shared}"
                      if nccl.get("used") else f"# {nccl.get('reason')}; nccl column skipped")
-    gloo = prov.get("gloo")
-    if gloo:
-        lines.append(f"# gloo: torch {gloo.get('torch_version')}, one gloo process group for the "
-                     f"run" if gloo.get("used") else f"# {gloo.get('reason')}")
+    for label, col in prov.items():
+        if not (label == "gloo" or label.startswith("torch-mpicoll")) or not col:
+            continue
+        algo = f", algorithm {col['algorithm']}" if col.get("algorithm") else ""
+        lines.append(f"# {label}: torch {col.get('torch_version')}, one {col.get('backend')} "
+                     f"process group for the run{algo}" if col.get("used")
+                     else f"# {col.get('reason')}")
     return lines

@@ -38,8 +38,10 @@ def is_native(label):
 
 
 def is_reference(label):
-    """The libraries' own collectives (native, native[...], raw, nccl, gloo): never 'hand-written'."""
-    return is_native(label) or label in ("raw", "nccl", "gloo")
+    """The reference columns (native, native[...], raw, nccl, gloo, torch-mpicoll[:...]):
+    never 'hand-written' winners."""
+    return is_native(label) or label in ("raw", "nccl", "gloo") or \
+        label.startswith("torch-mpicoll")
 
 
 def index(results):
@@ -211,6 +213,11 @@ def render(provs, results, memcpys, with_targets=True):
         lines.append("`gloo`: torch.distributed's gloo backend on tensors sharing the same "
                      "buffers (allreduce: input copied into the output, then all_reduce in "
                      "place), a reference like native (never the best hand-written).")
+    if any(str(r.get("algorithm", "")).startswith("torch-mpicoll") for r in results):
+        lines.append("`torch-mpicoll`: the same call through torch.distributed on the "
+                     "\"mpicoll\" backend (auto's algorithm, or the one after the colon), in "
+                     "the bench's check mode: its difference to the plain rows is the cost of "
+                     "the torch layer (never the best hand-written).")
     lines.append("")
     for key in sorted(idx, key=lambda k: (k[0], k[1], k[2], k[3] or "")):
         lines += best_table(key, idx[key]) + [""]

@@ -9,7 +9,7 @@ Result rows of the ``raw`` column (the plain mpi4py call, :mod:`.raw`) carry
 ``mpi_call``; every row measured where a raw row of the same size was carries
 ``vs_raw`` = raw time / its time (> 1: faster than the plain mpi4py call).
 ``moved_by``: what moved the checked call's messages, ``{path: {"msgs", "bytes"}}``
-over all ranks (:func:`.harness.moved_by`; None for the raw, nccl and gloo columns and
+over all ranks (:func:`.harness.moved_by`; None for the raw, nccl and torch columns and
 without the check); in CSV ``path:msgs:bytes`` items joined by spaces.
 """
 import csv

@@ -54,8 +54,8 @@ def start(args):
     return prims, comm, collect(comm, provenance_extra(args, prims))
 
 
-def provenance_extra(args, primitives, native=None, nccl=None, gloo=None):
-    """The run's settings for the provenance record: sweep, buffers (GPUs), NCCL/gloo columns."""
+def provenance_extra(args, primitives, native=None, nccl=None, torch=None):
+    """The run's settings for the provenance record: sweep, buffers (GPUs), NCCL/torch columns."""
     from .harness import CHECK_NOTE
     extra = {"mpicoll_check": CHECK_NOTE, "timing": args.timing, "xp": args.xp,
              "primitives": list(primitives), "dtype": args.dtype.name, "op": args.opname,
@@ -66,8 +66,8 @@ def provenance_extra(args, primitives, native=None, nccl=None, gloo=None):
         extra.update(am.provenance())
     if nccl is not None:
         extra["nccl"] = nccl.info()
-    if gloo is not None:
-        extra["gloo"] = gloo.info()
+    for label, col in (torch or {}).items():
+        extra[label] = col.info()
     return extra
 
 
@@ -99,10 +99,11 @@ def run(args):
     sink = Sink(rank, args.output, args.csv)
     from . import nccl as ncclcol
     column = ncclcol.setup(comm, args.array_module, args.dtype) if ncclcol.wanted(args) else None
-    from . import gloo as gloocol
-    gloo = gloocol.setup(comm, args.array_module, args.dtype, args.opname) \
-        if gloocol.wanted(args) else None
-    prov = collect(comm, provenance_extra(args, primitives, native, column, gloo))
+    from . import torchdist
+    labels = torchdist.wanted(args)
+    torch_cols, close_torch = torchdist.setup(comm, args.array_module, args.dtype, args.opname,
+                                              labels) if labels else ({}, lambda: None)
+    prov = collect(comm, provenance_extra(args, primitives, native, column, torch_cols))
     sink.write(prov)
     if rank == 0:
         for line in header_lines(prov):
@@ -113,11 +114,11 @@ def run(args):
         tracer = Tracer(args.trace, args.trace_bytes)
     start = time.monotonic()
     sweep = Sweep(args, comm, sink, echo=lambda s: print(s, flush=True),
-                  native_forced=native, tracer=tracer, nccl=column, gloo=gloo)
+                  native_forced=native, tracer=tracer, nccl=column, torch=torch_cols)
     wrong = sweep.run(primitives)
-    for col in (column, gloo):
-        if col is not None:
-            col.close()
+    if column is not None:
+        column.close()
+    close_torch()
     if tracer is not None:
         tracer.write(comm, prov)
     end = {"type": "end", "elapsed_s": time.monotonic() - start, "total_wrong": wrong,
@@ -125,7 +126,7 @@ def run(args):
            "native_forced": sweep.forced_settings[:1] + [
                s for i, s in enumerate(sweep.forced_settings[1:], 1)
                if s not in sweep.forced_settings[:i]]}
-    for label, col in (("nccl", column), ("gloo", gloo)):
+    for label, col in (("nccl", column), *torch_cols.items()):
         if col is not None:
             end[label] = dict(col.info(), primitives_skipped=dict(sweep.ref_skips.get(label, [])))
     sink.write(end)
