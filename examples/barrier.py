@@ -8,7 +8,7 @@ the other examples.
 import time
 
 import mpicoll.distributed as dist
-from mpicoll._failfast import run_main
+from mpicoll.core.failfast import run_main
 from _device import setup
 from _seedprint import print_ranks
 

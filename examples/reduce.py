@@ -3,7 +3,7 @@
 Run: mpirun -n 3 python examples/reduce.py [--device gpu]
 """
 import mpicoll.distributed as dist
-from mpicoll._failfast import run_main
+from mpicoll.core.failfast import run_main
 from _device import setup
 from _seedprint import host, print_ranks
 

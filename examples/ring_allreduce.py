@@ -9,7 +9,7 @@ import numpy as np
 
 import mpicoll
 import mpicoll.distributed as dist
-from mpicoll._failfast import run_main
+from mpicoll.core.failfast import run_main
 from _device import setup
 from _seedprint import host, print_ranks
 

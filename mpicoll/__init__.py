@@ -13,10 +13,10 @@ Three faces of one core:
 (``native`` is the MPI library's own); ``mpicoll.traffic()`` counts the
 messages and bytes they send.
 """
-from ._errors import ArgumentError, ArgumentTypeError
-from ._registry import PRIMITIVES, algorithms
-from ._context import traffic, Traffic, CallTraffic
-from ._defaults import DEFAULTS_TABLE, default_algorithm
+from .core.errors import ArgumentError, ArgumentTypeError
+from .core.registry import PRIMITIVES, algorithms
+from .engine.context import traffic, Traffic, CallTraffic
+from .core.defaults import DEFAULTS_TABLE, default_algorithm
 from .collectives import (bcast, reduce, allreduce, gather, allgather, scatter,
                           reduce_scatter_block, reduce_scatter, alltoall, barrier)
 from .comm import P2PComm
@@ -29,7 +29,7 @@ from .requests import (Request, PersistentRequest, waitall, testall, ibcast, ire
                        ialltoall, ibarrier, bcast_init, reduce_init, allreduce_init, gather_init,
                        allgather_init, scatter_init, reduce_scatter_block_init,
                        reduce_scatter_init, alltoall_init, barrier_init)
-from ._call import set_check, get_check, CollectiveMismatchError
+from .engine.call import set_check, get_check, CollectiveMismatchError
 from .monitored import monitored_barrier, BarrierTimeoutError
 
 __version__ = "0.1.0"
@@ -53,5 +53,5 @@ __all__ = ["PRIMITIVES", "algorithms", "algorithm_info", "traffic", "Traffic", "
 
 def algorithm_info(primitive, name):
     """The registered function of an algorithm (its docstring states its cost)."""
-    from ._registry import lookup
+    from .core.registry import lookup
     return lookup(primitive, name)

@@ -5,13 +5,13 @@ call, ...)`` parses mpi4py's buffer forms and runs the one implementation in
 :mod:`mpicoll.vcollectives`; ``P2PComm`` turns each into its blocking,
 nonblocking (``I...``) and persistent (``..._init``) faces with ``_faces``.
 
-The v side takes mpi4py's v-buffer specs (:mod:`mpicoll._vbuffers`), with
+The v side takes mpi4py's v-buffer specs (:mod:`mpicoll.args.vbuffers`), with
 any buffer mpi4py takes (buffer protocol, DLPack, CUDA array interface),
 predefined or derived datatypes; the other side takes the forms
 ``P2PComm``'s other methods take. Both go through ``self._bufspec``, which
 ``P2PComm`` sets to :func:`mpicoll.comm.parse_bufspec` (this module cannot
 import mpicoll.comm: comm imports it); derived datatypes on the v side go
-to the call's :class:`mpicoll._datatypes.Boundary`, which packs each block
+to the call's :class:`mpicoll.args.datatypes.Boundary`, which packs each block
 (``counts[i]`` entries at ``displs[i]`` extents) back to back in rank
 order. As in mpi4py, the receive buffer of Gatherv and the send buffer of
 Scatterv are read on the root only.
@@ -23,9 +23,9 @@ import numpy as np
 from mpi4py import MPI
 
 from . import vcollectives as _v
-from ._errors import ArgumentError
-from ._user_ops import wrap as _user_op
-from ._vbuffers import VSpec, parse_vspec
+from .core.errors import ArgumentError
+from .args.user_ops import wrap as _user_op
+from .args.vbuffers import VSpec, parse_vspec
 
 __all__ = ["VMethods"]
 

@@ -27,15 +27,16 @@ parsing errors are held and agreed like every other argument error.
 from mpi4py import MPI
 
 from . import coll as _coll  # noqa: F401  (importing it fills the registry)
-from ._buffers import (IN_PLACE, as_array, check_counts, check_no_alias, check_root,
-                       check_size, same_dtype, same_memory)
-from ._device import adapter_of, empty, on_device
-from ._context import Ctx
-from . import _host_copy, _memo
-from .sched import nonblocking as _nb
-from .sched.run import execute
-from ._errors import ArgumentError
-from ._ops import check_op
+from .args.buffers import (
+    IN_PLACE, as_array, check_counts, check_no_alias, check_root, check_size, same_dtype,
+    same_memory)
+from .device.arrays import adapter_of, empty, on_device
+from .engine.context import Ctx
+from .engine import host_copy as _host_copy, memo as _memo
+from .engine import nonblocking as _nb
+from .engine.run import execute
+from .core.errors import ArgumentError
+from .core.ops import check_op
 
 __all__ = ["bcast", "reduce", "allreduce", "gather", "allgather", "scatter",
            "reduce_scatter_block", "reduce_scatter", "alltoall", "barrier"]

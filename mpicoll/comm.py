@@ -22,10 +22,10 @@ Buffers take every form mpi4py takes (:func:`parse_bufspec`): ``buf``,
 ``[None, datatype]`` (or ``[None, 0, datatype]``) for an empty message,
 ``MPI.IN_PLACE`` or None where MPI allows in-place; ``buf`` is any object
 mpi4py takes — the buffer protocol, DLPack, ``__cuda_array_interface__``
-(:mod:`mpicoll._protocols`: viewed, never copied, so results land in the
+(:mod:`mpicoll.args.protocols`: viewed, never copied, so results land in the
 caller's object). Datatypes are predefined or derived; derived ones are
 packed and unpacked by MPI at the boundary of the call
-(:mod:`mpicoll._datatypes`), the algorithms running on the packed elements.
+(:mod:`mpicoll.args.datatypes`), the algorithms running on the packed elements.
 Errors are :class:`mpicoll.ArgumentError`, an ``MPI.Exception`` with MPI's
 error class, raised on every rank before any message.
 """
@@ -36,15 +36,15 @@ from mpi4py import MPI
 from mpi4py.util import dtlib
 
 from . import collectives as _c
-from ._buffers import check_counts
-from . import _memo
-from ._call import Call
-from ._datatypes import Boundary, is_derived, type_info
-from ._user_ops import wrap as _user_op
-from ._protocols import as_base_array
-from ._errors import ArgumentError, ArgumentTypeError, describe, non_negative
+from .args.buffers import check_counts
+from .engine import memo as _memo
+from .engine.call import Call
+from .args.datatypes import Boundary, is_derived, type_info
+from .args.user_ops import wrap as _user_op
+from .args.protocols import as_base_array
+from .core.errors import ArgumentError, ArgumentTypeError, describe, non_negative
 from ._comm_v import VMethods
-from ._registry import PRIMITIVES, lookup
+from .core.registry import PRIMITIVES, lookup
 
 __all__ = ["P2PComm"]
 
@@ -53,14 +53,14 @@ def _faces(name, primitive, impl, memo=None):
     """The blocking method ``name``, its nonblocking ``I<name>`` and persistent ``<name>_init``.
 
     ``impl(self, call, bnd, *args)`` parses and runs one call (``bnd``: its
-    :class:`mpicoll._datatypes.Boundary`); the faces differ
+    :class:`mpicoll.args.datatypes.Boundary`); the faces differ
     only in the kind of :class:`Call` they make and in what they return
     (nothing, or the :class:`mpicoll.Request`).
 
     ``memo``: (buffer parameter names, ((other parameter, default), ...)) of
     the blocking method, whose repeated calls on NumPy or device arrays (bare,
     or in buffer specs :func:`_memo_args` can compare) then go through
-    :mod:`mpicoll._memo` as the functional API's do (a hit replays the bound
+    :mod:`mpicoll.engine.memo` as the functional API's do (a hit replays the bound
     plan after the agreement; a miss runs ``impl`` and is remembered); so do
     the nonblocking method's (the same parameters).
     """
@@ -119,7 +119,7 @@ def _memo_args(memo, args, kwargs):
 
     Buffers: NumPy or device arrays, ``MPI.IN_PLACE`` or None, bare or in list
     specs whose other parts are counts, displacements and predefined datatypes
-    (:func:`mpicoll._memo.spec_parts`: ``[x, MPI.DOUBLE]``, ``[y, (counts, displs)]``);
+    (:func:`mpicoll.engine.memo.spec_parts`: ``[x, MPI.DOUBLE]``, ``[y, (counts, displs)]``);
     other arguments bound by name without surprises, counts among them compared by
     value. Anything else (a derived datatype, another buffer type, an unknown
     keyword, too many arguments) takes the full path, which parses and reports it.
@@ -175,7 +175,7 @@ def _to_dtype(argname, datatype):
             f"{argname}: datatype {datatype.Get_name()} has no NumPy equivalent", MPI.ERR_TYPE) from None
 
 
-_index = non_negative   # mpicoll._errors: one rule for counts and displacements
+_index = non_negative   # mpicoll.core.errors: one rule for counts and displacements
 
 
 def _is_rank(root, rank):
@@ -252,7 +252,7 @@ def parse_bufspec(argname, spec, *, blocks=1, bnd=None, role="send"):
 
     ``blocks``: for BufSpecB arguments (Gather's recvbuf, Scatter's sendbuf)
     a given count is per rank, so ``count * blocks`` elements are used.
-    ``bnd``: the call's :class:`mpicoll._datatypes.Boundary`, which takes
+    ``bnd``: the call's :class:`mpicoll.args.datatypes.Boundary`, which takes
     derived datatypes (packed or viewed there; ``role`` says whether the
     buffer is read, written, or both) and records each datatype given;
     without it derived datatypes are refused.
@@ -364,7 +364,7 @@ class P2PComm(MPI.Intracomm, VMethods):
     # -- collectives -------------------------------------------------------
     # Each ``_name(self, call, bnd, ...)`` parses mpi4py's arguments inside the
     # core's checking block (``bufs``) and runs the one implementation in
-    # mpicoll.collectives; ``bnd`` (mpicoll._datatypes.Boundary) holds the
+    # mpicoll.collectives; ``bnd`` (mpicoll.args.datatypes.Boundary) holds the
     # derived-datatype conversions, finished by the face (see _faces).
     def _bcast(self, call, bnd, buf, root=0):
         def bufs():

@@ -25,11 +25,11 @@ import numpy as np
 from mpi4py import MPI
 
 from . import collectives as _c
-from ._buffers import is_device, same_memory
-from ._call import Call
-from ._device import empty
-from ._errors import ArgumentError, ArgumentTypeError, describe
-from ._registry import PRIMITIVES, lookup
+from .args.buffers import is_device, same_memory
+from .engine.call import Call
+from .device.arrays import empty
+from .core.errors import ArgumentError, ArgumentTypeError, describe
+from .core.registry import PRIMITIVES, lookup
 
 __all__ = ["ReduceOp", "init_process_group", "destroy_process_group", "is_initialized",
            "get_rank", "get_world_size", "get_backend", "broadcast", "reduce", "all_reduce",

@@ -16,8 +16,8 @@ own collectives stay staged (``device_path()["collectives"]``).
 
 The PyPI MPICH and Open MPI wheels are built without CUDA: passing them a
 device pointer crashes the process, so there every message of a CuPy buffer
-is staged through reusable pinned host memory (``mpicoll._device``).
-Between ranks of one node, the ``ipc`` transport (:mod:`mpicoll._ipc`) maps
+is staged through reusable pinned host memory (``mpicoll.device.arrays``).
+Between ranks of one node, the ``ipc`` transport (:mod:`mpicoll.device.ipc`) maps
 the peer's device memory through CUDA IPC instead, with any MPI library:
 :func:`set_transport` / ``MPICOLL_GPU_TRANSPORT=auto|ipc|aware|staged``
 chooses. :func:`device_path` says which path device buffers take, and
@@ -31,10 +31,10 @@ MPI shared-memory split); several ranks may share one GPU.
 """
 import os
 
-from . import _device
-from ._cuda_probe import cuda_aware_report
-from ._errors import ArgumentError
-from ._device import release_staging, set_cuda_aware, set_transport, staging_stats
+from .device import arrays as _device
+from .device.cuda_probe import cuda_aware_report
+from .core.errors import ArgumentError
+from .device.arrays import release_staging, set_cuda_aware, set_transport, staging_stats
 
 __all__ = ["cuda_aware", "cuda_aware_report", "cupy_status", "device_path", "set_cuda_aware",
            "staging_stats", "release_staging", "local_rank", "device_precheck", "no_gpu_reason",
@@ -83,7 +83,7 @@ def device_path(buf=None):
     (``MPICOLL_GPU_HOST_COPY``; 0: never).
 
     ``transport`` is what moves device messages between ranks of this rank's
-    node: ``"ipc"`` (CUDA IPC mappings, :mod:`mpicoll._ipc`) or ``path``;
+    node: ``"ipc"`` (CUDA IPC mappings, :mod:`mpicoll.device.ipc`) or ``path``;
     ``path`` stays how device buffers reach MPI (for peers on other nodes,
     and for all of them without IPC). ``transport_choice`` is the choice in
     force (:func:`set_transport`, ``MPICOLL_GPU_TRANSPORT``: auto, ipc,
@@ -112,7 +112,7 @@ def device_path(buf=None):
 
 
 def _mps_info():
-    from . import _mps
+    from .device import mps as _mps
     info = _mps.server_status()
     last = _mps.last_status()
     if last is not None:
@@ -126,12 +126,12 @@ def _mps_info():
 def mps_status(comm=None):
     """Collective: does this rank share its GPU with others, and does MPS serve them?
 
-    A dict (see :func:`mpicoll._mps.mps_status`): ``shared``, ``ranks_on_gpu``,
+    A dict (see :func:`mpicoll.device.mps.mps_status`): ``shared``, ``ranks_on_gpu``,
     ``mps`` (an MPS control daemon serves this process), ``advice`` (None, or
     the command that starts one, ``nvidia-cuda-mps-control -d``). The answer is
     kept: :func:`device_path` reports it from then on.
     """
-    from . import _mps
+    from .device import mps as _mps
     return _mps.mps_status(comm)
 
 
@@ -142,7 +142,7 @@ def _ipc_support(buf=None):
     ok, why = cupy_status()
     if not ok:
         return False, why
-    from ._device import CupyAdapter
+    from .device.arrays import CupyAdapter
     return _device.ipc_support(CupyAdapter())
 
 
@@ -155,8 +155,8 @@ def ipc_stats(comm=None):
     ``why_not_exportable`` / ``why_open_failed``; ``unverified``: mappings the driver
     could not check."""
     from mpi4py import MPI
-    from ._context import existing_private_comm
-    from ._ipc import ipc_stats as stats
+    from .engine.context import existing_private_comm
+    from .device.ipc import ipc_stats as stats
     pcomm = existing_private_comm(comm if comm is not None else MPI.COMM_WORLD)
     return {} if pcomm is None else stats(pcomm)
 
@@ -282,5 +282,5 @@ def nccl_status():
 
 if __name__ == "__main__":
     import sys
-    from ._gpu_env import main
+    from .device.gpu_env import main
     raise SystemExit(main(sys.argv[1:]))

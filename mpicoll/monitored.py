@@ -35,7 +35,7 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from ._errors import ArgumentError, ArgumentTypeError, describe
+from .core.errors import ArgumentError, ArgumentTypeError, describe
 
 __all__ = ["monitored_barrier", "BarrierTimeoutError"]
 

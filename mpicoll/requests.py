@@ -16,14 +16,14 @@ Arguments are checked when the call is made; another rank's bad arguments
 (or a mismatched call) raise from ``Wait``/``Test`` on every rank. A
 persistent request is checked and agreed once, when it is made (a
 collective call), and binds its plan to the buffers once. Progress is made
-inside mpicoll calls (see :mod:`mpicoll.sched.nonblocking`).
+inside mpicoll calls (see :mod:`mpicoll.engine.nonblocking`).
 """
 from mpi4py import MPI
 
-from . import _memo
+from .engine import memo as _memo
 from . import collectives as _c
-from ._call import Call
-from .sched.nonblocking import PersistentRequest, Request, testall, waitall
+from .engine.call import Call
+from .engine.nonblocking import PersistentRequest, Request, testall, waitall
 
 __all__ = ["Request", "PersistentRequest", "waitall", "testall",
            "ibcast", "ireduce", "iallreduce", "igather", "iallgather", "iscatter",
@@ -43,11 +43,11 @@ def _request(kind, primitive, impl, comm, *args):
 def _pair(primitive, impl, signature_of, through=_memo.start):
     """The nonblocking and persistent functions of one blocking function.
 
-    ``through``: :func:`mpicoll._memo.start`, or its ``start_specs`` for calls
+    ``through``: :func:`mpicoll.engine.memo.start`, or its ``start_specs`` for calls
     whose buffers are v-buffer specs."""
     def start(*args, comm=None, algorithm=None, **kwargs):
         bufs, *rest = signature_of(*args, **kwargs)
-        # Repeated identical calls replay the last one's bound program (mpicoll._memo).
+        # Repeated identical calls replay the last one's bound program (mpicoll.engine.memo).
         return through(primitive, impl, comm, algorithm, bufs(), rest, rest)
 
     def init(*args, comm=None, algorithm=None, **kwargs):

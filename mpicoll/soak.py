@@ -304,7 +304,7 @@ class _Tracker:
     """Counts every request and communicator the algorithms touch (via Ctx)."""
 
     def __init__(self):
-        from . import _context
+        from .engine import context as _context
         self.ctx_cls = _context.Ctx
         self.requests = []
         self.created = 0
@@ -365,11 +365,11 @@ def soak(comm=None, calls=10000, seed=1, max_count=20000, p2p=True, check=None,
          progress=None, max_errors=10):
     """Run the soak on ``comm`` (default COMM_WORLD); return the summary dict (same on every rank).
 
-    ``check``: None (leave the mode alone) or a mode for :func:`mpicoll._call.set_check`.
+    ``check``: None (leave the mode alone) or a mode for :func:`mpicoll.engine.call.set_check`.
     ``progress``: called as ``progress(i, summary_so_far)`` on rank 0 every tenth of the run.
     """
-    from ._call import set_check
-    from ._context import private_comm
+    from .engine.call import set_check
+    from .engine.context import private_comm
     comm = MPI.COMM_WORLD if comm is None else comm
     rank, size = comm.Get_rank(), comm.Get_size()
     old_mode = set_check(comm, check) if check is not None else None
@@ -489,8 +489,8 @@ def check_cost(comm=None, rounds=7, iters=2000):
     other processes affects all of them alike. Returns {call: {mode: seconds}}.
     """
     import mpicoll
-    from ._call import set_check
-    from ._context import private_comm
+    from .engine.call import set_check
+    from .engine.context import private_comm
     comm = MPI.COMM_WORLD if comm is None else comm
     comm = comm.Dup()
     pcomm = private_comm(comm)
@@ -618,5 +618,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    from ._failfast import run_main
+    from .core.failfast import run_main
     run_main(main)

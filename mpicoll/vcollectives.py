@@ -3,7 +3,7 @@
 The conventions of :mod:`mpicoll.collectives` hold (argument names after
 mpi4py, ``algorithm``, ``comm``, ``MPI.IN_PLACE`` where MPI allows it,
 :class:`mpicoll.ArgumentError` on every rank before any message). The v
-side of a call is an mpi4py v-buffer spec (:mod:`mpicoll._vbuffers`):
+side of a call is an mpi4py v-buffer spec (:mod:`mpicoll.args.vbuffers`):
 ``buf``, ``[buf, counts]``, ``[buf, (counts, displs)]``,
 ``[buf, counts, displs]``, ``[buf, counts, datatype]``,
 ``[buf, (counts, displs), datatype]`` or ``[buf, counts, displs, datatype]``;
@@ -21,7 +21,7 @@ not match across ranks (a root's ``recvcounts[i]`` against rank i's
 costs one more small Allgather per call, in every check mode, and is
 blocking also in the nonblocking forms. A repeated call on the same arrays
 and counts replays the exchange too, then its bound steps
-(:func:`mpicoll._memo.run_specs`).
+(:func:`mpicoll.engine.memo.run_specs`).
 
 The ``_name(call, bufs, ...)`` functions are the one implementation behind
 these functions and :class:`mpicoll.P2PComm` (through
@@ -30,14 +30,14 @@ checking block so that parsing errors are agreed like any other.
 """
 from mpi4py import MPI
 
-from . import _memo
+from .engine import memo as _memo
 from . import coll as _coll  # noqa: F401  (importing it fills the registry)
-from ._buffers import as_array, check_no_alias, check_root, same_dtype, same_memory
-from ._device import empty
-from ._errors import ArgumentError
-from ._vbuffers import layout, parse_vspec
+from .args.buffers import as_array, check_no_alias, check_root, same_dtype, same_memory
+from .device.arrays import empty
+from .core.errors import ArgumentError
+from .args.vbuffers import layout, parse_vspec
 from .collectives import _allreduce, _is_in_place, _not_in_place, _run, _snapshot
-from .coll._common import offsets
+from .core.blocks import offsets
 
 __all__ = ["gatherv", "scatterv", "allgatherv", "alltoallv", "scan", "exscan"]
 

@@ -12,7 +12,8 @@ happens when the call is made; the data moves in the background.
 """
 from mpi4py import MPI
 
-from . import _memo, vcollectives as _v
+from .engine import memo as _memo
+from . import vcollectives as _v
 from .requests import _name as _name_after, _pair
 
 __all__ = ["igatherv", "gatherv_init", "iscatterv", "scatterv_init", "iallgatherv",

@@ -315,7 +315,7 @@ except Exception as exc:  # noqa: BLE001 - recorded, the step fails below
     info["cupy_error"] = f"{type(exc).__name__}: {exc}"
 info["cuda_aware_report"] = gpu.cuda_aware_report()
 info["device_path"] = gpu.device_path()
-from mpicoll import _gpu_env, _mps
+from mpicoll.device import gpu_env as _gpu_env, mps as _mps
 info["libucx_wheel"] = _gpu_env.ucx_dir() or "not installed (no aware transport)"
 info["mps_daemon_at_start"] = _mps.server_status()
 json.dump(info, open(sys.argv[1], "w"), indent=2, default=str)

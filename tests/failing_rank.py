@@ -18,7 +18,7 @@ import numpy as np
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll._failfast import run_main
+from mpicoll.core.failfast import run_main
 
 
 def main():

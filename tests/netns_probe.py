@@ -10,7 +10,7 @@ Each rank prints (rank order, one line each, prefixed ``PROBE``)::
 - ``ip``: this process's address on the cluster bridge (a UDP connect, no packet sent);
 - ``netns``: the name under /run/netns of this process's network namespace (None outside);
 - ``shared``: ``COMM_WORLD.Split_type(COMM_TYPE_SHARED).Get_size()`` (what MPI thinks a node is);
-- ``nodes``: mpicoll's layout of its private communicator (``mpicoll._topology.layout``);
+- ``nodes``: mpicoll's layout of its private communicator (``mpicoll.core.topology.layout``);
 - ``pingpong_us`` (``--pingpong BYTES``): rank 0's half round trip, in microseconds (median
   of ``--iters``), with every other rank in turn;
 - ``allreduce_ok`` (``--allreduce``): ``mpicoll.allreduce`` (recursive doubling) of known float64
@@ -80,8 +80,8 @@ def main(argv=None):
             "slurm_node": os.environ.get("SLURMD_NODENAME")}
     local.Free()
 
-    from mpicoll._context import private_comm
-    from mpicoll._topology import layout
+    from mpicoll.engine.context import private_comm
+    from mpicoll.core.topology import layout
     lay = layout(private_comm(comm))
     info["nodes"] = [list(m) for m in lay.members]
 

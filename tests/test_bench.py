@@ -27,7 +27,7 @@ HAS_MPL = importlib.util.find_spec("matplotlib") is not None
 HAND_WRITTEN = {p: [a for a in mpicoll.algorithms(p) if a != "native"] for p in mpicoll.PRIMITIVES}
 
 BROKEN = '''
-from mpicoll._registry import register, lookup
+from mpicoll.core.registry import register, lookup
 _ring = lookup("allreduce", "ring")
 
 @register("allreduce", "broken", commutative_only=True)
@@ -254,7 +254,7 @@ def test_tune_table_drives_auto(tmp_path, monkeypatch):
     with open(tmp_path / "table.json") as f:
         table = json.load(f)
     assert table["format"] == "mpicoll-tuning/1" and table["label"]
-    from mpicoll import _defaults
+    from mpicoll.core import defaults as _defaults
     monkeypatch.setenv("MPICOLL_TUNING", str(tmp_path / "table.json"))
     for prim in ("allreduce", "bcast"):
         for m in table["measurements"][prim]["2"]:
@@ -376,7 +376,7 @@ def _write_table(path, rules):
 
 def test_auto_reads_the_tuning_table(tmp_path, monkeypatch):
     from mpi4py import MPI
-    from mpicoll import _defaults
+    from mpicoll.core import defaults as _defaults
     rules_only = {}
     monkeypatch.setenv("MPICOLL_TUNING", "none")
     for nb in (8, 4096, 1 << 20):
@@ -404,7 +404,7 @@ def test_auto_reads_the_tuning_table(tmp_path, monkeypatch):
 
 
 def test_default_table_is_shipped_and_labelled(monkeypatch):
-    from mpicoll import _defaults
+    from mpicoll.core import defaults as _defaults
     monkeypatch.delenv("MPICOLL_TUNING", raising=False)
     with open(_defaults.DEFAULT_TUNING_PATH) as f:
         table = json.load(f)
@@ -452,7 +452,8 @@ def test_build_rules_picks_measured_best():
 
 def test_trace_hooks_cost_nothing_when_unset():
     from mpi4py import MPI
-    from mpicoll import _context, _ops
+    from mpicoll.engine import context as _context
+    from mpicoll.device import reduce as _ops
     assert _context.trace_hook is None and _ops.trace_hook is None
     pcomm = _context.private_comm(MPI.COMM_SELF)
     assert type(_context.Ctx(pcomm, "allreduce", "ring")) is _context.Ctx

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 import mpicoll.gpu
-from mpicoll import _gpu_env
+from mpicoll.device import gpu_env as _gpu_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "gpu_proof.sh")

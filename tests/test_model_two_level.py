@@ -16,7 +16,7 @@ import pytest
 from launch import run_mpi
 
 import mpicoll
-from mpicoll._topology import Layout
+from mpicoll.core.topology import Layout
 from mpicoll.bench.costs import COSTS, cost2, link_split
 from mpicoll.bench.model import hand_written, model_time2
 from mpicoll.bench.plancost import (Levels, block_layout, count_of, hierarchical_inter,

@@ -49,7 +49,7 @@ def sizes(family):
 
 CASES = [pytest.param(f, n, id=f"{f}-{n}") for f in families() for n in sizes(f)]
 
-# Simulated nodes (MPICOLL_NODES, mpicoll._topology) at some sizes, so that the generated
+# Simulated nodes (MPICOLL_NODES, mpicoll.core.topology) at some sizes, so that the generated
 # matrix runs the node-aware algorithms across nodes too: blocks, uneven blocks, round
 # robin, one rank per node. Other sizes run as one node, as this machine is.
 NODES = {("mpich", 4): "cyclic:2", ("mpich", 5): "2,1,2", ("mpich", 8): "3",

@@ -10,7 +10,7 @@ import pytest
 
 from plans_by_hand import HAND, per_rank
 
-from mpicoll.coll._common import split
+from mpicoll.core.blocks import split
 from mpicoll.sched.inspect import plans_of
 
 BLOCKS = ("gather", "allgather", "scatter", "alltoall")

@@ -19,7 +19,7 @@ from launch import run_mpi
 from test_demo import by_rank, check_table, check_walk, parse_printed, parse_table
 
 import mpicoll
-from mpicoll._registry import _REGISTRY, register
+from mpicoll.core.registry import _REGISTRY, register
 from mpicoll.bench.costs import COSTS, cost
 from mpicoll.bench.plancost import plan_cost
 
@@ -27,7 +27,7 @@ TIMEOUT = 300
 N = 3
 
 TOY = '''
-from mpicoll._registry import register
+from mpicoll.core.registry import register
 
 
 @register("allreduce", "toy_linear")
@@ -51,7 +51,7 @@ def allreduce_toy_linear(ctx, sendbuf, recvbuf, op):
 #: An algorithm that does more than ctx records (it writes an element itself): it runs
 #: directly, without a plan; the demo and fit must still take it, saying what they lack.
 DIRECT = '''
-from mpicoll._registry import register, lookup
+from mpicoll.core.registry import register, lookup
 _ring = lookup("allreduce", "ring")
 
 

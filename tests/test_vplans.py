@@ -13,9 +13,9 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll._vcalls import _Len as A, call_arrays_v
+from mpicoll.sched.inspect import Len as A, call_arrays_v
 from mpicoll.sched.plan import COPY, IRECV, RECV, REDUCE, SENDRECV
-from mpicoll.sched.run import record
+from mpicoll.sched.record import record
 
 V = ("gatherv", "scatterv", "allgatherv", "alltoallv")
 USER_OP = MPI.Op.Create(lambda a, b, t: None, commute=False)   # plans only: never called

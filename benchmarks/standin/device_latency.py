@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "mpi"))
 import fakedevice as fd  # noqa: E402  (a test module: found through the path above)
 from mpi4py import MPI  # noqa: E402
 
-from mpicoll import _device  # noqa: E402
+from mpicoll.device import arrays as _device  # noqa: E402
 from mpicoll.bench.latency import table  # noqa: E402
 
 

@@ -1,5 +1,5 @@
 """``python -m mpicoll.bench``: see :mod:`mpicoll.bench.cli`."""
-from mpicoll._failfast import run_main
+from mpicoll.core.failfast import run_main
 
 from .cli import main
 

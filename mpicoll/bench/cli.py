@@ -22,7 +22,7 @@ Exit status: 1 when any #wrong > 0, 2 for bad arguments.
 import argparse
 import sys
 
-from mpicoll._registry import PRIMITIVES
+from mpicoll.core.registry import PRIMITIVES
 
 from . import latency, model, overlap, plot, report, tune
 from .run import run

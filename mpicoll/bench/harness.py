@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 import mpicoll
-from mpicoll._defaults import default_algorithm
+from mpicoll.core.defaults import default_algorithm
 
 from . import raw as rawcol
 from . import torchdist

@@ -1,7 +1,7 @@
 """Cost model: ``fit`` measures α, β, γ here; ``predict`` charts algorithms and crossovers.
 
 ``fit`` (under MPI, N >= 2), on the node layout of the run
-(:mod:`mpicoll._topology`: shared memory, or ``MPICOLL_NODES`` to simulate nodes):
+(:mod:`mpicoll.core.topology`: shared memory, or ``MPICOLL_NODES`` to simulate nodes):
 
 - α, β inside a node: a ping-pong sweep between ranks of the same node, all
   such pairs at once (0-1, 2-3, ... of each node), one-way time
@@ -71,8 +71,8 @@ import time
 import numpy as np
 
 from mpicoll import algorithms
-from mpicoll._plugins import PluginError, import_modules
-from mpicoll._registry import PRIMITIVES
+from mpicoll.core.plugins import PluginError, import_modules
+from mpicoll.core.registry import PRIMITIVES
 from mpicoll.sched.inspect import plan_of
 from mpicoll.sched.plan import NotSchedulable
 
@@ -324,8 +324,8 @@ def _levels_note(lay, intra, inter, conc, link):
 
 
 def fit(args):
-    from mpicoll._context import private_comm
-    from mpicoll._topology import layout as layout_of
+    from mpicoll.engine.context import private_comm
+    from mpicoll.core.topology import layout as layout_of
 
     from .harness import Sweep
     from .results import Sink
@@ -618,7 +618,7 @@ def levels_of(m):
 
 def _node_aware(p, al):
     """Whether the algorithm reads ``ctx.layout`` (node-aware ones carry ``check_layout``)."""
-    from mpicoll._registry import lookup
+    from mpicoll.core.registry import lookup
     return getattr(lookup(p, al), "check_layout", None) is not None
 
 

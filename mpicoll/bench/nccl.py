@@ -28,7 +28,7 @@ import os
 
 import numpy as np
 
-from mpicoll._device import data_ptr
+from mpicoll.device.arrays import data_ptr
 
 __all__ = ["LABEL", "METHODS", "Unsupported", "Skipped", "Column", "wanted", "setup",
            "dtype_code", "op_code", "shared_gpu_reason", "call_args", "MULTI_RANK_GPU_VAR",

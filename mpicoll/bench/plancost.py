@@ -20,7 +20,7 @@ per-rank load does not see (reduce_scatterv's formula rounds the
 (N-1)/N·nβ of its scatterv up to nβ).
 
 Two levels (:func:`link_price`, :func:`plan_time2`): on a node
-:class:`~mpicoll._topology.Layout` every message is priced by its link.
+:class:`~mpicoll.core.topology.Layout` every message is priced by its link.
 A message to or from a rank of the same node costs α_intra + s·β_intra; one
 that crosses nodes costs ``max(α_inter, c·α_link) + s·max(β_inter, c·β_link)``,
 where c is the number of ranks of this rank's node that send (for a send)
@@ -252,7 +252,7 @@ def link_price(plan, itemsize, nodes, lv, c_out=1, c_in=1):
 def plan_time2(plans, itemsize, nodes, lv):
     """Two-level seconds of one call from every rank's plan: (time, one_level_time_at_intra).
 
-    ``nodes``: the node of each rank (a :class:`~mpicoll._topology.Layout`'s ``nodes``).
+    ``nodes``: the node of each rank (a :class:`~mpicoll.core.topology.Layout`'s ``nodes``).
     Both without the per-call overhead.
     """
     c = _sharing([node_crossers(p, nodes) for p in plans], nodes)
@@ -267,8 +267,8 @@ def combine(prices, gamma):
 
 
 def block_layout(nranks, per_node):
-    """The :class:`~mpicoll._topology.Layout` of ``nranks`` ranks in blocks of ``per_node``."""
-    from mpicoll._topology import Layout
+    """The :class:`~mpicoll.core.topology.Layout` of ``nranks`` ranks in blocks of ``per_node``."""
+    from mpicoll.core.topology import Layout
     return Layout([r // per_node for r in range(nranks)], f"blocks of {per_node}")
 
 
@@ -294,7 +294,7 @@ HIERARCHICAL_PHASES = {
 
 def _name_of(primitive, fn):
     from mpicoll import algorithms
-    from mpicoll._registry import lookup
+    from mpicoll.core.registry import lookup
     for name in algorithms(primitive):
         if lookup(primitive, name) is fn:
             return name

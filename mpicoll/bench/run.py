@@ -4,8 +4,8 @@ import sys
 import time
 
 import mpicoll
-from mpicoll._plugins import PluginError, import_modules
-from mpicoll._registry import PRIMITIVES
+from mpicoll.core.plugins import PluginError, import_modules
+from mpicoll.core.registry import PRIMITIVES
 
 from .units import parse_op
 

@@ -285,7 +285,7 @@ class Spec:
         return count, count
 
     def call_count(self, case):
-        """The ``count`` that ``algorithm="auto"`` sees (mpicoll._defaults' convention)."""
+        """The ``count`` that ``algorithm="auto"`` sees (mpicoll.core.defaults' convention)."""
         return case.block if self.blocked else case.count
 
     def call_nbytes(self, case):

@@ -5,8 +5,8 @@ traced call (primitive, algorithm, size), one track per rank, a slice per
 send, receive, sendrecv, isend/irecv post, wait and local reduction, arrows
 from each send to its matching receive (to the wait that completes an irecv;
 a request's own ``Wait()`` is not traced, only waits through ``ctx.waitall``). The call is made after two untimed
-warm-up calls; tracing goes through ``mpicoll._context.trace_hook`` and
-``mpicoll._ops.trace_hook``, which cost nothing when unset.
+warm-up calls; tracing goes through ``mpicoll.engine.context.trace_hook`` and
+``mpicoll.device.reduce.trace_hook``, which cost nothing when unset.
 
 Timestamps: ranks on one host share the monotonic clock, so their slices are
 aligned exactly; across hosts each rank's clock starts at the barrier before
@@ -15,7 +15,8 @@ the call (alignment to within the barrier's exit skew).
 import json
 import time
 
-from mpicoll import _context, _ops
+from mpicoll.engine import context as _context
+from mpicoll.device import reduce as _reduce
 
 from .specs import SPECS, Case
 
@@ -30,13 +31,13 @@ def record_call(fn, comm):
         events.append((kind, t0, t1, info))
 
     comm.Barrier()
-    _context.trace_hook = _ops.trace_hook = hook
+    _context.trace_hook = _reduce.trace_hook = hook
     try:
         t0 = time.perf_counter()
         fn()
         t1 = time.perf_counter()
     finally:
-        _context.trace_hook = _ops.trace_hook = None
+        _context.trace_hook = _reduce.trace_hook = None
     return t0, t1, events
 
 

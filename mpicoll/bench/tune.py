@@ -10,7 +10,7 @@ run, and they promise mpicoll's own algorithms; the reference columns ``raw``
 ``nbytes`` (the size auto sees: the vector, or one rank's block for
 gather/allgather/scatter/alltoall); range bounds sit at the geometric mean
 of neighbouring measured sizes. Point ``MPICOLL_TUNING`` at the file, or
-ship it as ``mpicoll/tuning/default.json``::
+ship it as ``mpicoll/core/tuning/default.json``::
 
     {"format": "mpicoll-tuning/1", "label": "...",
      "rules": {"allreduce": {"2": [{"max_nbytes": 2896, "algorithm": "recursive_doubling"},
@@ -22,7 +22,7 @@ import json
 import math
 import os
 
-from mpicoll._defaults import TABLE_FORMAT
+from mpicoll.core.defaults import TABLE_FORMAT
 
 __all__ = ["add_parser", "build_rules", "tune", "NOT_SELECTABLE"]
 

@@ -10,7 +10,7 @@ every rank has the counts an algorithm reads), so a message of zero
 elements is skipped on both sides instead of being sent empty.
 No communication here except through ``ctx``.
 """
-from .._device import collectives_aware
+from ..device.arrays import collectives_aware
 
 __all__ = ["block", "span", "subtotal", "pack", "unpack", "exchange", "native"]
 
@@ -86,7 +86,7 @@ def native(ctx, name, *args, outputs=(), host=False):
 
     Host buffers: ``ctx.comm.<name>(*args)``. Device buffers go to the
     library directly only where it takes them in its collectives (CUDA-aware
-    path and :func:`mpicoll._device.collectives_aware`) and, with ``host``
+    path and :func:`mpicoll.device.arrays.collectives_aware`) and, with ``host``
     (a user op: its Python function reads host memory), never. Otherwise
     every device array, in a v-buffer list or not, goes through a host copy
     here: the transports stage top-level arrays of the block collectives

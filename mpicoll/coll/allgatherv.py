@@ -14,8 +14,8 @@ m_max the largest block.
 """
 from mpi4py import MPI
 
-from .._registry import register
-from ._common import offsets
+from ..core.registry import register
+from ..core.blocks import offsets
 from ._vcommon import block, exchange, native, span, subtotal, unpack
 from .bcast import binomial_bcast
 from .gatherv import binomial_gatherv

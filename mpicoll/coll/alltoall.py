@@ -7,7 +7,7 @@ Per rank, N = 2 (blocks of one element)::
 
 Costs: α per message, β per byte, n bytes per block (N blocks per rank).
 """
-from .._registry import register
+from ..core.registry import register
 
 
 @register("alltoall", "native")

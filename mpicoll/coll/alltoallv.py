@@ -13,7 +13,7 @@ algorithms a snapshot of ``recvbuf`` as ``sendbuf``.
 Costs: α per message, β per byte, s and r the bytes this rank sends and
 receives (Σ sendcounts, Σ recvcounts), b the largest block.
 """
-from .._registry import register
+from ..core.registry import register
 from ._vcommon import block, exchange, native
 
 

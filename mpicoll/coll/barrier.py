@@ -5,7 +5,7 @@ all three leave at t≈2.
 
 Costs in messages of zero bytes: α each.
 """
-from .._registry import register
+from ..core.registry import register
 
 
 @register("barrier", "native")

@@ -8,8 +8,8 @@ Per rank, N = 3, root = 0::
 Costs use the Hockney model: α latency per message, β time per byte,
 n bytes in ``buf``, N ranks.
 """
-from .._registry import register
-from ._common import split, offsets
+from ..core.registry import register
+from ..core.blocks import split, offsets
 
 #: Segment size of the pipelined chain (bytes).
 PIPELINE_SEGMENT_BYTES = 1 << 16

@@ -8,7 +8,7 @@ Per rank, N = 3, root = 0::
 ``recvbuf`` (root only) holds N blocks of ``sendbuf.size`` elements.
 Costs: α per message, β per byte, n bytes per rank's block.
 """
-from .._registry import register
+from ..core.registry import register
 from mpi4py import MPI
 
 from ._common import aliases

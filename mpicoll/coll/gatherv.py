@@ -14,7 +14,7 @@ Costs: α per message, β per byte, m bytes in all (Σ counts), m_i rank i's.
 """
 from mpi4py import MPI
 
-from .._registry import register
+from ..core.registry import register
 from ._vcommon import block, native, span, subtotal, unpack
 
 

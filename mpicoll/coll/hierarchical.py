@@ -15,7 +15,7 @@ Every phase is an ordinary flat algorithm run on a :class:`Group`, a view
 of the call's ``ctx`` restricted to some ranks, so the phases record into
 one plan and run on every engine (blocking, nonblocking, persistent, device
 transports) unchanged. The nodes come from ``ctx.layout``
-(:mod:`mpicoll._topology`: ``Split_type(COMM_TYPE_SHARED)``, or
+(:mod:`mpicoll.core.topology`: ``Split_type(COMM_TYPE_SHARED)``, or
 ``MPICOLL_NODES`` to simulate nodes on one machine).
 
 Options, as ``"hierarchical:inter=ring,intra=linear"`` wherever an algorithm
@@ -33,8 +33,8 @@ phase is ⌈log2 L⌉ steps (binomial), the inter phase is the inter algorithm's
 cost on M ranks at α', β'. Non-commutative ops keep rank order when nodes
 are blocks of consecutive ranks; on other placements they are refused.
 """
-from .._errors import ArgumentError
-from .._registry import algorithms, lookup, register
+from ..core.errors import ArgumentError
+from ..core.registry import algorithms, lookup, register
 from .allgatherv import allgatherv_bruck, allgatherv_ring
 from .bcast import bcast_binomial, bcast_linear, bcast_scatter_allgather, binomial_bcast
 from .gather import binomial_gather, gather_linear

@@ -10,8 +10,8 @@ Costs: α per message, β per byte, γ per byte reduced, n bytes per rank.
 Algorithms never write ``sendbuf`` and read it before writing ``recvbuf``
 (the in-place layer passes a copy when they alias).
 """
-from .._registry import register
-from ._common import split, offsets, pof2_below, fold_rank, unfold_rank
+from ..core.registry import register
+from ..core.blocks import split, offsets, pof2_below, fold_rank, unfold_rank
 
 
 @register("reduce", "native")

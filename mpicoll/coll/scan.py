@@ -16,8 +16,8 @@ Costs: α per message, β per byte, γ per byte reduced, n bytes per rank.
 """
 from mpi4py import MPI
 
-from .._ops import op_ufunc
-from .._registry import register
+from ..core.ops import op_ufunc
+from ..core.registry import register
 from ._vcommon import native
 
 

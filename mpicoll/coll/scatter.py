@@ -7,7 +7,7 @@ Per rank, N = 3, root = 0::
 
 Costs: α per message, β per byte, n bytes per block.
 """
-from .._registry import register
+from ..core.registry import register
 
 
 @register("scatter", "native")

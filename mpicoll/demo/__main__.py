@@ -1,5 +1,5 @@
 """``python -m mpicoll.demo``: see :mod:`mpicoll.demo`."""
-from mpicoll._failfast import run_main
+from mpicoll.core.failfast import run_main
 
 from .cli import main
 

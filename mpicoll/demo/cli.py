@@ -7,12 +7,12 @@ import numpy as np
 from mpi4py import MPI
 
 from .. import distributed as dist
-from .._buffers import check_dtype
-from .._errors import ArgumentError
-from .._plugins import PluginError, import_modules
-from .._context import private_comm
-from .._registry import algorithms, lookup
-from .._topology import layout
+from ..args.buffers import check_dtype
+from ..core.errors import ArgumentError
+from ..core.plugins import PluginError, import_modules
+from ..engine.context import private_comm
+from ..core.registry import algorithms, lookup
+from ..core.topology import layout
 from .device import NoDevice, device_header, use_device
 from .nodes import show_nodes
 from .output import CheckFailed, Out, on_host
@@ -68,7 +68,7 @@ def build_parser():
                         "choice in the walkthrough and every hand-written algorithm in the table")
     p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="import a module or .py file first, e.g. one registering an algorithm "
-                        "with @mpicoll._registry.register: it then takes part like the built-in "
+                        "with @mpicoll.core.registry.register: it then takes part like the built-in "
                         "ones (walkthrough with --algorithm, traffic table); repeatable")
     p.add_argument("--impl", choices=("p2p", "native"), default="p2p",
                    help="p2p: mpicoll's hand-written algorithms (default); native: the MPI "

@@ -2,7 +2,7 @@
 from mpi4py import MPI
 
 from .. import gpu
-from .._device import host_copy_max
+from ..device.arrays import host_copy_max
 
 __all__ = ["NoDevice", "use_device", "device_header"]
 

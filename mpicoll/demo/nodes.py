@@ -3,8 +3,8 @@ import numpy as np
 from mpi4py import MPI
 
 from .. import collectives as C
-from .._context import private_comm, traffic
-from .._topology import layout
+from ..engine.context import private_comm, traffic
+from ..core.topology import layout
 from ..coll.hierarchical import phases
 from ..sched.inspect import plan_of
 from .output import agree, fmt, same

@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 
-from .. import _device
+from ..device import arrays as _device
 
 __all__ = ["Out", "CheckFailed", "agree", "fmt", "fmt_list", "fmt_value", "same", "host", "on_host"]
 

@@ -9,7 +9,7 @@ values. The demo checks the model's final vectors against a real run.
 """
 import numpy as np
 
-from ..coll._common import offsets, split
+from ..core.blocks import offsets, split
 
 __all__ = ["ring_steps", "RingModel", "grid_text", "plot_ring"]
 

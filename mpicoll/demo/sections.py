@@ -12,7 +12,7 @@ from mpi4py import MPI
 
 from .. import collectives as C
 from .. import distributed as dist
-from .._context import traffic
+from ..engine.context import traffic
 from .output import CheckFailed, agree, fmt, host, on_host, same
 from .ring import RingModel, grid_text, plot_ring
 from .walk import TITLES, WALKS

@@ -19,9 +19,9 @@ import numpy as np
 from mpi4py import MPI
 
 from .. import collectives as C
-from .._context import traffic
-from .._registry import algorithms
-from ..coll._common import split
+from ..engine.context import traffic
+from ..core.registry import algorithms
+from ..core.blocks import split
 from ..sched.inspect import plan_of
 from ..sched.plan import NotSchedulable
 from .output import CheckFailed, fmt, fmt_value, on_host, same

@@ -15,7 +15,7 @@ alltoall, whose blocks have ``k // n`` elements).
 """
 from fractions import Fraction
 
-from ..coll._common import fold_rank, pof2_below
+from ..core.blocks import fold_rank, pof2_below
 
 __all__ = ["TEXTBOOK", "Textbook", "check_textbook", "block_primitive", "chunks_text"]
 

@@ -15,7 +15,7 @@ from mpi4py import MPI
 
 from .. import vcollectives as V
 from .. import distributed as dist
-from .._context import traffic
+from ..engine.context import traffic
 from .output import fmt, fmt_list, host, same
 
 __all__ = ["Step", "WALKS", "SEED_NAMES", "TITLES"]

@@ -8,14 +8,14 @@ algorithms' real schedules instead of re-deriving them.
 from mpi4py import MPI
 
 from .. import coll as _coll  # noqa: F401  (fills the registry)
-from .._registry import EXTENDED_PRIMITIVES, lookup
-from .._vcalls import call_arrays_v
-from .run import record
+from ..core.blocks import offsets
+from ..core.registry import EXTENDED_PRIMITIVES, lookup
+from .record import record
 
-__all__ = ["plan_of", "plans_of", "call_arrays"]
+__all__ = ["plan_of", "plans_of", "call_arrays", "call_arrays_v", "Len"]
 
 
-class _Len:
+class Len:
     """Stands for an array of ``size`` elements while a plan is recorded."""
 
     __slots__ = ("size",)
@@ -33,7 +33,7 @@ def call_arrays(primitive, size, rank, count, root=0, counts=None, op=MPI.SUM):
     """
     if primitive in EXTENDED_PRIMITIVES:
         return call_arrays_v(primitive, size, rank, count, root, counts, op)
-    A = _Len
+    A = Len
     if primitive == "bcast":
         return (A(count), root)
     if primitive == "reduce":
@@ -58,11 +58,40 @@ def call_arrays(primitive, size, rank, count, root=0, counts=None, op=MPI.SUM):
     raise ValueError(f"primitive: unknown {primitive!r}")
 
 
+def call_arrays_v(primitive, size, rank, count, root=0, counts=None, op=MPI.SUM):
+    """Arguments of one call, arrays as lengths.
+
+    ``count``: elements of each rank's block (gatherv, scatterv, allgatherv;
+    the bench's equal blocks, back to back) or of the vector (scan, exscan).
+    ``counts``, when given, are the per-rank block counts instead; for
+    alltoallv ``counts[j]`` is what every rank sends to rank j (so rank i
+    receives ``counts[i]`` from each), default ``count`` everywhere.
+    """
+    A = Len
+    if primitive in ("scan", "exscan"):
+        return (A(count), A(count), op)
+    cs = [count] * size if counts is None else [int(c) for c in counts]
+    at = offsets(cs)[:-1]
+    total = sum(cs)
+    if primitive == "gatherv":
+        is_root = rank == root
+        return (A(cs[rank]), A(total) if is_root else None, cs, at if is_root else None, root)
+    if primitive == "scatterv":
+        is_root = rank == root
+        return (A(total) if is_root else None, A(cs[rank]), cs, at if is_root else None, root)
+    if primitive == "allgatherv":
+        return (A(cs[rank]), A(total), cs, at)
+    if primitive == "alltoallv":
+        rc = [cs[rank]] * size
+        return (A(total), A(sum(rc)), cs, at, rc, offsets(rc)[:-1])
+    raise ValueError(f"primitive: unknown {primitive!r}")
+
+
 def plan_of(primitive, algorithm, size, rank, count, itemsize=8, root=0, op=MPI.SUM,
             counts=None, layout=None):
     """The :class:`~mpicoll.sched.plan.Plan` of ``rank`` (of ``size``) for one call.
 
-    ``layout``: a :class:`mpicoll._topology.Layout` of ``size`` ranks for node-aware
+    ``layout``: a :class:`mpicoll.core.topology.Layout` of ``size`` ranks for node-aware
     algorithms (default: one node).
     """
     if algorithm == "native":

@@ -79,7 +79,7 @@ class Builder:
 
     def __init__(self, rank, size, nargs, itemsize, user_op=False, layout=None):
         self.rank, self.size = rank, size
-        #: the :class:`~mpicoll._topology.Layout` node-aware algorithms read (None: one node)
+        #: the :class:`~mpicoll.core.topology.Layout` node-aware algorithms read (None: one node)
         self._layout = layout
         self.nargs = nargs
         self.itemsize = itemsize
@@ -91,7 +91,7 @@ class Builder:
     @property
     def layout(self):
         if self._layout is None:
-            from .._topology import Layout
+            from ..core.topology import Layout
             self._layout = Layout([0] * self.size)
         return self._layout
 

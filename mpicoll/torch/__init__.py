@@ -28,7 +28,7 @@ from datetime import timedelta
 import torch.distributed as dist
 from mpi4py import MPI
 
-from .._context import traffic
+from ..engine.context import traffic
 from ._backend import Options, ProcessGroupMpicoll, parse_algorithms
 from ._rendezvous import install as _install_rendezvous, mpi_store
 from ._tensors import SUPPORTED as DTYPES

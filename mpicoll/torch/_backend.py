@@ -25,9 +25,9 @@ import torch.distributed as dist
 from mpi4py import MPI
 
 import mpicoll
-from .._call import Call
-from .._errors import ArgumentError, ArgumentTypeError, describe
-from .._registry import PRIMITIVES, lookup
+from ..engine.call import Call
+from ..core.errors import ArgumentError, ArgumentTypeError, describe
+from ..core.registry import PRIMITIVES, lookup
 from . import _ops, _tensors
 from ._tensors import consecutive, cuda_stream, flat_views, view
 from ._work import Done, Pending

@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 from mpi4py import MPI
 
-from .._errors import ArgumentError, ArgumentTypeError, describe
+from ..core.errors import ArgumentError, ArgumentTypeError, describe
 
 __all__ = ["Reduction", "reduction"]
 

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from .._errors import ArgumentError, ArgumentTypeError, describe
+from ..core.errors import ArgumentError, ArgumentTypeError, describe
 
 __all__ = ["SUPPORTED", "Carrier", "carrier", "view", "flat_views", "consecutive", "cuda_stream"]
 

@@ -19,7 +19,7 @@ from mpi4py import MPI
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-# Small device calls run on host copies by default (mpicoll._host_copy): the tests of the
+# Small device calls run on host copies by default (mpicoll.engine.host_copy): the tests of the
 # device transports (staged, aware, ipc) need their messages to go through them, so the
 # suite turns that path off unless asked; test_device.py's ``fake-host-copy`` kind and
 # test_host_copy.py turn it on.

@@ -9,10 +9,10 @@ CPU-only MPI can follow it exactly as a CUDA-aware MPI follows a CuPy
 array's. Every export through that interface is counted: on the staged path
 the count must stay zero.
 
-``FakeAdapter`` is its :mod:`mpicoll._device` adapter; it counts stream
+``FakeAdapter`` is its :mod:`mpicoll.device.arrays` adapter; it counts stream
 synchronisations, copies each way and pinned allocations.
 
-IPC (:func:`enable_ipc`): the stand-in of CUDA IPC for :mod:`mpicoll._ipc`.
+IPC (:func:`enable_ipc`): the stand-in of CUDA IPC for :mod:`mpicoll.device.ipc`.
 Device memory then comes from :data:`POOL`, whose *allocations* are files in
 ``/dev/shm`` mapped into the process: arrays under 64 KiB are carved out of
 shared 1 MiB allocations (at offsets, like CuPy's pool blocks), larger ones
@@ -163,7 +163,7 @@ def _wrap(x):
 
 
 class FakeAdapter:
-    """mpicoll._device adapter for FakeDeviceArray, with counters."""
+    """mpicoll.device.arrays adapter for FakeDeviceArray, with counters."""
 
     name = "fake"
 
@@ -280,7 +280,7 @@ ADAPTER = FakeAdapter()
 
 def install():
     """Register the adapter with mpicoll (idempotent); return it."""
-    from mpicoll import _device
+    from mpicoll.device import arrays as _device
     _device.register_adapter(ADAPTER)
     return ADAPTER
 

@@ -92,8 +92,8 @@ def keeps_rank_order(fn, comm=MPI.COMM_WORLD):
     check = getattr(fn, "check_layout", None)
     if check is None:
         return True
-    from mpicoll._context import private_comm
-    from mpicoll._topology import layout
+    from mpicoll.engine.context import private_comm
+    from mpicoll.core.topology import layout
     return check(layout(private_comm(comm)), False) is None
 
 
@@ -101,7 +101,7 @@ def keeps_rank_order(fn, comm=MPI.COMM_WORLD):
 def on_nodes(spec, comm=MPI.COMM_WORLD):
     """A fresh ``comm.Dup()`` whose ranks are on the nodes ``MPICOLL_NODES=spec`` describes
     (read when its private communicator is made, here); freed on exit."""
-    from mpicoll._context import private_comm
+    from mpicoll.engine.context import private_comm
     old = os.environ.get("MPICOLL_NODES")
     os.environ["MPICOLL_NODES"] = spec
     c = comm.Dup()

@@ -13,10 +13,9 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll import _fingerprint as fpr
-from mpicoll._call import (CollectiveMismatchError, _state, check_mode, get_check,
-                           set_check)
-from mpicoll._context import private_comm
+from mpicoll.engine import fingerprint as fpr
+from mpicoll.engine.call import CollectiveMismatchError, _state, check_mode, get_check, set_check
+from mpicoll.engine.context import private_comm
 
 world = MPI.COMM_WORLD
 N, RANK = world.Get_size(), world.Get_rank()

@@ -24,7 +24,7 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll._datatypes import Boundary
+from mpicoll.args.datatypes import Boundary
 from mpicoll.comm import parse_bufspec
 from refdata import data
 

@@ -33,10 +33,11 @@ from mpi4py import MPI
 
 import fakedevice as fd
 import mpicoll
-from mpicoll._registry import EXTENDED_PRIMITIVES
-from mpicoll import _device, gpu
-from mpicoll._context import private_comm
-from mpicoll._topology import layout
+from mpicoll.core.registry import EXTENDED_PRIMITIVES
+from mpicoll.device import arrays as _device
+from mpicoll import gpu
+from mpicoll.engine.context import private_comm
+from mpicoll.core.topology import layout
 from refdata import OPS, data, keeps_rank_order, reduce_ref
 from test_matrix import assert_same, run_case
 

@@ -12,10 +12,11 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll import _device, gpu
-from mpicoll._context import private_comm
-from mpicoll._topology import layout
-from mpicoll.sched import nonblocking as nb
+from mpicoll.device import arrays as _device
+from mpicoll import gpu
+from mpicoll.engine.context import private_comm
+from mpicoll.core.topology import layout
+from mpicoll.engine import nonblocking as nb
 from refdata import data, reduce_ref
 from test_device import check_cases, device_algorithms, device_cases, kind  # noqa: F401
 from test_matrix import assert_same
@@ -114,7 +115,7 @@ def test_progress_thread_drives_device_requests(kind):  # noqa: F811
     """MPICOLL_PROGRESS=thread: device requests complete with no mpicoll call from the
     caller (the thread runs their steps with the data's device current)."""
     import time
-    from mpicoll.sched import progress
+    from mpicoll.engine import progress
     if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
         pytest.skip("MPI initialised without MPI_THREAD_MULTIPLE")
     name, dev, host = kind
@@ -161,7 +162,7 @@ def test_blocking_device_call_before_the_wait_while_peers_wait_first(kind):  # n
     """Rank 0 makes a blocking call on device arrays before waiting for its requests; the
     others wait first (valid MPI): rank 0's requests advance meanwhile (on ipc: its peers'
     headers are answered) through the progress thread started for them."""
-    from mpicoll.sched import progress
+    from mpicoll.engine import progress
     if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
         pytest.skip("MPI initialised without MPI_THREAD_MULTIPLE")
     name, dev, host = kind

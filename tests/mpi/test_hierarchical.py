@@ -15,8 +15,8 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll._context import private_comm
-from mpicoll._topology import layout, parse_nodes
+from mpicoll.engine.context import private_comm
+from mpicoll.core.topology import layout, parse_nodes
 from refdata import OPS, data, on_nodes, reduce_ref
 
 comm = MPI.COMM_WORLD
@@ -228,7 +228,7 @@ def test_layout_from_shared_memory_or_environment():
     if spec:
         assert list(lay.nodes) == _renumber(parse_nodes(spec, N))
         return
-    # Independently of mpicoll._topology: the world ranks of my shared-memory group.
+    # Independently of mpicoll.core.topology: the world ranks of my shared-memory group.
     local = comm.Split_type(MPI.COMM_TYPE_SHARED)
     try:
         mates = local.Get_group().Translate_ranks(list(range(local.Get_size())), comm.Get_group())
@@ -310,7 +310,7 @@ def test_auto_does_not_take_a_tuned_node_aware_choice_that_cannot_run(monkeypatc
     round-robin nodes with a non-commutative op it cannot keep rank order (it refuses
     when asked by name). ``auto`` then takes the rules' choice instead of refusing."""
     import json
-    from mpicoll import _defaults
+    from mpicoll.core import defaults as _defaults
     table = tmp_path / f"table-{RANK}.json"
     table.write_text(json.dumps({"format": _defaults.TABLE_FORMAT, "rules": {
         p: {str(N): [{"max_nbytes": None, "algorithm": "hierarchical"}]}

@@ -12,7 +12,7 @@ from mpi4py import MPI
 
 import fakedevice as fd
 import mpicoll
-from mpicoll import _device, _ipc
+from mpicoll.device import arrays as _device, ipc as _ipc
 from refdata import data, on_nodes, reduce_ref
 from test_memo import hits
 

@@ -838,7 +838,7 @@ def test_large_count_bcast_above_2_31():
 
 
 def _combine_raises_under_seterr():
-    from mpicoll._ops import combine
+    from mpicoll.device.reduce import combine
     a, b = np.array([np.inf]), np.array([-np.inf])
     with np.errstate(all="raise"):
         try:
@@ -853,10 +853,10 @@ def test_floating_point_traps_do_not_hang(algo):
     """inf + -inf under ``np.seterr(all="raise")`` (or ``-W error``): MPI defines no FP
     exceptions, so the reduction must complete (NaN) on every rank, never raise mid-
     algorithm on one rank (which leaves the others waiting forever). Needs the reductions
-    to run under ``np.errstate(all="ignore")`` (mpicoll/_ops.py: reported); skipped until then
+    to run under ``np.errstate(all="ignore")`` (mpicoll/device/reduce.py: reported); skipped until then
     because the failure mode is a hang."""
     if _combine_raises_under_seterr():
-        pytest.skip("mpicoll._ops.combine raises FloatingPointError under np.seterr(all='raise'): "
+        pytest.skip("mpicoll.device.reduce.combine raises FloatingPointError under np.seterr(all='raise'): "
                     "a mid-algorithm error on one rank would hang the others (known issue)")
     x = np.array([np.inf if RANK == 0 else -np.inf, 1.0])
     with np.errstate(all="raise"):

@@ -1,4 +1,4 @@
-"""The ``ipc`` transport (mpicoll._ipc) on the CPU stand-in of CUDA IPC.
+"""The ``ipc`` transport (mpicoll.device.ipc) on the CPU stand-in of CUDA IPC.
 
 tests/mpi/fakedevice.py with IPC on keeps fake device memory in ``/dev/shm``
 allocations; an exported handle names one, and a peer maps it, as CUDA IPC
@@ -17,8 +17,10 @@ from mpi4py import MPI
 
 import fakedevice as fd
 import mpicoll
-from mpicoll import _cuda_driver, _device, _ipc, gpu
-from mpicoll._context import Ctx, private_comm
+from mpicoll.device import cuda_driver as _cuda_driver, arrays as _device, ipc as _ipc
+from mpicoll.engine import fuse as _fuse
+from mpicoll import gpu
+from mpicoll.engine.context import Ctx, private_comm
 from refdata import OPS, data, on_nodes, reduce_ref
 
 comm = MPI.COMM_WORLD
@@ -42,7 +44,7 @@ def ipc_on():
     yield ad
     _ipc.EAGER_MAX = eager
     ad.ipc_refuse = False
-    _ipc.FUSE = True
+    _fuse.FUSE = True
     _device.set_transport(None)
     _device.set_cuda_aware(None)
     fd.enable_ipc(False)
@@ -206,7 +208,7 @@ def test_fused_reductions_match_copy_then_reduce_and_numpy(ipc_on):
             ref = reduce_ref(every, opname, dt)
             out = {}
             for how in ("fused", "copy", "staged"):
-                _ipc.FUSE = how == "fused"
+                _fuse.FUSE = how == "fused"
                 _device.set_transport("staged" if how == "staged" else "ipc")
                 before = stats(c).get("fused", 0)
                 got = _call(c, primitive, algo, fd.to_device(every[RANK]), OPS[opname])
@@ -287,7 +289,7 @@ def test_ipc_inside_nodes_staged_across(ipc_on):
             assert call.path == ("staged" if alone else "ipc")
             ipc = paths.get("ipc", [0, 0, 0, 0])
             staged = paths.get("staged", [0, 0, 0, 0])
-            # Inside a node: IPC; across nodes: staged (mpicoll._topology's split).
+            # Inside a node: IPC; across nodes: staged (mpicoll.core.topology's split).
             assert ipc == [call.intra_sent_msgs, call.intra_sent_bytes,
                            call.intra_recv_msgs, call.intra_recv_bytes], (algo, paths)
             assert staged == [call.inter_sent_msgs, call.inter_sent_bytes,
@@ -637,7 +639,7 @@ def _proc(tmp_path, names):
 
 
 def test_mps_server_status_reads_the_pipe_and_the_daemon(tmp_path, monkeypatch):
-    from mpicoll import _mps
+    from mpicoll.device import mps as _mps
     pipe = tmp_path / f"mps{RANK}"
     pipe.mkdir()
     idle = _proc(tmp_path, ["python3", "bash"])
@@ -661,7 +663,7 @@ def test_mps_server_status_reads_the_pipe_and_the_daemon(tmp_path, monkeypatch):
 
 @pytest.fixture
 def mps_forget():
-    from mpicoll import _mps
+    from mpicoll.device import mps as _mps
     yield
     _mps._last = None              # the faked answers must not reach later tests
 
@@ -669,7 +671,7 @@ def mps_forget():
 def test_mps_status_finds_ranks_sharing_a_gpu(mps_forget):
     """Every rank on one fake GPU: shared (N > 1) and, without a server, the advice names
     the command that starts one; device_path reports it; one GPU per rank: not shared."""
-    from mpicoll import _mps
+    from mpicoll.device import mps as _mps
     off = {"running": False, "how": "no MPS control daemon (faked)"}
     st = _mps.mps_status(comm, key="0000:01:00.0", server=off)
     assert st["ranks_on_gpu"] == N and st["shared"] == (N > 1) and not st["mps"]

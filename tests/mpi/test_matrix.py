@@ -10,7 +10,7 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll._registry import EXTENDED_PRIMITIVES
+from mpicoll.core.registry import EXTENDED_PRIMITIVES
 from refdata import OPS, data, keeps_rank_order, reduce_ref
 
 comm = MPI.COMM_WORLD

@@ -1,4 +1,4 @@
-"""The memo of repeated calls (mpicoll._memo): fast, but never stale.
+"""The memo of repeated calls (mpicoll.engine.memo): fast, but never stale.
 
 A repeated call with the same buffers skips validation, choice and binding.
 Each test changes one thing the memo rests on and checks the call notices:
@@ -16,7 +16,10 @@ from mpi4py import MPI
 
 import fakedevice as fd
 import mpicoll
-from mpicoll import _device, _ipc, _memo, gpu
+from mpicoll.device import arrays as _device, ipc as _ipc
+from mpicoll.engine import fuse as _fuse
+from mpicoll.engine import memo as _memo
+from mpicoll import gpu
 from refdata import on_nodes
 
 comm = MPI.COMM_WORLD
@@ -115,7 +118,7 @@ def test_read_only_output_is_refused_after_memo():
 @pytest.mark.mpi
 def test_environment_choice_is_reread(monkeypatch):
     x, y = np.ones(3), np.empty(3)
-    from mpicoll import _context
+    from mpicoll.engine import context as _context
     for algo in ("ring", "recursive_doubling", "ring"):
         monkeypatch.setenv("MPICOLL_ALLREDUCE_ALGORITHM", algo)
         with mpicoll.traffic() as t:
@@ -315,7 +318,7 @@ def fake():
     eager = _ipc.EAGER_MAX
     yield ad
     _ipc.EAGER_MAX = eager
-    _ipc.FUSE = True
+    _fuse.FUSE = True
     _device.set_transport(None)
     _device.set_cuda_aware(None)
     fd.enable_ipc(False)
@@ -359,7 +362,7 @@ def test_device_memo_rebinds_when_the_transport_changes(fake):
         for choice, fuse in [("ipc", True), ("staged", True), ("ipc", True), ("ipc", False),
                              ("aware", False)]:
             _device.set_transport(choice)
-            _ipc.FUSE = fuse
+            _fuse.FUSE = fuse
             before = ipc_moved(c)
             n = hits(lambda: [mpicoll.allreduce(x, y, comm=c, algorithm="ring")
                               for _ in range(3)])

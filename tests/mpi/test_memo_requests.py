@@ -1,4 +1,4 @@
-"""The memo of repeated nonblocking calls (mpicoll._memo.start): fast, but never stale.
+"""The memo of repeated nonblocking calls (mpicoll.engine.memo.start): fast, but never stale.
 
 A repeated ``i...`` call with the same buffers replays the program the last
 identical call bound — as a new request, with a tag of its own and the same
@@ -18,8 +18,9 @@ from mpi4py import MPI
 
 import fakedevice as fd
 import mpicoll
-from mpicoll import _device, _ipc, _memo
-from mpicoll._call import Call
+from mpicoll.device import arrays as _device, ipc as _ipc
+from mpicoll.engine import memo as _memo
+from mpicoll.engine.call import Call
 from refdata import on_nodes
 from test_memo import count_calls, fake, ipc_moved  # noqa: F401  (fake: the device fixture)
 

@@ -1,4 +1,4 @@
-"""The memo of repeated v-collective calls (mpicoll._memo.run_specs / start_specs).
+"""The memo of repeated v-collective calls (mpicoll.engine.memo.run_specs / start_specs).
 
 A v-collective exchanges counts before it can validate. A repeated call on the
 same arrays and the same counts (given in any of mpi4py's spec forms, compared
@@ -15,8 +15,8 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll import _memo
-from mpicoll._call import Call
+from mpicoll.engine import memo as _memo
+from mpicoll.engine.call import Call
 from test_memo import hits
 from test_memo_requests import replays
 

@@ -13,7 +13,7 @@ from mpi4py import MPI
 
 import mpicoll
 import mpicoll.distributed as dist
-from mpicoll._registry import EXTENDED_PRIMITIVES
+from mpicoll.core.registry import EXTENDED_PRIMITIVES
 from refdata import data
 
 comm = MPI.COMM_WORLD
@@ -108,7 +108,7 @@ def test_blocking_call_before_the_wait_while_peers_wait_first(algo):
     before waiting; the others wait first, then make them: valid MPI. Rank 0's requests
     must advance while it blocks (a progress thread starts for them and stops once they
     are done)."""
-    from mpicoll.sched import progress
+    from mpicoll.engine import progress
     if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
         pytest.skip("MPI initialised without MPI_THREAD_MULTIPLE")
     x = np.arange(1000.0) + RANK
@@ -161,8 +161,8 @@ FACE_NAME = {"blocking": "allreduce", "persistent": "allreduce_init", "P2PComm":
 def _every_face_pairs_up(x, y, c):
     """Each face's next call completes with the right sum on every rank (the ranks'
     persistent request tags compared first: tags out of step would hang, not fail)."""
-    from mpicoll._call import _state
-    from mpicoll._context import private_comm
+    from mpicoll.engine.call import _state
+    from mpicoll.engine.context import private_comm
     p_seq = _state(private_comm(c)).p_seq
     assert c.allgather(p_seq) == [p_seq] * N
     for face, call in FACES.items():
@@ -351,7 +351,7 @@ def test_distributed_async_op():
 def test_progress_thread_completes_requests_while_the_caller_computes():
     """MPICOLL_PROGRESS=thread: requests advance with no mpicoll call from the caller."""
     import time
-    from mpicoll.sched import progress
+    from mpicoll.engine import progress
     if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
         pytest.skip("MPI initialised without MPI_THREAD_MULTIPLE")
     progress.start()

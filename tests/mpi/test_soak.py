@@ -44,14 +44,14 @@ def test_short_soak_checked_on_a_split_comm():
         s = soak(comm, calls=CALLS // 2, seed=12, max_count=2000, check="checked")
         check(s)
         assert s["check"] == "checked"
-        assert mpicoll._call.get_check(comm) == mpicoll._call.check_mode()   # restored
+        assert mpicoll.engine.call.get_check(comm) == mpicoll.engine.call.check_mode()   # restored
     finally:
         comm.Free()
 
 
 def test_soak_detects_a_wrong_result(monkeypatch):
     """The soak's comparison is live: a corrupted algorithm is reported, not hidden."""
-    from mpicoll._registry import _REGISTRY
+    from mpicoll.core.registry import _REGISTRY
     orig = _REGISTRY["allgather"]["ring"]
 
     def corrupt(ctx, sendbuf, recvbuf):

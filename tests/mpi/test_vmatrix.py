@@ -507,7 +507,7 @@ def test_fake_device_arrays(aware):
     """Every algorithm, native included, on device arrays: hand-written ones through the
     transports, native ones through host copies where the library cannot take them."""
     import fakedevice as fd
-    from mpicoll import _device
+    from mpicoll.device import arrays as _device
     fd.install()
     _device.set_cuda_aware(aware)
     dev, host = fd.to_device, fd.to_host

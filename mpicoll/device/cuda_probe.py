@@ -1,6 +1,6 @@
 """Is the loaded MPI library CUDA-aware? The probes, with nothing of mpicoll's device layer.
 
-:mod:`mpicoll._device` asks them once per process (and caches the answer);
+:mod:`mpicoll.device.arrays` asks them once per process (and caches the answer);
 :mod:`mpicoll.gpu` publishes them. Kept apart from both so that neither has
 to import the other to reach them. mpi4py 4 has no call for CUDA awareness,
 so the loaded library itself is asked (see :func:`cuda_aware_report`).
@@ -10,8 +10,8 @@ import os
 
 from mpi4py import MPI
 
-from ._errors import ArgumentError
-from ._gpu_env import ucx_setup
+from ..core.errors import ArgumentError
+from .gpu_env import ucx_setup
 
 __all__ = ["cuda_aware_report"]
 
@@ -51,7 +51,7 @@ def _alloc_kinds():
 
 def cuda_aware_report():
     """Dict: the decision and every probe's answer (for provenance and headers); ``ucx``:
-    :func:`mpicoll._gpu_env.ucx_setup` (``source`` says "UCX point-to-point" when
+    :func:`mpicoll.device.gpu_env.ucx_setup` (``source`` says "UCX point-to-point" when
     MPICOLL_CUDA_AWARE decided with it)."""
     report = {"override": os.environ.get("MPICOLL_CUDA_AWARE"), "mpix_query": None,
               "alloc_kinds": None, "library": MPI.Get_library_version().splitlines()[0].strip(),

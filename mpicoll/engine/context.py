@@ -8,7 +8,7 @@ messages never match the user's own (the pattern of mpi4py.util.pkl5).
 Isend, Irecv, Waitall) and counts messages, bytes and elements per call when
 a :func:`mpicoll.traffic` recorder is active.
 
-Device arrays: a Ctx talks to a *transport* (:mod:`mpicoll._device`) with
+Device arrays: a Ctx talks to a *transport* (:mod:`mpicoll.device.arrays`) with
 the communicator's method names: the communicator itself for host arrays, a
 stream-synchronising pass-through (CUDA-aware MPI) or a pinned-host stager
 (MPI without CUDA support) for device arrays. ``ctx.path`` says which.
@@ -25,12 +25,11 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from ._buffers import wire
-from ._device import empty, transport
-from . import _ipc  # noqa: F401  (registers the ipc transport with _device)
-from ._ops import combine
-from ._topology import detect, layout
-from .coll._common import copy_in
+from ..args.buffers import wire
+from ..device.arrays import data_ptr, empty, transport
+from ..device import ipc as _ipc  # noqa: F401  (registers the ipc transport with _device)
+from ..device.reduce import combine
+from ..core.topology import detect, layout
 
 __all__ = ["private_comm", "Ctx", "traffic", "Traffic", "CallTraffic"]
 
@@ -101,7 +100,7 @@ class CallTraffic:
         self.count = count
         self.itemsize = itemsize
         self.sent_msgs = self.sent_bytes = self.recv_msgs = self.recv_bytes = 0
-        # The part of it that crossed nodes (peer on another node: mpicoll._topology).
+        # The part of it that crossed nodes (peer on another node: mpicoll.core.topology).
         self.inter_sent_msgs = self.inter_sent_bytes = 0
         self.inter_recv_msgs = self.inter_recv_bytes = 0
         self.nodes = nodes          # node of each rank (None: one node)
@@ -194,7 +193,7 @@ def traffic():
     Per rank, for every collective call: messages, bytes and elements sent and
     received by the hand-written algorithms (``native`` calls are recorded
     with zero counts: their traffic is inside the MPI library); on more than
-    one node (:mod:`mpicoll._topology`) the part that crossed nodes is
+    one node (:mod:`mpicoll.core.topology`) the part that crossed nodes is
     ``inter_sent_msgs``/``inter_sent_bytes``/``inter_recv_*``, the rest
     ``intra_*``::
 
@@ -208,6 +207,17 @@ def traffic():
         yield rec
     finally:
         _recorders.remove(rec)
+
+
+def copy_in(dst, src):
+    """dst[...] = src unless src is None (in place) or the very same memory."""
+    if src is None or src is dst:
+        return
+    if (src.size == dst.size
+            and data_ptr(src) == data_ptr(dst)):
+        return                      # in place: the block is already there
+    dst[...] = src
+
 
 
 class Ctx:
@@ -249,7 +259,7 @@ class Ctx:
 
     @property
     def layout(self):
-        """The nodes of the communicator's ranks (:class:`mpicoll._topology.Layout`)."""
+        """The nodes of the communicator's ranks (:class:`mpicoll.core.topology.Layout`)."""
         return layout(self.comm)
 
     # counting -----------------------------------------------------------

@@ -29,7 +29,7 @@ Reductions follow MPI: a predefined op over a datatype whose elements are
 all one predefined type; the send and receive datatypes of a reduction are
 one and the same (mpi4py checks it too). A user-defined op over a derived
 datatype reduces whole packed entries through the datatype
-(:mod:`mpicoll._user_ops`): its function sees the layout it was written for.
+(:mod:`mpicoll.args.user_ops`): its function sees the layout it was written for.
 
 Checks, each an :class:`ArgumentError` naming the argument (raised inside
 ``call.checking()``, so every rank raises before any message): a datatype
@@ -55,11 +55,11 @@ import numpy as np
 from mpi4py import MPI
 from mpi4py.util import dtlib
 
-from ._buffers import ENTRIES
-from ._device import adapter_of, empty
-from ._errors import ArgumentError, ArgumentTypeError, describe, non_negative
-from .coll._common import offsets, split
-from ._user_ops import EntryOp
+from .buffers import ENTRIES
+from ..device.arrays import adapter_of, empty
+from ..core.errors import ArgumentError, ArgumentTypeError, describe, non_negative
+from ..core.blocks import offsets, split
+from .user_ops import EntryOp
 
 __all__ = ["is_derived", "TypeInfo", "type_info", "byte_view", "Boundary"]
 
@@ -227,7 +227,7 @@ def byte_view(argname, base):
     return flat.view(np.uint8)
 
 
-_index = non_negative   # mpicoll._errors: one rule for counts and displacements
+_index = non_negative   # mpicoll.core.errors: one rule for counts and displacements
 
 
 def _integer(argname, value, what):
@@ -457,9 +457,9 @@ class Boundary:
         """MPI's rules for a reduction over derived datatypes (ArgumentError if broken).
 
         Returns ``(sendbuf, recvbuf)``: as given, or — for a user-defined op
-        (an :class:`mpicoll._user_ops.EntryOp`) over a derived datatype —
+        (an :class:`mpicoll.args.user_ops.EntryOp`) over a derived datatype —
         viewed as whole packed entries, which the op then reduces through
-        the datatype (see :mod:`mpicoll._user_ops`).
+        the datatype (see :mod:`mpicoll.args.user_ops`).
         """
         derived = [(n, self.types[n]) for n in (send, recv) if n in self.types]
         if not derived:

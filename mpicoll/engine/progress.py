@@ -51,7 +51,7 @@ def wanted():
 
 def auto_allowed():
     """False when ``MPICOLL_PROGRESS`` says ``none`` (no thread, not even for a blocking call
-    made while requests are in flight: see :func:`mpicoll.sched.nonblocking.before_blocking`)."""
+    made while requests are in flight: see :func:`mpicoll.engine.nonblocking.before_blocking`)."""
     return os.environ.get("MPICOLL_PROGRESS", "").strip().lower() not in (
         "none", "off", "caller", "0")
 

@@ -1,121 +1,35 @@
-"""The blocking executor: find (or record) the plan of a call, bind it to the buffers, run it.
+"""The blocking executor: bind a call's plan to its buffers and run it.
 
-Plans are cached per private communicator (:class:`PlanCache`) by the
-algorithm and the call's signature — item size, each array's length (or
-None), root, counts, and whether the op is a user op and commutative: the
-only things an algorithm's control flow may depend on. Scratch vectors are
-cached with the plan, per dtype and memory, and reused by every blocking
-call with that signature (nonblocking and persistent requests get their
-own, since several may be in flight).
+Plans come from the per-communicator :class:`~mpicoll.sched.record.PlanCache`.
+Scratch vectors are cached with the plan, per dtype and memory, and reused by
+every blocking call with that signature (nonblocking and persistent requests
+get their own, since several may be in flight).
 
 Binding turns a plan into a list of ready-to-call steps on array views.
 Host buffers with no traffic recorder or tracer take the *fast* binding:
 the private communicator's own ``Send``/``Recv``/... and the op's ufunc,
 bound once with :func:`functools.partial`. Everything else (device
 transports, ``mpicoll.traffic()``, the bench tracer) binds to the call's
-:class:`~mpicoll._context.Ctx`, which counts, traces and stages.
+:class:`~mpicoll.engine.context.Ctx`, which counts, traces and stages.
 
 An algorithm that cannot be recorded (it touches data directly: a user's
 quick experiment registered without ``ctx.copy``/``ctx.reduce``) runs as a
 plain function on the real arrays, exactly as before plans existed.
 """
-from collections import OrderedDict
 from functools import partial
 
 import numpy as np
 from mpi4py import MPI
 
-from .._buffers import wire
-from .._device import adapter_of, data_ptr, empty
-from .._ops import OPS, combine
-from .plan import (COPY, IRECV, ISEND, RECV, REDUCE, SEND, SENDRECV, WAIT, Builder,
-                   NotSchedulable, Sym)
+from ..args.buffers import wire
+from ..device.arrays import adapter_of, data_ptr, empty
+from ..core.ops import OPS
+from ..device.reduce import combine
+from ..sched.plan import COPY, IRECV, ISEND, RECV, REDUCE, SEND, SENDRECV, WAIT
+from ..sched.record import is_array
+from . import fuse as _fuse
 
-__all__ = ["PlanCache", "signature", "execute", "bind", "scratch_for"]
-
-_MAX_PLANS = 64
-
-
-def _is_array(a):
-    return not (a is None or isinstance(a, (int, np.integer, MPI.Op, list, tuple)))
-
-
-def signature(args, op):
-    """What a plan may depend on, as a hashable key (arrays by length)."""
-    key = []
-    for a in args:
-        if a is None:
-            key.append(None)
-        elif isinstance(a, MPI.Op):
-            key.append(("op", OPS.get(a.handle) is None, a.is_commutative))
-        elif isinstance(a, (list, tuple)):
-            key.append(tuple(a))
-        elif isinstance(a, (int, np.integer)):
-            key.append(int(a))
-        else:
-            key.append(-1 - a.size)      # arrays: by length (negative: never a root)
-    if op is not None and not any(isinstance(a, MPI.Op) for a in args):
-        key.append(("op", OPS.get(op.handle) is None, op.is_commutative))
-    return tuple(key)
-
-
-def record(fn, rank, size, args, itemsize, op, layout=None):
-    """Run ``fn`` on a :class:`Builder` with symbolic buffers; its :class:`Plan`.
-
-    ``layout``: the ranks' nodes (:class:`mpicoll._topology.Layout`) for node-aware
-    algorithms; None records as if every rank were on one node.
-    """
-    n = 0
-    sym_args = []
-    for a in args:
-        if _is_array(a):
-            sym_args.append(Sym(n, 0, a.size, itemsize))
-            n += 1
-        else:
-            sym_args.append(a)
-    user_op = op is not None and OPS.get(op.handle) is None
-    b = Builder(rank, size, n, itemsize, user_op, layout)
-    fn(b, *sym_args)
-    return b.plan()
-
-
-class _Entry:
-    __slots__ = ("plan", "scratch")
-
-    def __init__(self, plan):
-        self.plan = plan
-        self.scratch = {}
-
-
-class PlanCache:
-    """Plans of one private communicator, least recently used dropped past 64."""
-
-    def __init__(self, layout=None):
-        self.layout = layout          # the communicator's nodes, for node-aware plans
-        self.entries = OrderedDict()
-        self.direct = set()           # algorithms that cannot be recorded
-
-    def get(self, fn, rank, size, args, itemsize, op):
-        """The cache entry of this call (plan + scratch), or None to run ``fn`` directly."""
-        if fn in self.direct:
-            return None
-        key = (fn, itemsize, signature(args, op))
-        entry = self.entries.get(key)
-        if entry is not None:
-            self.entries.move_to_end(key)
-            return entry
-        try:
-            plan = record(fn, rank, size, args, itemsize, op, self.layout)
-        except NotSchedulable:
-            self.direct.add(fn)
-            return None
-        entry = self.entries[key] = _Entry(plan)
-        if len(self.entries) > _MAX_PLANS:
-            self.entries.popitem(last=False)
-        return entry
-
-    def clear(self):
-        self.entries.clear()
+__all__ = ["execute", "bind", "scratch_for", "assign"]
 
 
 def scratch_for(plan, like, cache=None):
@@ -146,7 +60,7 @@ def _views(plan, arrays):
     return view
 
 
-def _assign(dst, src):
+def assign(dst, src):
     dst[...] = src
 
 
@@ -165,13 +79,13 @@ def bind(plan, arrays, op, ctx, fast, nonblocking=False, persistent=False, retag
     (``Send_init``/``Recv_init``) made here once; a post step is their ``Start``.
     ``retag`` (with ``fast`` and ``nonblocking``): a one-element list holding the
     tag, read when each message is posted -- steps that the memo replays as a
-    new request, with the new call's tag (:mod:`mpicoll._memo`). Steps bound to
-    a :class:`~mpicoll._context.Ctx` read ``ctx.tag`` when they post anyway.
+    new request, with the new call's tag (:mod:`mpicoll.engine.memo`). Steps bound to
+    a :class:`~mpicoll.engine.context.Ctx` read ``ctx.tag`` when they post anyway.
     """
     view = _views(plan, arrays)
     msg = view
     if fast and any(a.dtype.kind == "V" for a in arrays):
-        def msg(sym):             # packed entries (mpicoll._user_ops) travel as bytes
+        def msg(sym):             # packed entries (mpicoll.args.user_ops) travel as bytes
             return wire(view(sym))
     reqs = [None] * plan.nreq
     steps = []
@@ -212,8 +126,7 @@ def bind(plan, arrays, op, ctx, fast, nonblocking=False, persistent=False, retag
 
     fused = {}
     if not fast and op is not None and getattr(ctx.mpi, "fuses", False):
-        from .. import _ipc            # receive + reduce in one pass over the peer's memory
-        fused = _ipc.fusions(plan, op, ctx, view)
+        fused = _fuse.fusions(plan, op, ctx, view)
 
     for i, o in enumerate(plan.ops):
         if i in fused:
@@ -226,8 +139,8 @@ def bind(plan, arrays, op, ctx, fast, nonblocking=False, persistent=False, retag
                 # The reduction runs when the message arrives: copies first, so that
                 # what it reads is final once the receive is posted.
                 if f.copies:
-                    add(partial(_ipc.copies, f.copies))
-                r = posted(partial(_ipc.irecv_reduce, ctx, f.recv, f.source, f.reduce))
+                    add(partial(_fuse.copies, f.copies))
+                r = posted(partial(_fuse.irecv_reduce, ctx, f.recv, f.source, f.reduce))
                 if f.send is None:
                     add((r,))
                 else:
@@ -260,7 +173,7 @@ def bind(plan, arrays, op, ctx, fast, nonblocking=False, persistent=False, retag
         elif k == COPY:
             d, s = view(o[1]), view(o[2])
             if not _same_memory(d, s):
-                add(partial(np.copyto, d, s) if fast else partial(_assign, d, s))
+                add(partial(np.copyto, d, s) if fast else partial(assign, d, s))
         elif k == REDUCE:
             lo, hi, out = view(o[1]), view(o[2]), view(o[3])
             if fast and ufunc is not None:
@@ -305,13 +218,13 @@ def execute(ctx, fn, entry, args, op, fast):
     steps that repeat it.
 
     (Reductions never raise floating-point traps: :func:`_quiet` on the fast
-    path, :func:`mpicoll._ops.combine`'s errstate otherwise.)
+    path, :func:`mpicoll.device.reduce.combine`'s errstate otherwise.)
     """
     if entry is None:
         fn(ctx, *args)
         return (partial(fn, ctx, *args),)
     plan = entry.plan
-    arrays = [a for a in args if _is_array(a)]
+    arrays = [a for a in args if is_array(a)]
     arrays += scratch_for(plan, ctx.like, entry.scratch)
     steps, _ = bind(plan, arrays, op, ctx, fast)
     for step in steps:

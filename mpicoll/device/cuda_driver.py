@@ -1,7 +1,7 @@
 """The CUDA driver calls CuPy does not wrap (``cuMemGetAddressRange``, ``cuPointerGetAttribute``).
 
-Loaded once through ctypes, for the ipc transport (:mod:`mpicoll._ipc`) and
-the CuPy adapter's IPC probes (:mod:`mpicoll._device`); no mpicoll imports.
+Loaded once through ctypes, for the ipc transport (:mod:`mpicoll.device.ipc`) and
+the CuPy adapter's IPC probes (:mod:`mpicoll.device.arrays`); no mpicoll imports.
 """
 import ctypes
 import threading

@@ -1,23 +1,15 @@
-"""Reduction operations: which MPI ops are valid for which dtype, and the
-local combine step every reducing algorithm uses.
+"""Reduction operations: MPI's built-in ops, their NumPy ufuncs, and which dtypes they take.
 
-Built-in ops run as ufuncs writing in place (``out=``): NumPy's for host
-arrays, the device library's own (CuPy's) for device arrays, so device data
-is reduced on the device. User ops made with ``MPI.Op.Create`` run through
-``Op.Reduce_local``; their Python function reads host memory, so for device
-arrays the two operands make a round trip through the host. Operands are always
-passed in rank order (lower ranks first), so non-commutative ops keep rank
-order and both partners of an exchange compute bitwise-identical results.
+Built-in ops run as ufuncs writing in place (``out=``); the local step that
+applies them to host or device memory is :func:`mpicoll.device.reduce.combine`.
+User ops made with ``MPI.Op.Create`` run through ``Op.Reduce_local``.
 """
-import time
-
 import numpy as np
 from mpi4py import MPI
 
-from ._device import adapter_of
-from ._errors import ArgumentError, ArgumentTypeError, describe
+from .errors import ArgumentError, ArgumentTypeError, describe
 
-__all__ = ["OPS", "check_op", "combine", "op_name", "op_ufunc"]
+__all__ = ["OPS", "check_op", "op_name", "op_ufunc"]
 
 _BUILTIN = [
     (MPI.SUM, "SUM", np.add),
@@ -77,54 +69,7 @@ def check_op(op, dtype, *, argname="op"):
             MPI.ERR_OP)
 
 
-#: Tracer callback ``hook("reduce", t0, t1, info)`` for the local reduction
-#: step, or None (set by ``mpicoll.bench.trace`` between calls).
-trace_hook = None
-
-
 def op_ufunc(op):
     """The NumPy ufunc of a built-in op, or None for a user op."""
     entry = OPS.get(op.handle)
     return entry[1] if entry is not None else None
-
-
-def combine(op, lower, higher, out):
-    """Reduce ``lower (op) higher`` (lower-rank data first); return the result array.
-
-    Built-in ops write into ``out`` (``lower``, ``higher`` or a third array
-    of the same size) and return it. User ops follow MPI's Reduce_local contract and always
-    write into ``higher``, which is returned; callers swap buffers
-    accordingly instead of copying.
-    """
-    if trace_hook is not None:
-        return _traced_combine(op, lower, higher, out)
-    return _combine(op, lower, higher, out)
-
-
-def _combine(op, lower, higher, out):
-    entry = OPS.get(op.handle)
-    ad = adapter_of(higher)
-    if entry is not None:
-        if ad is not None:
-            ad.ufunc(entry[1].__name__)(lower, higher, out=out)
-            return out
-        # MPI defines no floating-point exceptions: a trap raised on one rank
-        # mid-algorithm (np.seterr(all="raise")) would leave the others waiting.
-        with np.errstate(all="ignore"):
-            entry[1](lower, higher, out=out)
-        return out
-    if ad is not None:
-        host = ad.asnumpy(higher)
-        op.Reduce_local(ad.asnumpy(lower), host)
-        ad.to_device(host, higher)
-        return higher
-    op.Reduce_local(lower, higher)
-    return higher
-
-
-def _traced_combine(op, lower, higher, out):
-    hook, t0 = trace_hook, time.perf_counter()
-    res = _combine(op, lower, higher, out)
-    if hook is not None:
-        hook("reduce", t0, time.perf_counter(), {"bytes": lower.nbytes, "op": op_name(op)})
-    return res

@@ -1,6 +1,6 @@
 """The ``ipc`` transport: device messages between ranks of one node through CUDA IPC.
 
-A message to a peer on the same node (:meth:`mpicoll._topology.Layout.same_node`)
+A message to a peer on the same node (:meth:`mpicoll.core.topology.Layout.same_node`)
 never carries its payload through MPI. The protocol, per message, on the
 private communicator (``T`` is the call's tag; the control tags are
 ``T + 32768`` for headers, ``T + 2*32768`` for acknowledgements and
@@ -51,7 +51,7 @@ While it waits, the transport advances *every* message it has in flight
 the way MPI progresses all posted requests: a peer's header is answered even
 while this rank waits for something else, so the two-step protocol cannot
 deadlock where plain MPI would not. Reductions fuse with the receive
-(:func:`fusions`, bound by :func:`mpicoll.sched.run.bind` in blocking,
+(:func:`fusions`, bound by :func:`mpicoll.engine.run.bind` in blocking,
 nonblocking and persistent plans alike): a receive from an IPC peer
 followed by the REDUCE of the received slice becomes one pass over the
 peer's memory.
@@ -69,7 +69,7 @@ Reallocation at the same address is safe (the generation changes and the
 peer remaps).
 
 Nonblocking and persistent collectives run on this transport in the progress
-engine of :mod:`mpicoll.sched.nonblocking` (each request has a transport of
+engine of :mod:`mpicoll.engine.nonblocking` (each request has a transport of
 its own, on its own tag): a wait step is :meth:`IpcTransport.test`, which
 advances every message of the request, and a waiter polls
 :meth:`IpcTransport.pending` — never a blocking MPI wait, which would leave a
@@ -84,17 +84,14 @@ synchronise before ``Start``/the call and after ``Wait`` itself.
 import collections
 import os
 import threading
-import time
 
 import numpy as np
 from mpi4py import MPI
 
-from . import _device, _ops
-from ._ops import OPS, combine
-from .sched.plan import COPY, IRECV, ISEND, RECV, REDUCE, SEND, SENDRECV
+from . import arrays as _device
 
-__all__ = ["IpcTransport", "endpoint", "fusions", "ipc_stats", "cuda_driver", "tags_fit",
-           "MAX_MAPPINGS", "FUSE", "EAGER_MAX"]
+__all__ = ["IpcTransport", "endpoint", "ipc_stats", "cuda_driver", "tags_fit", "MAX_MAPPINGS",
+           "EAGER_MAX"]
 
 _K = 1 << 15
 HDR_TAG, ACK_TAG, NACK_TAG = _K, 2 * _K, 3 * _K
@@ -118,11 +115,6 @@ MAX_MAPPINGS = 256
 #: the acknowledgement's extra message cost (not measured on a GPU yet).
 EAGER_MAX = _device.env_bytes("MPICOLL_IPC_EAGER", 4096)
 
-#: Fuse a receive from an IPC peer with the reduction that reads it (False: copy, then
-#: reduce, as on the other transports -- for comparisons).
-FUSE = True
-
-
 _yield = getattr(os, "sched_yield", lambda: None)
 _tag_ub = None
 
@@ -135,7 +127,7 @@ def tags_fit(comm=None):
     return _tag_ub >= _TOP_TAG
 
 
-from ._cuda_driver import cuda_driver  # noqa: F401  (re-exported: mpicoll._ipc.cuda_driver)
+from .cuda_driver import cuda_driver  # noqa: F401  (re-exported: mpicoll.device.ipc.cuda_driver)
 
 
 # -- per (private communicator, device) state --------------------------------
@@ -312,7 +304,7 @@ class IpcTransport:
     """Same-node device messages through IPC mappings, the rest through ``fallback``."""
 
     path = "ipc"
-    fuses = True                   # sched.run may bind fused receive+reduce steps
+    fuses = True                   # engine.run may bind fused receive+reduce steps (engine.fuse)
 
     def __init__(self, comm, adapter, device, fallback, ep, nodes):
         self.comm, self.adapter, self.device = comm, adapter, device
@@ -503,7 +495,7 @@ class IpcTransport:
             MPI.Request.Waitall(foreign)
         self._forget(want)
 
-    # -- the progress engine's interface (mpicoll.sched.nonblocking) ----------------
+    # -- the progress engine's interface (mpicoll.engine.nonblocking) ----------------
     #: The engine must not block in MPI on these requests: a peer's header needs an answer.
     passive = False
 
@@ -699,195 +691,6 @@ def _payload(hdr, nbytes, dtype):
     return hdr[_HDR:].view(np.uint8)[:nbytes].view(dtype)
 
 
-# -- fused receive + reduce (bound by mpicoll.sched.run for transports that fuse) ----
-
-def _reduce_into(op, other, out, lower, data):
-    if lower:
-        combine(op, data, other, out)
-    else:
-        combine(op, other, data, out)
-
-
-def recv_reduce(ctx, buf, source, reduce):
-    ctx._recvd(buf, source)
-    t0 = _now()
-    ctx.mpi.Recv(buf, source, ctx.tag, reduce)
-    _trace("recv", t0, source=source, recv_bytes=buf.nbytes)
-
-
-def sendrecv_reduce(ctx, sendbuf, dest, recvbuf, source, reduce):
-    ctx._sent(sendbuf, dest)
-    ctx._recvd(recvbuf, source)
-    t0 = _now()
-    ctx.mpi.Sendrecv(sendbuf, dest, ctx.tag, recvbuf, source, ctx.tag, reduce)
-    _trace("sendrecv", t0, dest=dest, send_bytes=sendbuf.nbytes, source=source,
-           recv_bytes=recvbuf.nbytes)
-
-
-def irecv_reduce(ctx, buf, source, reduce):
-    """Post a receive of ``buf`` from ``source`` that calls ``reduce(data)`` on arrival.
-
-    ``reduce`` runs when the peer's header is handled (or its payload lands), at
-    any later advance of the transport: what it reads and writes must be final
-    when this is posted -- :func:`fusions` only fuses where they are.
-    """
-    ctx._recvd(buf, source)
-    t0 = _now()
-    req = ctx.mpi.Irecv(buf, source, ctx.tag, reduce)
-    _trace("irecv", t0, source=source, recv_bytes=buf.nbytes)
-    return req
-
-
-def _now():
-    # The bench's tracer sets one hook in mpicoll._context and mpicoll._ops alike;
-    # reading _ops's keeps this module below _context (no import cycle).
-    if _ops.trace_hook is None:
-        return None
-    return time.perf_counter()
-
-
-def _trace(kind, t0, **info):
-    hook = _ops.trace_hook
-    if t0 is not None and hook is not None:
-        hook(kind, t0, time.perf_counter(), info)
-
-
-def _same(a, b):
-    return a.buf == b.buf and a.start == b.start and a.stop == b.stop
-
-
-def _overlap(a, b):
-    return a.buf == b.buf and a.start < b.stop and b.start < a.stop and a.size and b.size
-
-
-def _uses(o):
-    """(read, written) buffers of one plan operation."""
-    k = o[0]
-    if k in (SEND, ISEND):
-        return (o[1],), ()
-    if k in (RECV, IRECV):
-        return (), (o[1],)
-    if k == SENDRECV:
-        return (o[1],), (o[3],)
-    if k == COPY:
-        return (o[2],), (o[1],)
-    if k == REDUCE:
-        return (o[1], o[2]), (o[3],)
-    return (), ()
-
-
-def _dead_after(ops, start, r):
-    """True when no operation from ``start`` on reads a byte of ``r`` before overwriting it."""
-    live = [(r.start, r.stop)]
-    for o in ops[start:]:
-        reads, writes = _uses(o)
-        for x in reads:
-            if x.buf == r.buf and x.size and any(x.start < b and a < x.stop for a, b in live):
-                return False
-        for w in writes:
-            if w.buf == r.buf and w.size:
-                live = [piece for a, b in live
-                        for piece in ((a, min(b, w.start)), (max(a, w.stop), b))
-                        if piece[0] < piece[1]]
-        if not live:
-            return True
-    return True
-
-
-class Fused(collections.namedtuple("Fused", "copies recv source reduce send dest")):
-    """One fused receive + reduce of a plan, bound to arrays.
-
-    ``copies``: (dst, src) local copies run first; ``recv``/``source``: the
-    receive, whose data ``reduce(data)`` consumes; ``send``/``dest``: the
-    send of the same SENDRECV (None for a RECV).
-    """
-
-    def step(self, ctx):
-        """The blocking step: copies, then the receive (and send) with the reduction."""
-        if self.send is None:
-            step = _partial(recv_reduce, ctx, self.recv, self.source, self.reduce)
-        else:
-            step = _partial(sendrecv_reduce, ctx, self.send, self.dest, self.recv, self.source,
-                            self.reduce)
-        if self.copies:
-            step = _partial(_copies_then, self.copies, step)
-        return step
-
-
-def fusions(plan, op, ctx, view):
-    """Fused receives of ``plan`` for ``ctx``'s transport: ``{op index: Fused or None}``.
-
-    A receive (RECV, SENDRECV) from an IPC peer followed by the REDUCE of that
-    received slice with another becomes one step that reduces straight from
-    the peer's memory (``out = lower (op) peer``); the REDUCE's index maps to
-    None (skipped). Local copies between the two that neither touch the
-    received slice nor write what the step sends run first, inside the fused
-    step (the last step of the reduce-scatter ring copies its own block in
-    between). Only built-in ops (user ops reduce on the host), only where the
-    received slice is the output or is never read afterwards (a scratch
-    vector, overwritten or unused before any read), and only where the
-    reduction writes nothing the same step still sends (the peer reads it
-    until it acknowledges).
-    """
-    if not FUSE or OPS.get(op.handle) is None:
-        return {}
-    t = ctx.mpi
-    ops = plan.ops
-    fused = {}
-    for i, o in enumerate(ops):
-        if o[0] not in (RECV, SENDRECV):
-            continue
-        r, src = (o[1], o[2]) if o[0] == RECV else (o[3], o[4])
-        if not t.ipc_peer(src) or not r.size:
-            continue
-        sent = o[1] if o[0] == SENDRECV else None
-        j = i + 1
-        while j < len(ops) and j - i <= 2 and ops[j][0] == COPY:
-            dst, cs = ops[j][1], ops[j][2]
-            if _overlap(dst, r) or _overlap(cs, r) or (sent is not None and _overlap(dst, sent)):
-                break
-            j += 1
-        if j >= len(ops) or ops[j][0] != REDUCE:
-            continue
-        lo, hi, out = ops[j][1], ops[j][2], ops[j][3]
-        if _same(lo, r) and not _overlap(hi, r):
-            lower, other = True, hi
-        elif _same(hi, r) and not _overlap(lo, r):
-            lower, other = False, lo
-        else:
-            continue
-        if sent is not None and _overlap(sent, out):
-            continue                       # the peer may still be reading what we would write
-        if not _same(out, r):
-            if _overlap(out, r) or r.buf < plan.nargs or not _dead_after(ops, j + 1, r):
-                continue
-        reduce = _partial(_reduce_into, op, view(other), view(out), lower)
-        copies = [(view(ops[k][1]), view(ops[k][2])) for k in range(i + 1, j)]
-        if o[0] == RECV:
-            fused[i] = Fused(copies, view(r), src, reduce, None, None)
-        else:
-            fused[i] = Fused(copies, view(r), src, reduce, view(o[1]), o[2])
-        for k in range(i + 1, j + 1):
-            fused[k] = None
-    return fused
-
-
-def copies(pairs):
-    """Run local copies ``(dst, src)`` in order."""
-    for dst, src in pairs:
-        dst[...] = src
-
-
-def _copies_then(pairs, step):
-    copies(pairs)
-    step()
-
-
-def _partial(fn, *args):
-    from functools import partial
-    return partial(fn, *args)
-
-
 def _make(comm, adapter, device, fallback, nodes):
     """The ipc transport for ``comm``'s device messages, or None where its tags do not fit."""
     if not tags_fit(comm):
@@ -896,4 +699,3 @@ def _make(comm, adapter, device, fallback, nodes):
 
 
 _device.IPC = _make
-_device.KEY_PARTS.append(lambda: FUSE)    # fused steps are bound: a memoized call rebinds

@@ -1,6 +1,6 @@
 """User-defined ops over derived datatypes, at :class:`mpicoll.P2PComm`'s boundary.
 
-mpicoll's algorithms reduce packed data (:mod:`mpicoll._datatypes`). A
+mpicoll's algorithms reduce packed data (:mod:`mpicoll.args.datatypes`). A
 predefined op reduces the packed elements as they are. A user-defined op
 was written for the datatype the caller gave: MPI calls its function with
 memory laid out as that datatype, a count of its entries and the datatype
@@ -33,7 +33,7 @@ __all__ = ["EntryOp", "wrap", "native_refusal"]
 class EntryOp(MPI.Op):
     """A user op (same handle) that, once its call has a derived datatype, reduces packed entries.
 
-    ``entries`` is the call's :class:`mpicoll._datatypes.TypeInfo` when the
+    ``entries`` is the call's :class:`mpicoll.args.datatypes.TypeInfo` when the
     reduction runs on packed entries of a derived datatype, else None (the
     op then behaves exactly as the op it wraps).
     """

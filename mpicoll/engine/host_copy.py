@@ -2,7 +2,7 @@
 
 A call whose messages are a few bytes costs, on the device path, a copy to
 the host (or an IPC round trip), a message and a kernel *per message* --
-each far dearer than its bytes. Below :func:`mpicoll._device.host_copy_max`
+each far dearer than its bytes. Below :func:`mpicoll.device.arrays.host_copy_max`
 bytes per rank (``MPICOLL_GPU_HOST_COPY``, default 4 KiB) a blocking call
 instead copies its device inputs once to page-locked host mirrors, runs the
 same hand-written algorithm there (plain MPI messages and NumPy reductions,
@@ -29,11 +29,11 @@ from functools import partial
 
 from mpi4py import MPI
 
-from ._context import Ctx
-from ._device import _ALIGN, PinnedArena, arena_for, on_device
-from ._memo import device_binding, wanted
-from .sched import nonblocking as _nb
-from .sched.run import _assign, execute
+from .context import Ctx
+from ..device.arrays import ALIGN, PinnedArena, arena_for, on_device
+from .memo import device_binding, wanted
+from . import nonblocking as _nb
+from .run import assign, execute
 
 __all__ = ["run", "PATH"]
 
@@ -50,12 +50,12 @@ def run(call, count, itemsize, fn, args, prologue, adapter, device):
     of its device arrays.
 
     Calls within the memo's size limit hand their bound steps (copies included)
-    to :mod:`mpicoll._memo` through ``call.memo``.
+    to :mod:`mpicoll.engine.memo` through ``call.memo``.
     """
     request = call.kind is not None
     if request:
         # Mirrors of its own (they live until it completes), sized for them.
-        room = sum(a.nbytes + _ALIGN for a in args if _mirrored(a, adapter))
+        room = sum(a.nbytes + ALIGN for a in args if _mirrored(a, adapter))
         arena = PinnedArena(adapter, room)
     else:
         arena = arena_for(adapter, device)
@@ -120,7 +120,7 @@ def _start(call, ctx, fn, entry, host, op, fast, d2h, h2d, prologue, adapter, de
     scope = partial(on_device, adapter, device)
     if call.kind == "init" and prologue is not None:
         # The in-place snapshot is taken again at every Start, before it is copied down.
-        d2h = [partial(_assign, *prologue), *d2h]
+        d2h = [partial(assign, *prologue), *d2h]
 
     def run_now():                     # an algorithm that cannot run as a plan: blocking
         with scope():
@@ -132,7 +132,7 @@ def _start(call, ctx, fn, entry, host, op, fast, d2h, h2d, prologue, adapter, de
               copies=(tuple(d2h), tuple(h2d), scope))
     if memo:
         # The in-place snapshot (a device copy) is taken again at every replay, before
-        # the copies down (mpicoll._memo).
+        # the copies down (mpicoll.engine.memo).
         call.memo[:] = (memo[0], prologue, device_binding(None, adapter, device))
 
 

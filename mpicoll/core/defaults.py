@@ -10,7 +10,7 @@ so its rule looks at N only (every rank must choose the same).
 A measured table comes first: ``auto`` picks the algorithm that
 ``python -m mpicoll.bench tune`` measured fastest for this primitive, world
 size and ``nbytes`` range. The table is the file named by ``MPICOLL_TUNING``
-(``none`` or ``off``: rules only), else ``mpicoll/tuning/default.json``,
+(``none`` or ``off``: rules only), else ``mpicoll/core/tuning/default.json``,
 shipped with the package and measured on a shared 2-core machine (its
 ``label`` says so). Where the table has no entry for the world size, names an
 algorithm this version lacks, or names a commutative-only algorithm for a
@@ -19,7 +19,7 @@ non-commutative op, the rules below decide. Each file is read once per process.
 import json
 import os
 
-from ._errors import ArgumentError
+from .errors import ArgumentError
 
 __all__ = ["default_algorithm", "DEFAULTS_TABLE", "tuned_algorithm", "tuning_table",
            "TABLE_FORMAT", "DEFAULT_TUNING_PATH"]
@@ -102,7 +102,7 @@ def tuned_algorithm(primitive, *, size, nbytes=0, commutative=True):
             break
     else:
         return None
-    from ._registry import algorithms, lookup
+    from .registry import algorithms, lookup
     if name not in algorithms(primitive):
         return None
     if not commutative and lookup(primitive, name).commutative_only:

@@ -13,7 +13,7 @@ goes through :class:`Call`, the single layer that checks user input::
 ``settle`` makes a rank-local error (say, a too-small recvbuf on the root)
 raise on every rank instead of leaving the others waiting in the algorithm.
 Its one communication is a native ``Allgather`` of a 128-byte fingerprint
-per rank on the private communicator (see :mod:`mpicoll._fingerprint`); a
+per rank on the private communicator (see :mod:`mpicoll.engine.fingerprint`); a
 nonblocking call's is an ``Iallgather``, judged when its request first advances.
 
 Modes (``MPICOLL_CHECK``, or per communicator with :func:`set_check`):
@@ -53,19 +53,19 @@ import os
 import numpy as np
 from mpi4py import MPI
 
-from . import _fingerprint as fpr
-from . import _ipc
-from ._context import _TAG, Ctx, existing_private_comm, private_comm
-from ._defaults import default_algorithm
-from ._device import adapter_of, host_copy_max, speaks_ipc
-from ._errors import ArgumentError, ArgumentTypeError, describe
-from ._fingerprint import CollectiveMismatchError
-from ._registry import algorithms, env_choice, lookup
-from ._topology import layout
-from ._user_ops import native_refusal
-from .sched import nonblocking as _nb
-from .sched.nonblocking import keep_until_complete
-from .sched.run import PlanCache
+from . import fingerprint as fpr
+from ..device import ipc as _ipc
+from .context import _TAG, Ctx, existing_private_comm, private_comm
+from ..core.defaults import default_algorithm
+from ..device.arrays import adapter_of, host_copy_max, speaks_ipc
+from ..core.errors import ArgumentError, ArgumentTypeError, describe
+from .fingerprint import CollectiveMismatchError
+from ..core.registry import algorithms, env_choice, lookup
+from ..core.topology import layout
+from ..args.user_ops import native_refusal
+from . import nonblocking as _nb
+from .nonblocking import keep_until_complete
+from ..sched.record import PlanCache
 
 __all__ = ["Call", "check_mode", "set_check", "get_check", "ipc_flags", "next_request_tag",
            "CollectiveMismatchError"]
@@ -230,7 +230,7 @@ class Call:
             _nb.before_blocking()      # requests in flight advance while this call blocks
         self.pending = None          # (Iallgather request, every fingerprint, mine)
         self.request = None          # the nonblocking/persistent request the call made
-        self.memo = None             # a list to receive (steps, prologue) for mpicoll._memo
+        self.memo = None             # a list to receive (steps, prologue) for mpicoll.engine.memo
         self.given = None            # (values, gathered) of an exchange the memo made already
         self.exchanged = None        # (this rank's value, gathered fingerprints) for the memo
         self.ipc = False             # device buffers through the ipc protocol (set by choose)
@@ -280,7 +280,7 @@ class Call:
         (``Reduce_scatter``'s recvcounts taken from each rank's recvbuf).
         It uses the same fingerprint Allgather as :meth:`settle`, so a rank
         that meanwhile called another collective raises instead of hanging.
-        The memo (:mod:`mpicoll._memo`) remembers a call that exchanged with the
+        The memo (:mod:`mpicoll.engine.memo`) remembers a call that exchanged with the
         fingerprints gathered here, and replays the exchange before the agreement:
         where a rank sent something else, the replaying rank goes on along the full
         path from here with the values its replay gathered (``given``).
@@ -469,7 +469,7 @@ class Call:
         (reduce_scatter's recvcounts) also describe the call for checked mode.
         ``like``: the call's arrays, first the one whose memory the transport
         follows (None where a rank has none): small calls on device arrays run on
-        host copies (:func:`mpicoll._device.host_copy_max`),
+        host copies (:func:`mpicoll.device.arrays.host_copy_max`),
         others through the ipc transport are flagged for the agreement step.
         """
         primitive = self.primitive

@@ -22,9 +22,9 @@ import numpy as np
 from mpi4py import MPI
 from mpi4py.util import dtlib
 
-from ._buffers import is_device
-from ._errors import ArgumentError, ArgumentTypeError, describe, non_negative
-from .coll._common import offsets, split
+from .buffers import is_device
+from ..core.errors import ArgumentError, ArgumentTypeError, describe, non_negative
+from ..core.blocks import offsets, split
 
 __all__ = ["VSpec", "parse_vspec", "layout"]
 
@@ -138,7 +138,7 @@ def _to_dtype(argname, datatype):
                             f"equivalent", MPI.ERR_TYPE) from None
 
 
-_index = non_negative   # mpicoll._errors: one rule for counts and displacements
+_index = non_negative   # mpicoll.core.errors: one rule for counts and displacements
 
 
 def _per_rank(argname, values, size, what):

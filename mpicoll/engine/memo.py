@@ -28,7 +28,7 @@ Device arrays (CuPy, or any registered adapter's weakly referable arrays)
 are remembered with the transport their steps were bound to (staged,
 CUDA-aware or ipc: one per call, reusable once the call completed); the
 entry replays on it, on the arrays' device, only while
-:func:`mpicoll._device.transport_key` is unchanged, and is dropped if a
+:func:`mpicoll.device.arrays.transport_key` is unchanged, and is dropped if a
 replay fails: the next call binds a fresh transport (as after any failed
 collective, messages the failed call posted may still be pending in MPI; a
 communicator that saw a failure is best freed).
@@ -55,11 +55,12 @@ import weakref
 import numpy as np
 from mpi4py import MPI
 
-from . import _context, _device
-from . import _fingerprint as fpr
-from . import _ops
-from ._call import Call, allgather, env_mode, ipc_flags, next_request_tag
-from .sched import nonblocking as _nb
+from . import context as _context
+from ..device import arrays as _device
+from . import fingerprint as fpr
+from ..device import reduce as _reduce
+from .call import Call, allgather, env_mode, ipc_flags, next_request_tag
+from . import nonblocking as _nb
 
 __all__ = ["run", "start", "run_specs", "start_specs", "spec_parts", "parts_of", "Parts",
            "device_binding", "memoizable", "wanted", "array_or_none", "remember", "forget_device", "LIMIT"]
@@ -74,7 +75,7 @@ def _observed():
     """True while a traffic recorder or a tracer watches calls: each call must then be
     counted and traced as it runs, so none is served or remembered by the memo."""
     return bool(_context._recorders) or _context.trace_hook is not None or \
-        _ops.trace_hook is not None
+        _reduce.trace_hook is not None
 
 
 def memoizable(bufs):
@@ -262,12 +263,12 @@ class _Entry:
 
     def exchange(self, mine, kind=None, tag=None):
         """The exchange of a call that had one (the v-collectives' counts), made again as
-        the full path makes it (:meth:`mpicoll._call.Call.exchange`), before the agreement;
+        the full path makes it (:meth:`mpicoll.engine.call.Call.exchange`), before the agreement;
         ``mine``: :meth:`exchange_bytes`. ``kind``, ``tag``: the call's (a nonblocking
         call has taken its tag already, as the full path's does when it is made).
 
         None: every rank sent what it sent when this entry was made, so the counts and
-        the steps bound to them still hold. A :class:`~mpicoll._call.Call` (its kind and
+        the steps bound to them still hold. A :class:`~mpicoll.engine.call.Call` (its kind and
         tag taken, ``given`` the values gathered here): some rank sent something else --
         the call goes on along the full path from its exchange (a mismatch or an error
         elsewhere raises here, as it would there).
@@ -314,7 +315,7 @@ class _Entry:
         transport, adapter, device, _ = self.dev
         try:
             with _device.on_device(adapter, device):
-                if transport is not None:      # None: host mirrors (mpicoll._host_copy)
+                if transport is not None:      # None: host mirrors (mpicoll.engine.host_copy)
                     transport.reset()
                 if self.prologue is not None:
                     self.prologue[0][...] = self.prologue[1]
@@ -328,7 +329,7 @@ class _Entry:
 
 
 class _RequestEntry(_Entry):
-    """A remembered nonblocking call: its :class:`~mpicoll.sched.nonblocking.Program`
+    """A remembered nonblocking call: its :class:`~mpicoll.engine.nonblocking.Program`
     (``steps``) is replayed as the request of the next identical call once the
     request last made from it completed."""
 
@@ -380,7 +381,7 @@ _MISS = object()
 
 def _mode(state):
     """The check mode a call on ``state``'s communicator runs in, as the full path
-    resolves it (:func:`mpicoll._call.check_mode`); None for a junk ``MPICOLL_CHECK``."""
+    resolves it (:func:`mpicoll.engine.call.check_mode`); None for a junk ``MPICOLL_CHECK``."""
     return state.mode or env_mode()
 
 
@@ -409,8 +410,8 @@ def _make_room(device):
 
 def device_binding(transport, adapter, device):
     """What a device entry is bound to: ``transport`` (None: host mirrors,
-    :mod:`mpicoll._host_copy`), the arrays' adapter and device, and
-    :func:`mpicoll._device.transport_key` now (the entry is valid while it holds)."""
+    :mod:`mpicoll.engine.host_copy`), the arrays' adapter and device, and
+    :func:`mpicoll.device.arrays.transport_key` now (the entry is valid while it holds)."""
     return (transport, adapter, device, _device.transport_key())
 
 
@@ -440,7 +441,7 @@ def remember(call, comm, algorithm, bufs, rest, out, steps, prologue, dev=None, 
                     (b.shape, b.dtype, b.strides, type(b) is np.ndarray and b.flags.writeable)
                     for b in bufs)
     e.dev = dev
-    e.ipc = call.ipc                 # as the agreement step saw it (mpicoll._call)
+    e.ipc = call.ipc                 # as the agreement step saw it (mpicoll.engine.call)
     e.rest = tuple(_by_value(r) if isinstance(r, (list, tuple, np.ndarray)) else r
                    for r in rest)
     e.steps, e.prologue = steps if request else tuple(steps), prologue

@@ -18,7 +18,7 @@ import zlib
 import numpy as np
 from mpi4py import MPI
 
-from ._errors import ArgumentError
+from ..core.errors import ArgumentError
 
 __all__ = ["L", "SETTLE", "EXCHANGE", "FLAG_ERROR", "FLAG_CHECKED", "FLAG_RECORDED", "FLAG_IPC",
            "FLAG_PERSISTENT", "face_name", "face_flags", "build", "build_bytes", "matrix",
@@ -95,7 +95,7 @@ def face_name(primitive, kind):
     persistent ``_init`` call meet in the same ``Allgather`` agreement, and
     would otherwise agree -- then one rank runs the algorithm and the other
     waits for ``Start`` (a hang). (A nonblocking call's agreement is an
-    ``Iallgather``, which never meets a blocking one: see :mod:`mpicoll._call`.)
+    ``Iallgather``, which never meets a blocking one: see :mod:`mpicoll.engine.call`.)
     """
     if kind is None:
         return primitive
@@ -115,7 +115,7 @@ def _primitive_display(row):
     """A primitive's name from its words: whole (known names are looked up by their
     words; only the first 16 bytes travel), else those 16 bytes."""
     if not _FACE_NAMES:
-        from ._registry import PRIMITIVES
+        from ..core.registry import PRIMITIVES
         for p in PRIMITIVES:
             for kind in (None, "start", "init"):
                 name = face_name(p, kind)
@@ -127,7 +127,7 @@ def op_code(op):
     """Display name of an op as it travels in the fingerprint."""
     if op is None:
         return ""
-    from ._ops import op_name
+    from ..core.ops import op_name
     name = op_name(op)
     if name == "user op":
         return "user op (commutative)" if op.is_commutative else "user op (non-commutative)"
@@ -233,7 +233,7 @@ _OP_NAMES = {}
 
 def _op_display(code):
     if not _OP_NAMES:
-        from ._ops import OPS
+        from ..core.ops import OPS
         names = [f"MPI.{n}" for n, _ in OPS.values()]
         names += ["", "user op (commutative)", "user op (non-commutative)"]
         for n in names:

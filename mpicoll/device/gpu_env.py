@@ -15,7 +15,7 @@ UCX first turns MPICH's point-to-point layer CUDA-aware, from PyPI alone::
   shared-memory path would try ``process_vm_readv`` on device memory);
 - ``MPICOLL_CUDA_AWARE=1``: mpicoll hands device arrays to point-to-point
   calls. MPICH's *collectives* still reduce on the CPU, so ``native`` on
-  device buffers stays staged (see ``mpicoll._device.collectives_aware``).
+  device buffers stays staged (see ``mpicoll.device.arrays.collectives_aware``).
 
 Measured on an H200 with this set-up (issue #13): ring allreduce 169 GB/s
 at 256 MiB, N = 2; not measured by this code's author (no GPU was lent).

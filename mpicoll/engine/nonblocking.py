@@ -19,16 +19,16 @@ A persistent request (``mpicoll.allreduce_init``, ``P2PComm.Allreduce_init``)
 is validated and agreed once when it is made, binds its plan to the buffers
 once, and then runs with ``Start()`` / ``Wait()`` as often as needed. A
 nonblocking call repeated on the same buffers gets much of that without
-asking: :mod:`mpicoll._memo` keeps its bound :class:`Program` and replays it
+asking: :mod:`mpicoll.engine.memo` keeps its bound :class:`Program` and replays it
 as the next identical call's request (with that call's tag and agreement).
 
-Device buffers run in the engine on every transport (:mod:`mpicoll._device`,
-:mod:`mpicoll._ipc`): the request's own transport posts each message, and a
+Device buffers run in the engine on every transport (:mod:`mpicoll.device.arrays`,
+:mod:`mpicoll.device.ipc`): the request's own transport posts each message, and a
 wait step asks it (``test``) whether the messages are complete — a staged
 receive has then landed on the device, an ``ipc`` message has been copied
 or acknowledged — and which MPI requests to poll meanwhile (``pending``).
 Its steps run with the data's device current (on the progress thread too).
-Small device calls run on host copies instead (:mod:`mpicoll._host_copy`):
+Small device calls run on host copies instead (:mod:`mpicoll.engine.host_copy`):
 the inputs are copied down in the caller's thread when the request starts,
 the plan runs on host mirrors, and the copies back are its last steps.
 
@@ -47,8 +47,9 @@ from mpi4py import MPI
 from functools import partial
 
 from . import progress as _thread
-from .._device import on_device
-from .run import _assign, _is_array, bind, scratch_for
+from ..device.arrays import on_device
+from ..sched.record import is_array
+from .run import assign, bind, scratch_for
 
 __all__ = ["Request", "PersistentRequest", "Program", "waitall", "testall", "active_count",
            "before_blocking"]
@@ -151,7 +152,7 @@ class Request:
         """Run ``fn()`` as the call's last step (at once if it already completed without error).
 
         For work that belongs to the call, e.g. unpacking a derived datatype's
-        receive buffer (:mod:`mpicoll._datatypes`).
+        receive buffer (:mod:`mpicoll.args.datatypes`).
         """
         with _lock:                    # the progress thread may be running the steps
             if not self._done:
@@ -188,7 +189,7 @@ class Request:
                 try:
                     MPI.Request.Waitall(self._blocking_on())
                 except BaseException:
-                    self._failed = True        # its program is not replayed (mpicoll._memo)
+                    self._failed = True        # its program is not replayed (mpicoll.engine.memo)
                     raise
                 continue
             _thread.wait_any(pending_requests())     # yields the core between polls
@@ -358,9 +359,9 @@ def start(call, ctx, fn, args, op, entry, fast, run_now, prologue=None, memo=Non
     ``prologue``: (dst, src) copied before the plan runs — an in-place
     call's snapshot of its input, taken again at every persistent ``Start``.
     ``memo``: a list that receives the nonblocking call's :class:`Program`
-    (:mod:`mpicoll._memo` replays it as the next identical call's request).
+    (:mod:`mpicoll.engine.memo` replays it as the next identical call's request).
     ``copies``: (before, after, scope) of a call on host copies of device
-    arrays (:mod:`mpicoll._host_copy`): ``before`` (the copies down) run when
+    arrays (:mod:`mpicoll.engine.host_copy`): ``before`` (the copies down) run when
     the request starts (now, or at each persistent ``Start``), in the caller's
     thread, ``after`` (the copies back) as the request's last steps, both
     under ``scope`` (the data's device current).
@@ -377,13 +378,13 @@ def start(call, ctx, fn, args, op, entry, fast, run_now, prologue=None, memo=Non
             req._done = True
         return req
     plan = entry.plan
-    arrays = [a for a in args if _is_array(a)]
+    arrays = [a for a in args if is_array(a)]
     arrays += scratch_for(plan, ctx.like)          # its own: several may be in flight
     retag = [call.tag] if memo is not None and fast and not persistent else None
     steps, reqs = bind(plan, arrays, op, ctx, fast, nonblocking=True,
                        persistent=persistent and fast, retag=retag)
     if persistent and prologue is not None:
-        steps.insert(0, partial(_assign, prologue[0], prologue[1]))
+        steps.insert(0, partial(assign, prologue[0], prologue[1]))
     transport = None
     before = ()
     if ctx.mpi is not ctx.comm:
@@ -410,11 +411,11 @@ def start(call, ctx, fn, args, op, entry, fast, run_now, prologue=None, memo=Non
 class Program:
     """A nonblocking call's bound steps, replayable as the request of an identical call.
 
-    What :mod:`mpicoll._memo` keeps of a nonblocking call: the steps (bound
+    What :mod:`mpicoll.engine.memo` keeps of a nonblocking call: the steps (bound
     to the call's arrays, its own scratch and, for device arrays, its own
     transport), their request slots, and where the tag lives — ``retag``
     (host steps bound to MPI directly) or ``ctx.tag`` (steps bound to the
-    call's :class:`~mpicoll._context.Ctx`). Like a persistent request's
+    call's :class:`~mpicoll.engine.context.Ctx`). Like a persistent request's
     program it is reused only once the last request made from it completed.
     """
 
@@ -443,7 +444,7 @@ class Program:
         req._scope = self.scope
         req._arm(self.steps, reqs, self.transport)
         self.last = req
-        # (A raise here leaves the agreement's buffers to mpicoll._memo, which keeps them.)
+        # (A raise here leaves the agreement's buffers to mpicoll.engine.memo, which keeps them.)
         return _launch(req, self.transport, self.before, agreement, keep=False)
 
 

@@ -3,7 +3,7 @@
 An *adapter* knows one device array library (CuPy here; tests register a
 CPU stand-in): its memory address, stream synchronisation, copies to and
 from host memory, allocation and ufuncs. Algorithms never see an adapter;
-they allocate through :func:`empty` and reduce through ``_ops.combine``,
+they allocate through :func:`empty` and reduce through :func:`.reduce.combine`,
 which pick the array's own library, so device data is reduced on the device.
 
 The point-to-point layer hands MPI a *transport* instead of the bare
@@ -19,7 +19,7 @@ communicator (same method names and signatures as ``MPI.Comm``):
   :class:`PinnedArena` that is reused across calls, so MPI never sees a
   device pointer (a non-aware MPI would dereference it on the host and
   crash the process);
-- device arrays, peers on the same node: :class:`mpicoll._ipc.IpcTransport`
+- device arrays, peers on the same node: :class:`mpicoll.device.ipc.IpcTransport`
   maps the peer's allocation through CUDA IPC and moves (or reduces) the
   payload device to device; other peers take one of the two above.
 
@@ -36,7 +36,7 @@ import threading
 import numpy as np
 from mpi4py import MPI
 
-from ._cuda_probe import cuda_aware_report
+from .cuda_probe import cuda_aware_report
 
 __all__ = ["adapter_of", "register_adapter", "data_ptr", "empty", "transport",
            "PinnedArena", "AwareTransport", "StagedTransport", "set_cuda_aware",
@@ -109,7 +109,7 @@ class CupyAdapter:
     def asnumpy(a):
         return a.get()
 
-    # -- CUDA IPC (mpicoll._ipc) ---------------------------------------------
+    # -- CUDA IPC (mpicoll.device.ipc) ---------------------------------------------
     _ipc_status = None
     _exports = None
 
@@ -128,7 +128,7 @@ class CupyAdapter:
         if not hasattr(rt, "ipcGetMemHandle"):
             return False, "this CuPy has no cupy.cuda.runtime.ipcGetMemHandle"
         try:
-            from ._cuda_driver import cuda_driver
+            from .cuda_driver import cuda_driver
             cuda_driver()
         except (OSError, AttributeError) as exc:
             return False, f"the CUDA driver library cannot be loaded ({exc})"
@@ -152,7 +152,7 @@ class CupyAdapter:
 
     def ipc_export(self, a):
         """(base, generation, handle, offset, size) of the allocation holding ``a``."""
-        from ._cuda_driver import cuda_driver
+        from .cuda_driver import cuda_driver
         drv = cuda_driver()
         self._context()
         ptr = a.data.ptr
@@ -180,8 +180,8 @@ class CupyAdapter:
         CUDA may carve small ``cudaMalloc`` allocations out of one larger block, and IPC
         then shares the whole block: where the pointer opened is not that allocation,
         reading at the sender's offset from it could read other bytes
-        (:meth:`mpicoll._ipc.Endpoint.mapping` then refuses the mapping)."""
-        from ._cuda_driver import cuda_driver
+        (:meth:`mpicoll.device.ipc.Endpoint.mapping` then refuses the mapping)."""
+        from .cuda_driver import cuda_driver
         try:
             got = cuda_driver().address_range(mapping)
         except RuntimeError as exc:
@@ -263,7 +263,7 @@ def set_cuda_aware(value):
     again, reading ``MPICOLL_CUDA_AWARE`` and the probes anew)."""
     global _aware_override, _aware_decision
     if value not in (None, True, False):
-        from ._errors import ArgumentTypeError, describe
+        from ..core.errors import ArgumentTypeError, describe
         raise ArgumentTypeError(f"value: expected True, False or None; got {describe(value)}")
     _aware_override = value
     _aware_decision = None
@@ -312,7 +312,7 @@ def collectives_aware():
 
 # -- pinned staging ---------------------------------------------------------
 
-_ALIGN = 256
+ALIGN = 256   # bytes: every staged block starts at a multiple (vector loads, DMA)
 
 
 class PinnedArena:
@@ -352,12 +352,12 @@ class PinnedArena:
             return np.empty(0, dtype)
         if self.block is None or self.top + nbytes > self.capacity:
             # Room for two slots of this size: a staged Sendrecv takes a pair.
-            size = max(2 * self.capacity, 2 * (nbytes + _ALIGN), self.minimum)
+            size = max(2 * self.capacity, 2 * (nbytes + ALIGN), self.minimum)
             self.block = self.adapter.pinned(size)
             self.allocations += 1
             self.top = 0
         view = self.block[self.top:self.top + nbytes].view(dtype)
-        self.top += -(-nbytes // _ALIGN) * _ALIGN
+        self.top += -(-nbytes // ALIGN) * ALIGN
         return view
 
     def give(self, n=1):
@@ -407,7 +407,7 @@ _REDUCING = ("Reduce", "Allreduce", "Reduce_scatter", "Reduce_scatter_block")
 
 
 class _Requests:
-    """What the progress engine (:mod:`mpicoll.sched.nonblocking`) asks of a transport.
+    """What the progress engine (:mod:`mpicoll.engine.nonblocking`) asks of a transport.
 
     MPI completes these transports' requests on its own: ``test`` is a
     ``Testall`` plus :meth:`finish`, and a waiter may block in MPI on them.
@@ -655,7 +655,7 @@ def set_transport(name):
     """
     global _transport_override
     if name is not None and name not in TRANSPORTS:
-        from ._errors import ArgumentError, describe
+        from ..core.errors import ArgumentError, describe
         raise ArgumentError(f"transport: expected one of {', '.join(TRANSPORTS)} or None; "
                             f"got {describe(name)}")
     _transport_override = name
@@ -669,7 +669,7 @@ def transport_choice():
     if not raw:
         return "auto", "default"
     if raw not in TRANSPORTS:
-        from ._errors import ArgumentError
+        from ..core.errors import ArgumentError
         raise ArgumentError(f"MPICOLL_GPU_TRANSPORT: expected one of {', '.join(TRANSPORTS)}; "
                             f"got {raw!r}")
     return raw, "MPICOLL_GPU_TRANSPORT"
@@ -710,7 +710,7 @@ def env_bytes(name, default):
     except ValueError:
         value = -1
     if value < 0:
-        from ._errors import ArgumentError
+        from ..core.errors import ArgumentError
         raise ArgumentError(f"{name}: expected a byte count >= 0; got {raw!r}")
     return value
 
@@ -745,10 +745,10 @@ def transport(comm, adapter, device, requests=False):
     choice = transport_choice()[0]
     fallback = _fallback(comm, adapter, device, choice, requests)
     if speaks_ipc(adapter, choice):
-        from ._topology import layout
+        from ..core.topology import layout
         nodes = layout(comm).nodes
         rank = comm.Get_rank()
-        # Every rank of a node decides alike: the agreement step (mpicoll._call) made
+        # Every rank of a node decides alike: the agreement step (mpicoll.engine.call) made
         # sure of it for this call (same layout; speaks_ipc alike on a node's ranks).
         if nodes.count(nodes[rank]) > 1:
             made = IPC(comm, adapter, device, fallback, nodes)
@@ -760,7 +760,7 @@ def transport(comm, adapter, device, requests=False):
 def transport_key():
     """What the choice of a device transport (and its binding) rests on, cheaply.
 
-    A blocking call memoized with its transport (:mod:`mpicoll._memo`) is
+    A blocking call memoized with its transport (:mod:`mpicoll.engine.memo`) is
     replayed on that transport only while this is unchanged: the chosen
     transport (:func:`set_transport`, ``MPICOLL_GPU_TRANSPORT``), the
     CUDA-aware decision, ``MPICOLL_CUDA_AWARE_COLLECTIVES``,
@@ -778,5 +778,5 @@ def transport_key():
 KEY_PARTS = []
 
 #: ``make(comm, adapter, device, fallback, nodes)`` -> the ipc transport or None;
-#: set by :mod:`mpicoll._ipc` when imported (it sits above this module: no import cycle).
+#: set by :mod:`mpicoll.device.ipc` when imported (it sits above this module: no import cycle).
 IPC = None

@@ -1,7 +1,7 @@
 """Checks that turn user arrays into the flat, contiguous views algorithms use.
 
 Host arrays are NumPy arrays; device arrays are CuPy arrays (or any type a
-:mod:`mpicoll._device` adapter recognises). One call's buffers must all be
+:mod:`mpicoll.device.arrays` adapter recognises). One call's buffers must all be
 of one kind, on one device: the algorithms reduce and copy between them.
 
 Every check raises :class:`ArgumentError` naming the argument, what was
@@ -12,8 +12,8 @@ import operator
 import numpy as np
 from mpi4py import MPI
 
-from ._device import adapter_of, data_ptr
-from ._errors import ArgumentError, ArgumentTypeError, describe
+from ..device.arrays import adapter_of, data_ptr
+from ..core.errors import ArgumentError, ArgumentTypeError, describe
 
 __all__ = ["is_device", "as_array", "check_dtype", "same_dtype", "same_memory",
            "check_size", "check_root", "check_counts", "check_no_alias", "IN_PLACE", "ENTRIES",
@@ -31,7 +31,7 @@ _dtype_ok = {}
 
 
 #: Metadata key of the NumPy ``void`` dtype of whole packed datatype entries
-#: (:mod:`mpicoll._user_ops`): such arrays travel as ``[array, MPI.BYTE]``.
+#: (:mod:`mpicoll.args.user_ops`): such arrays travel as ``[array, MPI.BYTE]``.
 ENTRIES = "mpicoll.entries"
 
 
@@ -46,7 +46,7 @@ def check_dtype(argname, dtype):
     if ok is None:
         ok = ""
         if dtype.metadata and dtype.metadata.get(ENTRIES):
-            pass        # packed entries of a derived datatype (mpicoll._user_ops): sent as bytes
+            pass        # packed entries of a derived datatype (mpicoll.args.user_ops): sent as bytes
         elif dtype.byteorder not in "=|" and dtype.byteorder != ("<" if np.little_endian else ">"):
             ok = (f"expected data in native byte order; got byte-swapped dtype {dtype.str} "
                   f"(convert with .astype(a.dtype.newbyteorder('=')))")

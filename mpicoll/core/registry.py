@@ -8,7 +8,7 @@ the tests read it, so one decorated function is all a new algorithm needs.
 """
 import os
 
-from ._errors import ArgumentError
+from .errors import ArgumentError
 
 __all__ = ["PRIMITIVES", "EXTENDED_PRIMITIVES", "register", "algorithms", "lookup", "env_choice"]
 

@@ -2,7 +2,7 @@
 
 Node-aware (hierarchical) algorithms, the two-level cost model and the
 intra/inter-node traffic counters all read one :class:`Layout`, made when
-the private communicator is created (:func:`mpicoll._context.private_comm`)
+the private communicator is created (:func:`mpicoll.engine.context.private_comm`)
 and kept as an attribute of it:
 
 - by default from ``Split_type(MPI.COMM_TYPE_SHARED)`` (ranks that can share
@@ -26,7 +26,7 @@ import os
 
 from mpi4py import MPI
 
-from ._errors import ArgumentError
+from .errors import ArgumentError
 
 __all__ = ["Layout", "detect", "layout", "parse_nodes"]
 

@@ -1,0 +1,12 @@
+"""Where the data lives: array adapters (NumPy, CuPy), GPU transports, CUDA probes, MPS.
+
+What lives here: :mod:`.arrays` (the adapters that make CuPy arrays look like
+NumPy ones to the algorithms, pinned host staging, the staged and CUDA-aware
+transports and their choice), :mod:`.ipc` (the CUDA IPC transport between
+ranks of a node), :mod:`.reduce` (the local reduction step on any memory),
+:mod:`.cuda_probe` / :mod:`.cuda_driver` (whether MPI is CUDA-aware; the
+driver calls), :mod:`.gpu_env` (the UCX set-up of ``python -m mpicoll.gpu
+env``) and :mod:`.mps` (whether an MPS daemon serves the ranks of a GPU).
+
+May import: ``core``.
+"""
