@@ -1,57 +1,51 @@
 """mpicoll: MPI collectives built by hand on point-to-point, beside the native ones.
 
-Three faces of one core:
+The public face only (re-exports; no logic here):
 
 - functional: ``mpicoll.allreduce(sendbuf, recvbuf=None, op=MPI.SUM, *,
-  comm=None, algorithm=None)`` and the same for every primitive;
+  comm=None, algorithm=None)`` and the same for every primitive, with
+  nonblocking ``i...`` and persistent ``..._init`` forms (:mod:`mpicoll.api`);
 - drop-in: ``mpicoll.P2PComm(MPI.COMM_WORLD, allreduce="ring")``, an
-  ``MPI.Intracomm`` whose uppercase collectives run mpicoll's algorithms;
-- seed-compatible: ``mpicoll.distributed``, the torch.distributed calls on
-  NumPy arrays.
+  ``MPI.Intracomm`` whose uppercase collectives run mpicoll's algorithms
+  (:mod:`mpicoll.comm`);
+- seed-compatible: :mod:`mpicoll.distributed`, the torch.distributed calls on
+  NumPy arrays; :mod:`mpicoll.torch`, the ``"mpicoll"`` torch.distributed backend.
 
 ``mpicoll.algorithms(primitive)`` lists each primitive's algorithms
 (``native`` is the MPI library's own); ``mpicoll.traffic()`` counts the
-messages and bytes they send.
+messages and bytes they send; ``mpicoll.register`` adds an algorithm,
+``mpicoll.define_primitive`` a primitive.
 """
-from .core.errors import ArgumentError, ArgumentTypeError
-from .core.registry import PRIMITIVES, algorithms
-from .engine.context import traffic, Traffic, CallTraffic
-from .core.defaults import DEFAULTS_TABLE, default_algorithm
-from .collectives import (bcast, reduce, allreduce, gather, allgather, scatter,
-                          reduce_scatter_block, reduce_scatter, alltoall, barrier)
+from . import api as _api
+from .api import FUNCTIONS as _FUNCTIONS, PersistentRequest, Request, testall, waitall
+from .calls import Primitive
 from .comm import P2PComm
-from .vcollectives import gatherv, scatterv, allgatherv, alltoallv, scan, exscan
-from .vrequests import (igatherv, gatherv_init, iscatterv, scatterv_init, iallgatherv,
-                        allgatherv_init, ialltoallv, alltoallv_init, iscan, scan_init, iexscan,
-                        exscan_init)
-from .requests import (Request, PersistentRequest, waitall, testall, ibcast, ireduce, iallreduce,
-                       igather, iallgather, iscatter, ireduce_scatter_block, ireduce_scatter,
-                       ialltoall, ibarrier, bcast_init, reduce_init, allreduce_init, gather_init,
-                       allgather_init, scatter_init, reduce_scatter_block_init,
-                       reduce_scatter_init, alltoall_init, barrier_init)
-from .engine.call import set_check, get_check, CollectiveMismatchError
-from .monitored import monitored_barrier, BarrierTimeoutError
+from .core.defaults import DEFAULTS_TABLE, default_algorithm
+from .core.errors import ArgumentError, ArgumentTypeError
+from .core.registry import PRIMITIVES, algorithms, lookup as _lookup, register
+from .engine.call import CollectiveMismatchError, get_check, set_check
+from .engine.context import CallTraffic, Traffic, traffic
+from .monitored import BarrierTimeoutError, monitored_barrier
+
+globals().update(_FUNCTIONS)     # allreduce, iallreduce, allreduce_init, ... (see mpicoll.api)
 
 __version__ = "0.1.0"
 
-__all__ = ["PRIMITIVES", "algorithms", "algorithm_info", "traffic", "Traffic", "CallTraffic",
-           "ArgumentError", "ArgumentTypeError", "DEFAULTS_TABLE", "default_algorithm",
-           "bcast", "reduce", "allreduce", "gather", "allgather", "scatter",
-           "reduce_scatter_block", "reduce_scatter", "alltoall", "barrier", "P2PComm",
-           "set_check", "get_check", "CollectiveMismatchError", "monitored_barrier",
-           "BarrierTimeoutError", "Request", "PersistentRequest", "waitall", "testall",
-           "ibcast", "ireduce", "iallreduce", "igather", "iallgather", "iscatter",
-           "ireduce_scatter_block", "ireduce_scatter", "ialltoall", "ibarrier",
-           "bcast_init", "reduce_init", "allreduce_init", "gather_init", "allgather_init",
-           "scatter_init", "reduce_scatter_block_init", "reduce_scatter_init",
-           "alltoall_init", "barrier_init",
-           "gatherv", "scatterv", "allgatherv", "alltoallv", "scan", "exscan",
-           "igatherv", "gatherv_init", "iscatterv", "scatterv_init", "iallgatherv",
-           "allgatherv_init", "ialltoallv", "alltoallv_init", "iscan", "scan_init", "iexscan",
-           "exscan_init"]
+__all__ = ["PRIMITIVES", "algorithms", "algorithm_info", "register", "define_primitive",
+           "Primitive", "traffic", "Traffic", "CallTraffic", "ArgumentError",
+           "ArgumentTypeError", "DEFAULTS_TABLE", "default_algorithm", "P2PComm", "set_check",
+           "get_check", "CollectiveMismatchError", "monitored_barrier", "BarrierTimeoutError",
+           "Request", "PersistentRequest", "waitall", "testall", *_FUNCTIONS]
+
+
+def define_primitive(primitive):
+    """Define a new primitive at run time (:func:`mpicoll.api.define_primitive`); its functions
+    join this namespace. Returns their names."""
+    made = _api.define_primitive(primitive)
+    globals().update({n: _FUNCTIONS[n] for n in made})
+    return made
 
 
 def algorithm_info(primitive, name):
     """The registered function of an algorithm (its docstring states its cost)."""
-    from .core.registry import lookup
-    return lookup(primitive, name)
+    return _lookup(primitive, name)

@@ -13,7 +13,7 @@ collectives; ``"mpi"`` maps here). ``algorithms={"all_reduce": "ring", ...}``
 (torch or MPI primitive names) picks algorithms for the p2p backend.
 Every collective takes ``async_op=True`` and then returns a :class:`Work`
 (``wait()``, ``is_completed()``), as torch does; the p2p backend runs it as
-a nonblocking mpicoll collective (:mod:`mpicoll.requests`).
+a nonblocking mpicoll collective (:mod:`mpicoll.api`).
 
 Tensors may be CuPy arrays (select the rank's GPU first, e.g. with
 :func:`mpicoll.gpu.select_device`); the lists of gather/scatter calls must
@@ -24,7 +24,9 @@ import enum
 import numpy as np
 from mpi4py import MPI
 
-from . import collectives as _c
+from .calls import allgather as _allgather, allreduce as _allreduce, alltoall as _alltoall
+from .calls import barrier as _barrier, bcast as _bcast, gather as _gather, reduce as _reduce
+from .calls import reduce_scatter as _reduce_scatter, scatter as _scatter
 from .args.buffers import is_device, same_memory
 from .engine.call import Call
 from .device.arrays import empty
@@ -198,7 +200,7 @@ def _average(tensor, op):
 def broadcast(tensor, src=0, async_op=False):
     """Copy ``tensor`` on ``src`` into ``tensor`` on every rank (in place)."""
     call = _call("bcast", _group(), async_op)
-    _c._bcast(call, lambda: (tensor,), src, _algo("bcast"))
+    _bcast.run(call, lambda: (tensor,), src, _algo("bcast"))
     return _done(call)
 
 
@@ -211,7 +213,7 @@ def reduce(tensor, dst=0, op=ReduceOp.SUM, async_op=False):
         _check_op(op, tensor)
         return (MPI.IN_PLACE, tensor) if is_dst else (tensor, None)
     call = _call("reduce", comm, async_op)
-    _c._reduce(call, bufs, _mpi_op(op), dst, _algo("reduce"))
+    _reduce.run(call, bufs, _mpi_op(op), dst, _algo("reduce"))
     return _done(call, (lambda: _average(tensor, op)) if is_dst else None)
 
 
@@ -221,7 +223,7 @@ def all_reduce(tensor, op=ReduceOp.SUM, async_op=False):
         _check_op(op, tensor)
         return MPI.IN_PLACE, tensor
     call = _call("allreduce", _group(), async_op)
-    _c._allreduce(call, bufs, _mpi_op(op), _algo("allreduce"))
+    _allreduce.run(call, bufs, _mpi_op(op), _algo("allreduce"))
     return _done(call, lambda: _average(tensor, op))
 
 
@@ -257,7 +259,7 @@ def gather(tensor, gather_list=None, dst=0, async_op=False):
             stage["out"] = empty(tensor, (n,) + tensor.shape)
         return tensor, stage.get("out")
     call = _call("gather", comm, async_op)
-    _c._gather(call, bufs, dst, _algo("gather"))
+    _gather.run(call, bufs, dst, _algo("gather"))
     return _done(call, (lambda: _unstack(gather_list, stage["out"])) if is_dst else None)
 
 
@@ -272,7 +274,7 @@ def all_gather(tensor_list, tensor, async_op=False):
         stage["out"] = empty(tensor, (n,) + tensor.shape)
         return tensor, stage["out"]
     call = _call("allgather", comm, async_op)
-    _c._allgather(call, bufs, _algo("allgather"))
+    _allgather.run(call, bufs, _algo("allgather"))
     return _done(call, lambda: _unstack(tensor_list, stage["out"]))
 
 
@@ -288,7 +290,7 @@ def scatter(tensor, scatter_list=None, src=0, async_op=False):
             send = np.stack(scatter_list)
         return send, tensor
     call = _call("scatter", comm, async_op)
-    _c._scatter(call, bufs, src, _algo("scatter"))
+    _scatter.run(call, bufs, src, _algo("scatter"))
     return _done(call)
 
 
@@ -302,19 +304,19 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, async_op=False):
         _check_list("input_list", input_list, n, output)
         return np.stack(input_list), output
     call = _call("reduce_scatter", comm, async_op)
-    _c._reduce_scatter(call, bufs, None, _mpi_op(op), _algo("reduce_scatter"))
+    _reduce_scatter.run(call, bufs, None, _mpi_op(op), _algo("reduce_scatter"))
     return _done(call, lambda: _average(output, op))
 
 
 def all_to_all_single(output, input, async_op=False):  # noqa: A002 - torch's name
     """Block j of ``input`` goes to rank j; block i of ``output`` comes from rank i."""
     call = _call("alltoall", _group(), async_op)
-    _c._alltoall(call, lambda: (input, output), _algo("alltoall"))
+    _alltoall.run(call, lambda: (input, output), _algo("alltoall"))
     return _done(call)
 
 
 def barrier(async_op=False):
     """Wait until every rank has entered."""
     call = _call("barrier", _group(), async_op)
-    _c._barrier(call, _algo("barrier"))
+    _barrier.run(call, None, _algo("barrier"))
     return _done(call)

@@ -225,7 +225,7 @@ def _layout(rng, size, c):
 
 def _one_v(comm, case, rng, rank, size, mine, kw):
     """The vector collectives and the scans: (got, want), or the text of a failure."""
-    from . import vcollectives as vc
+    from . import api as vc
     prim, dt, opname, c, root, inpl = (case[k] for k in (
         "primitive", "dtype", "op", "count", "root", "in_place"))
     counts, displs, n = _layout(np.random.default_rng([*rng, size, 13]), size, c)

@@ -12,12 +12,12 @@ import operator
 import numpy as np
 from mpi4py import MPI
 
-from ..device.arrays import adapter_of, data_ptr
+from ..device.arrays import adapter_of, data_ptr, empty
 from ..core.errors import ArgumentError, ArgumentTypeError, describe
 
 __all__ = ["is_device", "as_array", "check_dtype", "same_dtype", "same_memory",
            "check_size", "check_root", "check_counts", "check_no_alias", "IN_PLACE", "ENTRIES",
-           "wire"]
+           "wire", "is_in_place", "not_in_place", "recv_array", "snapshot", "whole_blocks"]
 
 IN_PLACE = MPI.IN_PLACE
 
@@ -166,3 +166,54 @@ def check_counts(argname, counts, size):
                 f"{argname}[{i}]: expected a non-negative integer; got {describe(c)}", MPI.ERR_COUNT)
         out.append(operator.index(c))
     return out
+
+
+def is_in_place(buf):
+    """True for ``MPI.IN_PLACE``."""
+    return buf is IN_PLACE
+
+
+def not_in_place(argname, where):
+    """The error for ``MPI.IN_PLACE`` where MPI does not allow it (``where`` says where it is)."""
+    return ArgumentError(f"{argname}: MPI.IN_PLACE is only valid {where}", MPI.ERR_BUFFER)
+
+
+def whole_blocks(argname, flat, n):
+    """Elements per block of ``flat``, which must hold ``n`` equal blocks (one per rank)."""
+    if flat.size % n:
+        raise ArgumentError(
+            f"{argname}: expected a multiple of {n} elements (one block per rank); "
+            f"got {flat.size}", MPI.ERR_COUNT)
+    return flat.size // n
+
+
+def recv_array(argname, recvbuf, send, expected, how, alloc_shape):
+    """The receive buffer for ``send`` (a flat sendbuf): allocated when None, else
+    checked for dtype, size (``expected`` elements) and overlap with ``send``.
+
+    Returns (the object to hand back to the caller, its flat view).
+    """
+    if recvbuf is None:
+        out = empty(send, alloc_shape)
+        return out, out.reshape(-1)
+    flat = as_array(argname, recvbuf, writable=True)
+    same_memory("sendbuf", send, argname, flat)
+    if flat.dtype != send.dtype:
+        raise ArgumentError(
+            f"{argname}: expected dtype {send.dtype} (the dtype of sendbuf); got {flat.dtype}",
+            MPI.ERR_TYPE)
+    check_size(argname, flat, expected, how)
+    check_no_alias("sendbuf", send, argname, flat)
+    return recvbuf, flat
+
+
+def snapshot(a):
+    """A copy of ``a`` for an in-place call, and the (dst, src) pair that refreshes it.
+
+    Blocking and nonblocking calls copy once, now; a persistent request
+    copies again at every ``Start`` (the input is whatever is in the buffer then).
+    """
+    copy = empty(a, a.shape)
+    copy[...] = a
+    return copy, (copy, a)
+

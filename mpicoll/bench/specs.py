@@ -1,43 +1,31 @@
-"""One small spec per primitive: sizes -> counts, buffers, exact data, busbw factor.
+"""The bench's cases: buffers and exact data of one primitive at one size, on NumPy or CuPy.
 
-The size of a row is nccl-tests' size: the bytes of the largest buffer of the
-operation (the whole vector for bcast/reduce/allreduce/scan/exscan, all N
-blocks for gather/allgather/scatter/reduce_scatter/alltoall and their v
-variants); ``count`` is its number of elements. algbw = size / time; busbw = algbw x factor (nccl-tests' factors).
-
-Check data are exact whatever the summation order: every rank's input is a
-small non-negative integer pattern whose reduction (SUM, PROD, MIN, MAX) is
-known in closed form and representable without rounding in the dtype (integer
-SUM wraps modulo 2^bits, identically in any order). Outputs are filled with a
-sentinel (NaN, or the dtype's maximum, which inputs never take) before the
-checked call, so an element the algorithm never wrote is counted wrong.
+Each primitive's spec (layout, expected data, bus-bandwidth factor: nccl-tests'
+model) lives with the primitive (:mod:`mpicoll.calls`, ``Primitive.spec``);
+:data:`SPECS` reads them from the registry, so a primitive defined by a
+plug-in is measured like the others. :class:`Case` holds one primitive at one
+size on this rank and makes its call through the public face.
 """
 import numpy as np
 
 import mpicoll
-from mpicoll import vcollectives as vc    # the v-collectives and scans (not yet in mpicoll's namespace)
+from mpicoll.calls import DEFINED
+from mpicoll.calls.spec import cap as _cap, sentinel as _sentinel
 
 __all__ = ["SPECS", "Case", "busbw_factor", "ArrayModule"]
 
-_PRIME = 7919          # block stride of the data pattern: neighbouring blocks differ
 _CHUNK = 1 << 20       # elements generated/compared at a time (bounds check memory)
 
 
 def busbw_factor(primitive, n):
-    """nccl-tests' bus-bandwidth factor (None for barrier: no bandwidth).
+    """nccl-tests' bus-bandwidth factor of ``primitive`` at ``n`` ranks (None for barrier: no
+    bandwidth): the primitive's spec says it (:meth:`mpicoll.calls.spec.Spec.busbw`).
 
     The v-collectives take their block variant's (nccl-tests has none; the
     bench gives every rank the same count, as OSU's v-benchmarks do); the
     scans take 1, like reduce: every rank's whole vector crosses a link.
     """
-    if primitive == "allreduce":
-        return 2.0 * (n - 1) / n
-    if primitive in ("allgather", "reduce_scatter", "alltoall", "gather", "scatter",
-                     "allgatherv", "alltoallv", "gatherv", "scatterv"):
-        return (n - 1) / n
-    if primitive in ("bcast", "reduce", "scan", "exscan"):
-        return 1.0
-    return None
+    return SPECS[primitive].busbw(n)
 
 
 def add_xp_arguments(parser, xp_help):
@@ -157,22 +145,6 @@ def _cuda_version(fn):
     return f"{v // 1000}.{(v % 1000) // 10}"
 
 
-def _cap(dtype):
-    """Inputs take values in [0, cap): exact in the dtype and below its sentinel."""
-    if dtype.kind in "iu":
-        return min(int(np.iinfo(dtype).max), 1 << 24)
-    return 1 << min(np.finfo(dtype).nmant + 1, 31)
-
-
-def _sentinel(dtype):
-    return np.nan if dtype.kind == "f" else np.iinfo(dtype).max
-
-
-def _blocks(a, k, dtype):
-    """Data of block ``a`` (int or array), elements ``k``: distinct neighbours, exact."""
-    return ((np.asarray(a, dtype=np.int64) * _PRIME + k) % _cap(dtype)).astype(dtype)
-
-
 class Case:
     """One primitive at one size on this rank: buffers, check data, the call."""
 
@@ -200,11 +172,15 @@ class Case:
         return self.spec.call_count(self)
 
     def busbw_factor(self):
-        return busbw_factor(self.spec.name, self.n)
+        return self.spec.busbw(self.n)
 
     def call(self, algorithm, comm=None):
-        """A zero-argument callable making one call of ``algorithm``."""
-        return self.spec.call(self, algorithm, comm or self.comm)
+        """A zero-argument callable making one call of ``algorithm`` through the public face
+        (the spec's function, with its arguments for this case)."""
+        fn = getattr(mpicoll, self.spec.function or self.spec.name)
+        args = self.spec.args(self)
+        comm = comm or self.comm
+        return lambda: fn(*args, comm=comm, algorithm=algorithm)
 
     # -- reduction data ---------------------------------------------------
     def red_input(self, g):
@@ -268,263 +244,30 @@ class Case:
         return bad
 
 
-class Spec:
-    """Defaults shared by the primitives; each subclass fills in its layout and call."""
+class _Specs:
+    """primitive -> spec, read from the registry at each use (plug-ins included)."""
 
-    name = ""
-    rooted = False
-    reduces = False
-    blocked = False     # the size holds N blocks of one rank each
+    def __getitem__(self, primitive):
+        return DEFINED[primitive].spec
 
-    def layout(self, nbytes, itemsize, n):
-        """(count, block): elements in the size, elements per rank's block."""
-        if self.blocked:
-            block = max(1, nbytes // (n * itemsize)) if nbytes else 0
-            return n * block, block
-        count = max(1, nbytes // itemsize) if nbytes else 0
-        return count, count
+    def __contains__(self, primitive):
+        return primitive in DEFINED and DEFINED[primitive].spec is not None
 
-    def call_count(self, case):
-        """The ``count`` that ``algorithm="auto"`` sees (mpicoll.core.defaults' convention)."""
-        return case.block if self.blocked else case.count
+    def __iter__(self):
+        return (p for p, d in DEFINED.items() if d.spec is not None)
 
-    def call_nbytes(self, case):
-        """The ``nbytes`` that ``algorithm="auto"`` sees: one rank's block, or the vector."""
-        return self.call_count(case) * case.dtype.itemsize
+    def __len__(self):
+        return sum(1 for _ in self)
 
-    def alloc(self, case):
-        raise NotImplementedError
+    def keys(self):
+        return list(self)
 
-    def io(self, case):
-        """(input array or None, output array or None) on this rank."""
-        return case.send, case.recv
+    def values(self):
+        return [self[p] for p in self]
 
-
-class _Bcast(Spec):
-    name, rooted = "bcast", True
-
-    def alloc(self, c):
-        c.recv = c.am.empty(c.count, c.dtype)
-
-    def io(self, c):
-        return (c.recv if c.rank == c.root else None), c.recv
-
-    def input_fn(self, c):
-        return lambda g: _blocks(c.root, g, c.dtype)
-
-    output_fn = input_fn
-
-    def call(self, c, alg, comm):
-        return lambda: mpicoll.bcast(c.recv, c.root, comm=comm, algorithm=alg)
-
-
-class _Reduce(Spec):
-    name, rooted, reduces = "reduce", True, True
-
-    def alloc(self, c):
-        c.send = c.am.empty(c.count, c.dtype)
-        c.recv = c.am.empty(c.count, c.dtype) if c.rank == c.root else None
-
-    def input_fn(self, c):
-        return c.red_input
-
-    def output_fn(self, c):
-        return c.red_expected
-
-    def call(self, c, alg, comm):
-        return lambda: mpicoll.reduce(c.send, c.recv, c.op, c.root, comm=comm, algorithm=alg)
-
-
-class _Allreduce(_Reduce):
-    name, rooted = "allreduce", False
-
-    def alloc(self, c):
-        c.send, c.recv = c.am.empty(c.count, c.dtype), c.am.empty(c.count, c.dtype)
-
-    def call(self, c, alg, comm):
-        return lambda: mpicoll.allreduce(c.send, c.recv, c.op, comm=comm, algorithm=alg)
-
-
-class _Gather(Spec):
-    name, rooted, blocked = "gather", True, True
-
-    def alloc(self, c):
-        c.send = c.am.empty(c.block, c.dtype)
-        c.recv = c.am.empty(c.count, c.dtype) if c.rank == c.root else None
-
-    def input_fn(self, c):
-        return lambda g: _blocks(c.rank, g, c.dtype)
-
-    def output_fn(self, c):
-        return lambda g: _blocks(g // c.block, g % c.block, c.dtype)
-
-    def call(self, c, alg, comm):
-        return lambda: mpicoll.gather(c.send, c.recv, c.root, comm=comm, algorithm=alg)
-
-
-class _Allgather(_Gather):
-    name, rooted = "allgather", False
-
-    def alloc(self, c):
-        c.send, c.recv = c.am.empty(c.block, c.dtype), c.am.empty(c.count, c.dtype)
-
-    def call(self, c, alg, comm):
-        return lambda: mpicoll.allgather(c.send, c.recv, comm=comm, algorithm=alg)
-
-
-class _Scatter(Spec):
-    name, rooted, blocked = "scatter", True, True
-
-    def alloc(self, c):
-        c.send = c.am.empty(c.count, c.dtype) if c.rank == c.root else None
-        c.recv = c.am.empty(c.block, c.dtype)
-
-    def input_fn(self, c):
-        return lambda g: _blocks(g // c.block, g % c.block, c.dtype)
-
-    def output_fn(self, c):
-        return lambda g: _blocks(c.rank, g, c.dtype)
-
-    def call(self, c, alg, comm):
-        return lambda: mpicoll.scatter(c.send, c.recv, c.root, comm=comm, algorithm=alg)
-
-
-class _ReduceScatter(Spec):
-    name, reduces, blocked = "reduce_scatter", True, True
-
-    def call_count(self, c):
-        return c.count                             # mpicoll passes the whole vector
-
-    def alloc(self, c):
-        c.send, c.recv = c.am.empty(c.count, c.dtype), c.am.empty(c.block, c.dtype)
-
-    def input_fn(self, c):
-        return c.red_input
-
-    def output_fn(self, c):
-        return lambda g: c.red_expected(g + c.rank * c.block)
-
-    def call(self, c, alg, comm):
-        return lambda: mpicoll.reduce_scatter_block(c.send, c.recv, c.op, comm=comm,
-                                                    algorithm=alg)
-
-
-class _Alltoall(Spec):
-    name, blocked = "alltoall", True
-
-    def alloc(self, c):
-        c.send, c.recv = c.am.empty(c.count, c.dtype), c.am.empty(c.count, c.dtype)
-
-    def input_fn(self, c):     # block j goes to rank j
-        return lambda g: _blocks(c.rank * c.n + g // c.block, g % c.block, c.dtype)
-
-    def output_fn(self, c):    # block i came from rank i
-        return lambda g: _blocks((g // c.block) * c.n + c.rank, g % c.block, c.dtype)
-
-    def call(self, c, alg, comm):
-        return lambda: mpicoll.alltoall(c.send, c.recv, comm=comm, algorithm=alg)
-
-
-class _Barrier(Spec):
-    name = "barrier"
-
-    def layout(self, nbytes, itemsize, n):
-        return 0, 0
-
-    def alloc(self, c):
-        pass
-
-    def io(self, c):
-        return None, None
-
-    def call(self, c, alg, comm):
-        return lambda: mpicoll.barrier(comm=comm, algorithm=alg)
-
-
-# -- the vector collectives and the scans -------------------------------------
-# The v specs lay out their buffers as the block ones (equal counts, blocks back to
-# back: OSU's v-benchmarks do the same) and pass the counts in mpi4py's
-# [buf, counts] form, which the raw column hands to mpi4py as it is.
-
-def _vcounts(c):
-    c.vcounts = [c.block] * c.n
-
-
-class _Gatherv(_Gather):
-    name = "gatherv"
-
-    def alloc(self, c):
-        super().alloc(c)
-        _vcounts(c)
-
-    def call(self, c, alg, comm):
-        recv = [c.recv, c.vcounts] if c.rank == c.root else None
-        return lambda: vc.gatherv(c.send, recv, c.root, comm=comm, algorithm=alg)
-
-
-class _Scatterv(_Scatter):
-    name = "scatterv"
-
-    def alloc(self, c):
-        super().alloc(c)
-        _vcounts(c)
-
-    def call(self, c, alg, comm):
-        send = [c.send, c.vcounts] if c.rank == c.root else None
-        return lambda: vc.scatterv(send, c.recv, c.root, comm=comm, algorithm=alg)
-
-
-class _Allgatherv(_Allgather):
-    name = "allgatherv"
-
-    def alloc(self, c):
-        super().alloc(c)
-        _vcounts(c)
-
-    def call(self, c, alg, comm):
-        recv = [c.recv, c.vcounts]
-        return lambda: vc.allgatherv(c.send, recv, comm=comm, algorithm=alg)
-
-
-class _Alltoallv(_Alltoall):
-    name = "alltoallv"
-
-    def alloc(self, c):
-        super().alloc(c)
-        _vcounts(c)
-
-    def call(self, c, alg, comm):
-        send, recv = [c.send, c.vcounts], [c.recv, c.vcounts]
-        return lambda: vc.alltoallv(send, recv, comm=comm, algorithm=alg)
-
-
-class _Scan(_Allreduce):
-    name = "scan"
-
-    def output_fn(self, c):
-        return lambda g: c.red_expected(g, c.rank + 1)
-
-    def call(self, c, alg, comm):
-        return lambda: vc.scan(c.send, c.recv, c.op, comm=comm, algorithm=alg)
-
-
-class _Exscan(_Allreduce):
-    name = "exscan"
-
-    def io(self, c):
-        # Rank 0's result is undefined in MPI: not checked (it keeps the sentinel).
-        return c.send, (c.recv if c.rank else None)
-
-    def output_fn(self, c):
-        return lambda g: c.red_expected(g, c.rank)
-
-    def call(self, c, alg, comm):
-        return lambda: vc.exscan(c.send, c.recv, c.op, comm=comm, algorithm=alg)
+    def items(self):
+        return [(p, self[p]) for p in self]
 
 
 #: primitive name -> spec, in mpicoll.PRIMITIVES order.
-SPECS = {s.name: s for s in (_Bcast(), _Reduce(), _Allreduce(), _Gather(), _Allgather(),
-                             _Scatter(), _ReduceScatter(), _Alltoall(), _Barrier(),
-                             _Gatherv(), _Scatterv(), _Allgatherv(), _Alltoallv(), _Scan(),
-                             _Exscan())}
-assert tuple(SPECS) == tuple(mpicoll.PRIMITIVES)
+SPECS = _Specs()

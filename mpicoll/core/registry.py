@@ -1,28 +1,104 @@
-"""The algorithm registry: every primitive's algorithms, filled by a decorator.
+"""The registry: the primitives and every primitive's algorithms.
 
-Each algorithm module registers its functions with :func:`register`;
-:func:`algorithms` lists them and :func:`lookup` resolves a name, answering an
-unknown one with the list of valid names. The registry is the one list of
-algorithms: the demo, the bench (sweep, ``fit``, ``predict``, ``tune``) and
-the tests read it, so one decorated function is all a new algorithm needs.
+A primitive is defined once (:func:`define`, by its module in
+:mod:`mpicoll.calls`), with what the engine and the tools need to know of it
+without importing it (:class:`PrimitiveInfo`: how its algorithms are called,
+to record plans). Each algorithm module registers its functions with
+:func:`register`; :func:`algorithms` lists them and :func:`lookup` resolves a
+name, answering an unknown one with the list of valid names. The registry is
+the one list of primitives and algorithms: the faces, the demo, the bench
+(sweep, ``fit``, ``predict``, ``tune``), the verifier and the tests read it,
+so one module is all a new primitive needs, and one decorated function all a
+new algorithm needs.
 """
 import os
+from collections.abc import Sequence
 
 from .errors import ArgumentError
 
-__all__ = ["PRIMITIVES", "EXTENDED_PRIMITIVES", "register", "algorithms", "lookup", "env_choice"]
+__all__ = ["PRIMITIVES", "SEED_PRIMITIVES", "EXTENDED_PRIMITIVES", "PrimitiveInfo", "define",
+           "info", "register", "algorithms", "lookup", "env_choice", "env_key"]
 
-#: The primitives: the seed's, in its order, then the vector variants and the prefix
-#: reductions (issue #11).
-PRIMITIVES = ("bcast", "reduce", "allreduce", "gather", "allgather",
-              "scatter", "reduce_scatter", "alltoall", "barrier",
-              "gatherv", "scatterv", "allgatherv", "alltoallv", "scan", "exscan")
+#: The seed's nine primitives, in its order.
+SEED_PRIMITIVES = ("bcast", "reduce", "allreduce", "gather", "allgather",
+                   "scatter", "reduce_scatter", "alltoall", "barrier")
 
-#: The primitives added after the seed's nine. Consumers that cannot run them yet
-#: (the demo's sections, the device matrix) leave these out by name.
-EXTENDED_PRIMITIVES = PRIMITIVES[9:]
 
-_REGISTRY = {p: {} for p in PRIMITIVES}
+class PrimitiveInfo:
+    """What the registry keeps of a primitive: its name and ``call_arrays(size, rank, count,
+    root, counts, op)``, the arguments its algorithms get on one rank with arrays as lengths
+    (:class:`mpicoll.sched.inspect.Len`), for recording plans without a communicator."""
+
+    __slots__ = ("name", "call_arrays", "reduces")
+
+    def __init__(self, name, call_arrays, reduces):
+        self.name, self.call_arrays, self.reduces = name, call_arrays, reduces
+
+
+_DEFINED = {}            # name -> PrimitiveInfo, in definition order
+_REGISTRY = {}           # name -> {algorithm name: function}
+
+
+class _Live(Sequence):
+    """A tuple-like view of the defined primitives that follows the registry (a primitive
+    defined later, by a plug-in, appears in it)."""
+
+    def __init__(self, which):
+        self._which = which
+
+    def _now(self):
+        return tuple(p for p in _DEFINED if self._which(p))
+
+    def __getitem__(self, i):
+        return self._now()[i]
+
+    def __len__(self):
+        return len(self._now())
+
+    def __contains__(self, p):
+        return p in _DEFINED and self._which(p)
+
+    def __iter__(self):
+        return iter(self._now())
+
+    def __add__(self, other):
+        return self._now() + tuple(other)
+
+    def __radd__(self, other):
+        return tuple(other) + self._now()
+
+    def __eq__(self, other):
+        return self._now() == tuple(other) if isinstance(other, (tuple, list, _Live)) else NotImplemented
+
+    def __hash__(self):
+        return hash(self._now())
+
+    def __repr__(self):
+        return repr(self._now())
+
+
+#: The primitives, in definition order: the seed's, then the vector variants and the prefix
+#: reductions, then any defined by a plug-in.
+PRIMITIVES = _Live(lambda p: True)
+
+#: The primitives beyond the seed's nine. Consumers written for the seed's (the demo's
+#: walkthrough, the device matrix) leave these out.
+EXTENDED_PRIMITIVES = _Live(lambda p: p not in SEED_PRIMITIVES)
+
+
+def define(name, call_arrays, *, reduces=False):
+    """Define primitive ``name`` (once); see :class:`PrimitiveInfo`. ``reduces``: it takes an op."""
+    if name in _DEFINED:
+        raise ArgumentError(f"define: primitive {name!r} is already defined")
+    _DEFINED[name] = PrimitiveInfo(name, call_arrays, reduces)
+    _REGISTRY.setdefault(name, {})
+    return _DEFINED[name]
+
+
+def info(primitive):
+    """The :class:`PrimitiveInfo` of a defined primitive."""
+    _check_primitive(primitive)
+    return _DEFINED[primitive]
 
 
 def register(primitive, name, *, commutative_only=False):
@@ -33,11 +109,10 @@ def register(primitive, name, *, commutative_only=False):
     registered for ``primitive`` raises :class:`ArgumentError`: replacing it
     silently would make every caller run another algorithm under that name.
     """
-    if primitive not in _REGISTRY:
-        raise KeyError(primitive)
-
     def decorate(fn):
-        old = _REGISTRY[primitive].get(name)
+        # Algorithms may come before their primitive's definition (coll/ is below calls/).
+        table = _REGISTRY.setdefault(primitive, {})
+        old = table.get(name)
         if old is not None:
             where = f"{getattr(old, '__module__', '?')}.{getattr(old, '__qualname__', '?')}"
             raise ArgumentError(
@@ -46,13 +121,13 @@ def register(primitive, name, *, commutative_only=False):
         fn.primitive = primitive
         fn.algorithm = name
         fn.commutative_only = commutative_only
-        _REGISTRY[primitive][name] = fn
+        table[name] = fn
         return fn
     return decorate
 
 
 def _check_primitive(primitive):
-    if primitive not in _REGISTRY:
+    if primitive not in _DEFINED:
         raise ArgumentError(
             f"primitive: expected one of {', '.join(PRIMITIVES)}; got {primitive!r}")
 
@@ -109,11 +184,15 @@ def lookup(primitive, name):
 
 
 def env_choice(primitive):
-    """The algorithm named by ``MPICOLL_<PRIMITIVE>_ALGORITHM``, or None."""
+    """The algorithm the environment names for ``primitive``, or None:
+    ``MPICOLL_<PRIMITIVE>_ALGORITHM``, else its entry in ``MPICOLL_ALGORITHM``
+    (``allreduce=ring,bcast=binomial``)."""
     var = f"MPICOLL_{primitive.upper()}_ALGORITHM"
     value = os.environ.get(var, "").strip()
     if not value:
-        return None
+        var, value = "MPICOLL_ALGORITHM", _from_list(primitive)
+        if not value:
+            return None
     if value != "auto":
         try:
             lookup(primitive, value)
@@ -121,3 +200,28 @@ def env_choice(primitive):
             why = str(exc).removeprefix("algorithm: ")
             raise ArgumentError(f"{var}: {why} (or auto)") from None
     return value
+
+
+def env_key(primitive):
+    """What :func:`env_choice` reads for ``primitive``, as a value that changes when it does
+    (the memo's entries hold while it is the same)."""
+    get = os.environ.get
+    return get(f"MPICOLL_{primitive.upper()}_ALGORITHM"), get("MPICOLL_ALGORITHM")
+
+
+def _from_list(primitive):
+    text = os.environ.get("MPICOLL_ALGORITHM", "")
+    found = None
+    for part in text.split(","):
+        key, eq, value = (x.strip() for x in part.partition("="))
+        if not part.strip():
+            continue
+        if not eq or not key or not value:
+            raise ArgumentError(f"MPICOLL_ALGORITHM: expected 'primitive=algorithm,...' (e.g. "
+                                f"allreduce=ring,bcast=binomial); got {text!r}")
+        if key not in _DEFINED:
+            raise ArgumentError(f"MPICOLL_ALGORITHM: {key!r} is not a primitive; expected "
+                                f"names among {', '.join(PRIMITIVES)}")
+        if key == primitive:
+            found = value
+    return found

@@ -2,7 +2,7 @@
 import numpy as np
 from mpi4py import MPI
 
-from .. import collectives as C
+from .. import api as C
 from ..engine.context import private_comm, traffic
 from ..core.topology import layout
 from ..coll.hierarchical import phases

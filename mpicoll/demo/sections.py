@@ -10,7 +10,7 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from .. import collectives as C
+from .. import api as C
 from .. import distributed as dist
 from ..engine.context import traffic
 from .output import CheckFailed, agree, fmt, host, on_host, same

@@ -18,7 +18,7 @@ import sys
 import numpy as np
 from mpi4py import MPI
 
-from .. import collectives as C
+from .. import api as C
 from ..engine.context import traffic
 from ..core.registry import algorithms
 from ..core.blocks import split

@@ -13,7 +13,7 @@ device pointer), and results are compared on the host.
 import numpy as np
 from mpi4py import MPI
 
-from .. import vcollectives as V
+from .. import api as V
 from .. import distributed as dist
 from ..engine.context import traffic
 from .output import fmt, fmt_list, host, same

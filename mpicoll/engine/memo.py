@@ -6,7 +6,7 @@ remembered after it ran: its bound plan steps, its fingerprint and the
 facts its validation rested on. The next call with the *same objects* —
 same communicator, same arrays (weakly referenced, with unchanged shape,
 dtype, strides and writability), same op, root, counts and algorithm
-argument, the same ``MPICOLL_<P>_ALGORITHM`` — re-checks only those facts
+argument, the same ``MPICOLL_<P>_ALGORITHM`` and ``MPICOLL_ALGORITHM`` — re-checks only those facts
 and goes straight to the agreement step (the one native Allgather; none in
 ``local`` mode) and the plan's steps. Everything else (a different buffer,
 a traffic recorder or tracer active, an error anywhere)
@@ -49,7 +49,6 @@ takes the full path every time), and :func:`mpicoll.gpu.release_staging` forgets
 entries (they hold pinned arenas). This is what turns a ~50 µs Python call into a few µs
 (benchmarks/latency.md).
 """
-import os
 import weakref
 
 import numpy as np
@@ -58,6 +57,7 @@ from mpi4py import MPI
 from . import context as _context
 from ..device import arrays as _device
 from . import fingerprint as fpr
+from ..core.registry import env_key
 from ..device import reduce as _reduce
 from .call import Call, allgather, env_mode, ipc_flags, next_request_tag
 from . import nonblocking as _nb
@@ -233,7 +233,7 @@ class _Entry:
                 return False
         if self.dev is not None and _device.transport_key() != self.dev[3]:
             return False
-        return self.var is None or os.environ.get(self.var) == self.env
+        return self.var is None or env_key(self.var) == self.env
 
     def fingerprint(self):
         """This call's fingerprint as the full path would build it (its check mode,
@@ -448,9 +448,9 @@ def remember(call, comm, algorithm, bufs, rest, out, steps, prologue, dev=None, 
     e.desc = call.desc
     e.static, e.count = fpr.static_bytes(call.name, call.desc)
     e.var = None
-    if algorithm is None:
-        e.var = f"MPICOLL_{call.primitive.upper()}_ALGORITHM"
-        e.env = os.environ.get(e.var)
+    if algorithm is None:           # the environment chose: the entry holds while it says the same
+        e.var = call.primitive
+        e.env = env_key(e.var)
     e.out = out if idx else None
     e.key = _key(space or call.primitive, comm, algorithm, bufs, rest)
     _memo.pop(e.key, None)          # a call remembered again is the newest

@@ -15,5 +15,5 @@ bench's model, the verifier and the docs' gallery read these). The engines
 that run plans are :mod:`mpicoll.engine.run` (blocking) and
 :mod:`mpicoll.engine.nonblocking` (nonblocking and persistent requests).
 
-May import: ``coll`` (to fill the registry), ``core``.
+May import: ``core``.
 """

@@ -7,9 +7,7 @@ algorithms' real schedules instead of re-deriving them.
 """
 from mpi4py import MPI
 
-from .. import coll as _coll  # noqa: F401  (fills the registry)
-from ..core.blocks import offsets
-from ..core.registry import EXTENDED_PRIMITIVES, lookup
+from ..core.registry import info, lookup
 from .record import record
 
 __all__ = ["plan_of", "plans_of", "call_arrays", "call_arrays_v", "Len"]
@@ -25,66 +23,20 @@ class Len:
 
 
 def call_arrays(primitive, size, rank, count, root=0, counts=None, op=MPI.SUM):
-    """The algorithm arguments of a call (arrays as lengths), as ``mpicoll.collectives`` passes them.
+    """The algorithm arguments of a call on ``rank`` (arrays as :class:`Len`), as the
+    primitive's implementation passes them (its ``call_arrays``, :mod:`mpicoll.calls`).
 
-    ``count``: elements of each rank's vector (bcast, reduce, allreduce), of
-    each rank's block (gather, allgather, scatter, alltoall), or the total
+    ``count``: elements of each rank's vector (bcast, reduce, allreduce, scan,
+    exscan), of each rank's block (gather, allgather, scatter, alltoall and the
+    v-collectives, whose ``counts``, when given, are the per-rank blocks instead;
+    for alltoallv ``counts[j]`` is what every rank sends to rank j), or the total
     (reduce_scatter, split as ``counts`` or evenly).
     """
-    if primitive in EXTENDED_PRIMITIVES:
-        return call_arrays_v(primitive, size, rank, count, root, counts, op)
-    A = Len
-    if primitive == "bcast":
-        return (A(count), root)
-    if primitive == "reduce":
-        return (A(count), A(count) if rank == root else None, op, root)
-    if primitive == "allreduce":
-        return (A(count), A(count), op)
-    if primitive == "gather":
-        return (A(count), A(size * count) if rank == root else None, root)
-    if primitive == "allgather":
-        return (A(count), A(size * count))
-    if primitive == "scatter":
-        return (A(size * count) if rank == root else None, A(count), root)
-    if primitive == "reduce_scatter":
-        if counts is None:
-            q, r = divmod(count, size)
-            counts = [q + 1] * r + [q] * (size - r)
-        return (A(sum(counts)), A(counts[rank]), list(counts), op)
-    if primitive == "alltoall":
-        return (A(size * count), A(size * count))
-    if primitive == "barrier":
-        return ()
-    raise ValueError(f"primitive: unknown {primitive!r}")
+    return info(primitive).call_arrays(size, rank, count, root, counts, op)
 
 
-def call_arrays_v(primitive, size, rank, count, root=0, counts=None, op=MPI.SUM):
-    """Arguments of one call, arrays as lengths.
-
-    ``count``: elements of each rank's block (gatherv, scatterv, allgatherv;
-    the bench's equal blocks, back to back) or of the vector (scan, exscan).
-    ``counts``, when given, are the per-rank block counts instead; for
-    alltoallv ``counts[j]`` is what every rank sends to rank j (so rank i
-    receives ``counts[i]`` from each), default ``count`` everywhere.
-    """
-    A = Len
-    if primitive in ("scan", "exscan"):
-        return (A(count), A(count), op)
-    cs = [count] * size if counts is None else [int(c) for c in counts]
-    at = offsets(cs)[:-1]
-    total = sum(cs)
-    if primitive == "gatherv":
-        is_root = rank == root
-        return (A(cs[rank]), A(total) if is_root else None, cs, at if is_root else None, root)
-    if primitive == "scatterv":
-        is_root = rank == root
-        return (A(total) if is_root else None, A(cs[rank]), cs, at if is_root else None, root)
-    if primitive == "allgatherv":
-        return (A(cs[rank]), A(total), cs, at)
-    if primitive == "alltoallv":
-        rc = [cs[rank]] * size
-        return (A(total), A(sum(rc)), cs, at, rc, offsets(rc)[:-1])
-    raise ValueError(f"primitive: unknown {primitive!r}")
+#: The same, for the vector collectives and the scans (one function serves all).
+call_arrays_v = call_arrays
 
 
 def plan_of(primitive, algorithm, size, rank, count, itemsize=8, root=0, op=MPI.SUM,
@@ -98,8 +50,8 @@ def plan_of(primitive, algorithm, size, rank, count, itemsize=8, root=0, op=MPI.
         raise ValueError("native: the MPI library's own collective has no mpicoll plan")
     fn = lookup(primitive, algorithm)
     args = call_arrays(primitive, size, rank, count, root, counts, op)
-    return record(fn, rank, size, args, itemsize, op if primitive in
-                  ("reduce", "allreduce", "reduce_scatter", "scan", "exscan") else None, layout)
+    return record(fn, rank, size, args, itemsize, op if info(primitive).reduces else None,
+                  layout)
 
 
 def plans_of(primitive, algorithm, size, count, **kw):

@@ -16,10 +16,8 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll import vcollectives as vc
-from mpicoll import vrequests as vr
-from mpicoll._comm_v import VMethods
-from mpicoll.comm import _faces, parse_bufspec
+from mpicoll import api as vc
+from mpicoll import api as vr
 from refdata import OPS, data, reduce_ref
 
 comm = MPI.COMM_WORLD
@@ -453,19 +451,7 @@ def test_request_faces(kind):
             req.Free()
 
 
-class _Wired(mpicoll.P2PComm, VMethods):
-    """P2PComm with the v methods wired as P2PComm wires them (until it does so itself)."""
-    _bufspec = staticmethod(parse_bufspec)
-    Gatherv, Igatherv, Gatherv_init = _faces("Gatherv", "gatherv", VMethods._gatherv)
-    Scatterv, Iscatterv, Scatterv_init = _faces("Scatterv", "scatterv", VMethods._scatterv)
-    Allgatherv, Iallgatherv, Allgatherv_init = _faces("Allgatherv", "allgatherv",
-                                                      VMethods._allgatherv)
-    Alltoallv, Ialltoallv, Alltoallv_init = _faces("Alltoallv", "alltoallv", VMethods._alltoallv)
-    Scan, Iscan, Scan_init = _faces("Scan", "scan", VMethods._scan)
-    Exscan, Iexscan, Exscan_init = _faces("Exscan", "exscan", VMethods._exscan)
-
-
-VComm = mpicoll.P2PComm if issubclass(mpicoll.P2PComm, VMethods) else _Wired
+VComm = mpicoll.P2PComm
 
 
 @pytest.mark.mpi

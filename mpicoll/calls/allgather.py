@@ -1,0 +1,63 @@
+"""allgather: every rank's block into every rank's buffer, in rank order (``MPI_Allgather``)."""
+from ..args.buffers import as_array, is_in_place, recv_array, whole_blocks
+from ..args.bufspec import parse_bufspec, recv_spec
+from ..engine.launch import run_call
+from ..sched.inspect import Len
+from .gather import GatherSpec
+from .primitive import Primitive, define
+
+
+def allgather(sendbuf, recvbuf=None):
+    """Gather every rank's ``sendbuf`` into ``recvbuf`` on every rank.
+
+    Per rank, N = 3: ``[1 1]``, ``[2 2]``, ``[3 3]`` -> ``[[1 1] [2 2] [3 3]]`` everywhere.
+    ``sendbuf=MPI.IN_PLACE``: this rank's block is already in ``recvbuf``.
+    """
+    return (sendbuf, recvbuf), ()
+
+
+def run(call, bufs, algorithm):
+    with call.checking():
+        sendbuf, recvbuf = bufs()
+        n = call.size
+        if is_in_place(sendbuf):
+            out = recvbuf
+            dest = as_array("recvbuf", recvbuf, writable=True)
+            c = whole_blocks("recvbuf", dest, n)
+            data = dest[call.rank * c:(call.rank + 1) * c]
+        else:
+            data = as_array("sendbuf", sendbuf)
+            out, dest = recv_array("recvbuf", recvbuf, data, n * data.size,
+                                   f"{n} ranks x {data.size}", (n,) + sendbuf.shape)
+        fn = call.choose(algorithm, nbytes=data.nbytes, count=data.size, dtype=data.dtype,
+                         like=(data, dest))
+    call.settle()
+    run_call(call, data.size, data.itemsize, fn, data, dest)
+    return out
+
+
+def Allgather(comm, call, bnd, algorithm, sendbuf, recvbuf):
+    n = comm.Get_size()
+
+    def bufs():
+        s = parse_bufspec("sendbuf", sendbuf, bnd=bnd)
+        return s, recv_spec("recvbuf", recvbuf, s, bnd, blocks=n)
+    run(call, bufs, algorithm)
+
+
+def call_arrays(size, rank, count, root=0, counts=None, op=None):
+    return (Len(count), Len(size * count))
+
+
+class AllgatherSpec(GatherSpec):
+    rooted = False
+
+    def alloc(self, c):
+        c.send, c.recv = c.am.empty(c.block, c.dtype), c.am.empty(c.count, c.dtype)
+
+    def args(self, c):
+        return (c.send, c.recv)
+
+
+PRIMITIVE = define(Primitive("allgather", run=run, api=(allgather,), methods=(Allgather,),
+                             call_arrays=call_arrays, spec=AllgatherSpec()))

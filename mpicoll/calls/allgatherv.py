@@ -1,0 +1,95 @@
+"""allgatherv: every rank's block, of any size, into every rank's v-buffer (``MPI_Allgatherv``).
+
+The v side of a call is an mpi4py v-buffer spec (:mod:`mpicoll.args.vbuffers`):
+``buf``, ``[buf, counts]``, ``[buf, (counts, displs)]``, ``[buf, counts, displs]``,
+``[buf, counts, datatype]``, ``[buf, (counts, displs), datatype]`` or
+``[buf, counts, displs, datatype]``; a plain array splits into N near-equal
+blocks, as in mpi4py. Counts and displacements are in elements. Receive
+blocks must not overlap; gaps between them and blocks out of rank order are
+fine (gaps are never written). The ranks agree on every rank's count before
+any message (:meth:`mpicoll.engine.call.Call.exchange`), so counts that do
+not match across ranks raise on every rank instead of truncating or hanging.
+"""
+from mpi4py import MPI
+
+from ..args.buffers import (as_array, check_no_alias, check_root, is_in_place, not_in_place,
+                            same_dtype, same_memory)
+from ..args.bufspec import is_rank, parse_bufspec, parse_vec, required, role
+from ..core.blocks import offsets
+from ..core.errors import ArgumentError
+from ..device.arrays import empty
+from ..engine.launch import run_call
+from ..sched.inspect import Len
+from ._vcommon import check_counts_match, send_side, v_side
+from .primitive import Primitive, define
+from .spec import VCounts
+from .allgather import AllgatherSpec
+
+
+def allgatherv(sendbuf, recvbuf=None):
+    """Gather every rank's ``sendbuf`` (any size) into ``recvbuf`` on every rank.
+
+    ``recvbuf``: a v-buffer spec (each rank's own displacements), or None
+    to allocate a 1-D array with the blocks back to back in rank order.
+    ``sendbuf=MPI.IN_PLACE``: this rank's block is already in recvbuf.
+    Per rank, N = 3: ``[1]``, ``[]``, ``[3 3]`` -> ``[1 3 3]`` everywhere.
+    """
+    return (sendbuf, recvbuf), ()
+
+
+def run(call, bufs, algorithm):
+    mine = -1
+    with call.checking():
+        rank = call.rank
+        sendbuf, recvbuf = bufs()
+        rv, rflat, rcounts, rdispls = v_side("recvbuf", recvbuf, call.size, receive=True)
+        if rv is MPI.IN_PLACE:
+            raise ArgumentError("recvbuf: expected a receive buffer; got MPI.IN_PLACE",
+                                MPI.ERR_BUFFER)
+        if is_in_place(sendbuf):
+            if rv is None:
+                raise ArgumentError(
+                    "recvbuf: expected the receive buffer (sendbuf=MPI.IN_PLACE takes this "
+                    "rank's block from it); got None", MPI.ERR_BUFFER)
+            data = None
+            mine = rcounts[rank]
+        else:
+            data = send_side(sendbuf, rflat)
+            mine = data.size
+    counts = call.exchange(mine)
+    with call.checking():
+        total = sum(counts)
+        if rv is None:                  # allocate: the blocks back to back, in rank order
+            out = rflat = empty(data, total)
+            rdispls = offsets(counts)[:-1]
+        else:
+            check_counts_match("recvbuf counts", rcounts, counts, "sends")
+            out = rv.obj
+        fn = call.choose(algorithm, nbytes=total * rflat.itemsize // call.size, count=total,
+                         dtype=rflat.dtype, counts=counts, like=(data, rflat))
+    call.settle()
+    run_call(call, total, rflat.itemsize, fn, data, rflat, counts, rdispls)
+    return out
+
+
+def Allgatherv(comm, call, bnd, algorithm, sendbuf, recvbuf):
+    def bufs():
+        s = parse_bufspec("sendbuf", sendbuf, bnd=bnd)
+        return s, parse_vec("recvbuf", required("recvbuf", recvbuf), bnd, role(s),
+                            comm.Get_size())
+    run(call, bufs, algorithm)
+
+
+def call_arrays(size, rank, count, root=0, counts=None, op=None):
+    """``count``: elements of each rank's block; ``counts``: per-rank blocks instead."""
+    cs = [count] * size if counts is None else [int(c) for c in counts]
+    return (Len(cs[rank]), Len(sum(cs)), cs, offsets(cs)[:-1])
+
+
+class AllgathervSpec(VCounts, AllgatherSpec):
+    def args(self, c):
+        return (c.send, [c.recv, c.vcounts])
+
+
+PRIMITIVE = define(Primitive("allgatherv", run=run, api=(allgatherv,), methods=(Allgatherv,),
+                             call_arrays=call_arrays, spec=AllgathervSpec(), vspecs=True))

@@ -1,0 +1,71 @@
+"""allreduce: every rank gets the reduction of every rank's sendbuf (``MPI_Allreduce``)."""
+from mpi4py import MPI
+
+from ..args.buffers import as_array, is_in_place, recv_array
+from ..args.bufspec import parse_bufspec, recv_spec
+from ..args.user_ops import wrap as wrap_user_op
+from ..core.ops import check_op
+from ..engine.launch import run_call
+from ..sched.inspect import Len
+from .primitive import Primitive, define
+from .reduce import ReduceSpec
+
+
+def allreduce(sendbuf, recvbuf=None, op=MPI.SUM):
+    """Reduce every rank's ``sendbuf`` with ``op``; every rank gets the result.
+
+    Results are bitwise identical on every rank. ``sendbuf=MPI.IN_PLACE``
+    reduces ``recvbuf`` in place.
+    Per rank, N = 3, SUM: ``[1 1]``, ``[2 2]``, ``[3 3]`` -> ``[6 6]`` everywhere.
+    """
+    return (sendbuf, recvbuf), (op,)
+
+
+def run(call, bufs, op, algorithm):
+    with call.checking():
+        sendbuf, recvbuf = bufs()
+        if is_in_place(sendbuf):
+            out = recvbuf
+            dest = as_array("recvbuf", recvbuf, writable=True)
+            data = None
+        else:
+            data = as_array("sendbuf", sendbuf)
+            out, dest = recv_array("recvbuf", recvbuf, data, data.size,
+                                   "as many as sendbuf", sendbuf.shape)
+        check_op(op, dest.dtype)
+        fn = call.choose(algorithm, op=op, nbytes=dest.nbytes, count=dest.size,
+                         dtype=dest.dtype, like=(data, dest))
+    call.settle()
+    run_call(call, dest.size, dest.itemsize, fn, data, dest, op)
+    return out
+
+
+def Allreduce(comm, call, bnd, algorithm, sendbuf, recvbuf, op=MPI.SUM):
+    op = wrap_user_op(op, comm)      # a user op over a derived datatype: see args.user_ops
+
+    def bufs():
+        s = parse_bufspec("sendbuf", sendbuf, bnd=bnd)
+        r = recv_spec("recvbuf", recvbuf, s, bnd)
+        return bnd.reduction(op, s, r)
+    run(call, bufs, op, algorithm)
+
+
+def call_arrays(size, rank, count, root=0, counts=None, op=MPI.SUM):
+    return (Len(count), Len(count), op)
+
+
+class AllreduceSpec(ReduceSpec):
+    rooted = False
+
+    def busbw(self, n):
+        return 2.0 * (n - 1) / n
+
+    def alloc(self, c):
+        c.send, c.recv = c.am.empty(c.count, c.dtype), c.am.empty(c.count, c.dtype)
+
+    def args(self, c):
+        return (c.send, c.recv, c.op)
+
+
+PRIMITIVE = define(Primitive("allreduce", run=run, api=(allreduce,), methods=(Allreduce,),
+                             call_arrays=call_arrays, spec=AllreduceSpec(), reduces=True))

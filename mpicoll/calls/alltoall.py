@@ -1,0 +1,74 @@
+"""alltoall: block j of every rank's buffer to rank j (``MPI_Alltoall``)."""
+from ..args.buffers import as_array, is_in_place, recv_array, snapshot, whole_blocks
+from ..args.bufspec import parse_bufspec, recv_spec
+from ..engine.launch import run_call
+from ..sched.inspect import Len
+from .primitive import Primitive, define
+from .spec import Spec, blocks_data
+
+
+def alltoall(sendbuf, recvbuf=None):
+    """Send block j of ``sendbuf`` to rank j; block i of ``recvbuf`` comes from rank i.
+
+    Per rank, N = 2: ``[a0 a1]``, ``[b0 b1]`` -> ``[a0 b0]``, ``[a1 b1]``.
+    """
+    return (sendbuf, recvbuf), ()
+
+
+def run(call, bufs, algorithm):
+    with call.checking():
+        sendbuf, recvbuf = bufs()
+        n = call.size
+        if is_in_place(sendbuf):
+            out = recvbuf
+            dest = as_array("recvbuf", recvbuf, writable=True)
+            data = dest
+        else:
+            data = as_array("sendbuf", sendbuf)
+            out, dest = recv_array("recvbuf", recvbuf, data, data.size,
+                                   "as many as sendbuf", sendbuf.shape)
+        whole_blocks("recvbuf" if data is dest else "sendbuf", data, n)
+        fn = call.choose(algorithm, nbytes=data.nbytes // n, count=data.size // n,
+                         dtype=data.dtype, like=(data, dest))
+    call.settle()
+    pro = None
+    if data is dest:
+        data, pro = snapshot(data)
+    run_call(call, data.size, data.itemsize, fn, data, dest, prologue=pro)
+    return out
+
+
+def Alltoall(comm, call, bnd, algorithm, sendbuf, recvbuf):
+    n = comm.Get_size()
+
+    def bufs():
+        s = parse_bufspec("sendbuf", sendbuf, blocks=n, bnd=bnd)
+        return s, recv_spec("recvbuf", recvbuf, s, bnd, blocks=n)
+    run(call, bufs, algorithm)
+
+
+def call_arrays(size, rank, count, root=0, counts=None, op=None):
+    return (Len(size * count), Len(size * count))
+
+
+class AlltoallSpec(Spec):
+    blocked = True
+
+    def busbw(self, n):
+        return (n - 1) / n
+
+    def alloc(self, c):
+        c.send, c.recv = c.am.empty(c.count, c.dtype), c.am.empty(c.count, c.dtype)
+
+    def input_fn(self, c):     # block j goes to rank j
+        return lambda g: blocks_data(c.rank * c.n + g // c.block, g % c.block, c.dtype)
+
+    def output_fn(self, c):    # block i came from rank i
+        return lambda g: blocks_data((g // c.block) * c.n + c.rank, g % c.block, c.dtype)
+
+    def args(self, c):
+        return (c.send, c.recv)
+
+
+PRIMITIVE = define(Primitive("alltoall", run=run, api=(alltoall,), methods=(Alltoall,),
+                             call_arrays=call_arrays, spec=AlltoallSpec()))

@@ -1,0 +1,48 @@
+"""barrier: no rank leaves before every rank has entered (``MPI_Barrier``)."""
+from ..engine.launch import run_call
+from ..engine.nonblocking import empty_request
+from .primitive import Primitive, define
+from .spec import Spec
+
+
+def barrier():
+    """Block until every rank of ``comm`` has called barrier."""
+    return (), ()
+
+
+def run(call, bufs, algorithm):
+    with call.checking():
+        fn = call.choose(algorithm)
+    call.settle()
+    if call.size == 1:
+        call.ctx()                     # recorded for traffic()
+        if call.kind is not None:
+            empty_request(call, None)
+        return
+    run_call(call, 0, 0, fn)
+
+
+def Barrier(comm, call, bnd, algorithm):
+    run(call, None, algorithm)
+
+
+def call_arrays(size, rank, count, root=0, counts=None, op=None):
+    return ()
+
+
+class BarrierSpec(Spec):
+    def layout(self, nbytes, itemsize, n):
+        return 0, 0
+
+    def alloc(self, c):
+        pass
+
+    def io(self, c):
+        return None, None
+
+    def args(self, c):
+        return ()
+
+
+PRIMITIVE = define(Primitive("barrier", run=run, api=(barrier,), methods=(Barrier,),
+                             call_arrays=call_arrays, spec=BarrierSpec()))

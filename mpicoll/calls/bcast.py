@@ -1,0 +1,68 @@
+"""bcast: the root's buffer into every rank's (``MPI_Bcast``)."""
+from mpi4py import MPI
+
+from ..args.buffers import as_array, check_root
+from ..args.bufspec import is_rank, missing, parse_bufspec
+from ..engine.launch import run_call
+from ..sched.inspect import Len
+from .primitive import Primitive, define
+from .spec import Spec, blocks_data
+
+
+def bcast(buf, root=0):
+    """Broadcast ``buf`` from ``root`` into ``buf`` on every rank; return ``buf``.
+
+    Per rank, N = 3: ``[1 2 3]`` on rank 0 and zeros elsewhere -> ``[1 2 3]`` everywhere.
+    """
+    return (buf,), (root,)
+
+
+def run(call, bufs, root, algorithm):
+    with call.checking():
+        (buf,) = bufs()
+        root = check_root(root, call.size)
+        flat = as_array("buf", buf, writable=call.rank != root)
+        fn = call.choose(algorithm, nbytes=flat.nbytes, count=flat.size, dtype=flat.dtype,
+                         root=root, like=(flat,))
+    call.settle()
+    run_call(call, flat.size, flat.itemsize, fn, flat, root)
+    return buf
+
+
+def Bcast(comm, call, bnd, algorithm, buf, root=0):
+    def bufs():
+        role = "send" if is_rank(root, comm.Get_rank()) else "recv"
+        b = parse_bufspec("buf", buf, bnd=bnd, role=role)
+        if b is MPI.IN_PLACE:
+            raise missing("buf", buf)
+        return (b,)
+    run(call, bufs, root, algorithm)
+
+
+def call_arrays(size, rank, count, root=0, counts=None, op=None):
+    return (Len(count), root)
+
+
+class BcastSpec(Spec):
+    rooted = True
+
+    def busbw(self, n):
+        return 1.0
+
+    def alloc(self, c):
+        c.recv = c.am.empty(c.count, c.dtype)
+
+    def io(self, c):
+        return (c.recv if c.rank == c.root else None), c.recv
+
+    def input_fn(self, c):
+        return lambda g: blocks_data(c.root, g, c.dtype)
+
+    output_fn = input_fn
+
+    def args(self, c):
+        return (c.recv, c.root)
+
+
+PRIMITIVE = define(Primitive("bcast", run=run, api=(bcast,), methods=(Bcast,),
+                             call_arrays=call_arrays, spec=BcastSpec()))

@@ -1,0 +1,38 @@
+"""exscan: rank i gets the reduction of ranks 0..i-1's vectors, in rank order (``MPI_Exscan``)."""
+from mpi4py import MPI
+
+from ..args.bufspec import reduction_bufs
+from ..args.user_ops import wrap as wrap_user_op
+from .primitive import Primitive, define
+from .scan import ScanSpec, call_arrays, run
+
+
+def exscan(sendbuf, recvbuf=None, op=MPI.SUM):
+    """Exclusive prefix reduction: rank i gets ranks 0..i-1's ``sendbuf`` reduced with ``op``.
+
+    Rank 0's result is undefined in MPI: its ``recvbuf`` is left as it was
+    (an allocated one is uninitialised). ``sendbuf=MPI.IN_PLACE`` takes the
+    input from ``recvbuf``.
+    Per rank, N = 3, SUM: ``[1 1]``, ``[2 2]``, ``[3 3]`` -> (rank 0: as it was), ``[1 1]``, ``[3 3]``.
+    """
+    return (sendbuf, recvbuf), (op,)
+
+
+def Exscan(comm, call, bnd, algorithm, sendbuf, recvbuf, op=MPI.SUM):
+    op = wrap_user_op(op, comm)      # a user op over a derived datatype: see args.user_ops
+    # Rank 0's recvbuf is left as it was (MPI leaves it undefined): read it too, so that a
+    # derived datatype's unpack writes back what was there.
+    run(call, lambda: reduction_bufs(bnd, sendbuf, recvbuf, op, True), op, algorithm)
+
+
+class ExscanSpec(ScanSpec):
+    def io(self, c):
+        # Rank 0's result is undefined in MPI: not checked (it keeps the sentinel).
+        return c.send, (c.recv if c.rank else None)
+
+    def output_fn(self, c):
+        return lambda g: c.red_expected(g, c.rank)
+
+
+PRIMITIVE = define(Primitive("exscan", run=run, api=(exscan,), methods=(Exscan,),
+                             call_arrays=call_arrays, spec=ExscanSpec(), reduces=True))

@@ -1,0 +1,83 @@
+"""gather: every rank's block into the root's buffer, in rank order (``MPI_Gather``)."""
+from ..args.buffers import (as_array, check_root, is_in_place, not_in_place, recv_array,
+                            whole_blocks)
+from ..args.bufspec import is_rank, parse_bufspec, recv_spec
+from ..engine.launch import run_call
+from ..sched.inspect import Len
+from .primitive import Primitive, define
+from .spec import Spec, blocks_data
+
+
+def gather(sendbuf, recvbuf=None, root=0):
+    """Gather every rank's ``sendbuf`` into ``recvbuf`` (N blocks) on ``root``.
+
+    Allocated results have shape ``(N, *sendbuf.shape)``. Returns None off the root.
+    Per rank, N = 3: ``[1 1]``, ``[2 2]``, ``[3 3]`` -> root gets ``[[1 1] [2 2] [3 3]]``.
+    """
+    return (sendbuf, recvbuf), (root,)
+
+
+def run(call, bufs, root, algorithm):
+    with call.checking():
+        root = check_root(root, call.size)
+        is_root = call.rank == root
+        sendbuf, recvbuf = bufs()
+        n = call.size
+        out = dest = None
+        if is_in_place(sendbuf):
+            if not is_root:
+                raise not_in_place("sendbuf", "on the root")
+            out = recvbuf
+            dest = as_array("recvbuf", recvbuf, writable=True)
+            c = whole_blocks("recvbuf", dest, n)
+            data = dest[root * c:(root + 1) * c]
+        else:
+            data = as_array("sendbuf", sendbuf)
+            if is_root:
+                out, dest = recv_array("recvbuf", recvbuf, data, n * data.size,
+                                       f"{n} ranks x {data.size}", (n,) + sendbuf.shape)
+        fn = call.choose(algorithm, nbytes=data.nbytes, count=data.size, dtype=data.dtype,
+                         root=root, like=(data, dest))
+    call.settle()
+    run_call(call, data.size, data.itemsize, fn, data, dest, root)
+    return out if is_root else None
+
+
+def Gather(comm, call, bnd, algorithm, sendbuf, recvbuf, root=0):
+    n = comm.Get_size()
+
+    def bufs():
+        s = parse_bufspec("sendbuf", sendbuf, bnd=bnd)
+        r = None
+        if is_rank(root, comm.Get_rank()):     # elsewhere recvbuf is not looked at (mpi4py)
+            r = recv_spec("recvbuf", recvbuf, s, bnd, blocks=n)
+        return s, r
+    run(call, bufs, root, algorithm)
+
+
+def call_arrays(size, rank, count, root=0, counts=None, op=None):
+    return (Len(count), Len(size * count) if rank == root else None, root)
+
+
+class GatherSpec(Spec):
+    rooted = blocked = True
+
+    def busbw(self, n):
+        return (n - 1) / n
+
+    def alloc(self, c):
+        c.send = c.am.empty(c.block, c.dtype)
+        c.recv = c.am.empty(c.count, c.dtype) if c.rank == c.root else None
+
+    def input_fn(self, c):
+        return lambda g: blocks_data(c.rank, g, c.dtype)
+
+    def output_fn(self, c):
+        return lambda g: blocks_data(g // c.block, g % c.block, c.dtype)
+
+    def args(self, c):
+        return (c.send, c.recv, c.root)
+
+
+PRIMITIVE = define(Primitive("gather", run=run, api=(gather,), methods=(Gather,),
+                             call_arrays=call_arrays, spec=GatherSpec()))

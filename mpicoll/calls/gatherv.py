@@ -1,0 +1,109 @@
+"""gatherv: every rank's block, of any size, into the root's v-buffer (``MPI_Gatherv``).
+
+The v side of a call is an mpi4py v-buffer spec (:mod:`mpicoll.args.vbuffers`):
+``buf``, ``[buf, counts]``, ``[buf, (counts, displs)]``, ``[buf, counts, displs]``,
+``[buf, counts, datatype]``, ``[buf, (counts, displs), datatype]`` or
+``[buf, counts, displs, datatype]``; a plain array splits into N near-equal
+blocks, as in mpi4py. Counts and displacements are in elements. Receive
+blocks must not overlap; gaps between them and blocks out of rank order are
+fine (gaps are never written). The ranks agree on every rank's count before
+any message (:meth:`mpicoll.engine.call.Call.exchange`), so counts that do
+not match across ranks raise on every rank instead of truncating or hanging.
+"""
+from mpi4py import MPI
+
+from ..args.buffers import (as_array, check_no_alias, check_root, is_in_place, not_in_place,
+                            same_dtype, same_memory)
+from ..args.bufspec import is_rank, parse_bufspec, parse_vec, required, role
+from ..core.blocks import offsets
+from ..core.errors import ArgumentError
+from ..device.arrays import empty
+from ..engine.launch import run_call
+from ..sched.inspect import Len
+from ._vcommon import check_counts_match, send_side, v_side
+from .primitive import Primitive, define
+from .spec import VCounts
+from .gather import GatherSpec
+
+
+def gatherv(sendbuf, recvbuf=None, root=0):
+    """Gather every rank's ``sendbuf`` (any size, zero included) into ``recvbuf`` on ``root``.
+
+    ``recvbuf`` (root only): a v-buffer spec; block i (``counts[i]``
+    elements at ``displs[i]``) receives rank i's sendbuf; None allocates a
+    1-D array with the blocks back to back in rank order. Returns the
+    receive buffer on the root, None elsewhere. ``sendbuf=MPI.IN_PLACE`` on
+    the root: its block is already in place.
+    Per rank, N = 3: ``[1]``, ``[]``, ``[3 3]`` -> root gets ``[1 3 3]``.
+    """
+    return (sendbuf, recvbuf), (root,)
+
+
+def run(call, bufs, root, algorithm):
+    mine = -1
+    with call.checking():
+        root = check_root(root, call.size)
+        is_root = call.rank == root
+        sendbuf, recvbuf = bufs()
+        rv = rflat = rcounts = rdispls = None
+        if is_root:
+            rv, rflat, rcounts, rdispls = v_side("recvbuf", recvbuf, call.size, receive=True)
+            if rv is MPI.IN_PLACE:
+                raise ArgumentError("recvbuf: expected the root's receive buffer; got MPI.IN_PLACE",
+                                    MPI.ERR_BUFFER)
+        if is_in_place(sendbuf):
+            if not is_root:
+                raise not_in_place("sendbuf", "on the root")
+            if rv is None:
+                raise ArgumentError(
+                    "recvbuf: expected the receive buffer (sendbuf=MPI.IN_PLACE takes the root's "
+                    "block from it); got None", MPI.ERR_BUFFER)
+            data = None
+            mine = rcounts[root]
+        else:
+            data = send_side(sendbuf, rflat)
+            mine = data.size
+    counts = call.exchange(mine)        # every rank's count, on every rank
+    with call.checking():
+        total = sum(counts)
+        out = None
+        if is_root:
+            if rv is None:              # allocate: the blocks back to back, in rank order
+                out = rflat = empty(data, total)
+                rdispls = offsets(counts)[:-1]
+            else:
+                check_counts_match("recvbuf counts", rcounts, counts, "sends")
+                out = rv.obj
+        like = data if data is not None else rflat
+        fn = call.choose(algorithm, nbytes=total * like.itemsize // call.size, count=total,
+                         dtype=like.dtype, root=root, counts=counts, like=(data, rflat))
+    call.settle()
+    run_call(call, total, like.itemsize, fn, data, rflat, counts, rdispls, root)
+    return out
+
+
+def Gatherv(comm, call, bnd, algorithm, sendbuf, recvbuf, root=0):
+    def bufs():
+        s = parse_bufspec("sendbuf", sendbuf, bnd=bnd)
+        r = None
+        if is_rank(root, comm.Get_rank()):
+            r = parse_vec("recvbuf", required("recvbuf", recvbuf), bnd, role(s), comm.Get_size())
+        return s, r
+    run(call, bufs, root, algorithm)
+
+
+def call_arrays(size, rank, count, root=0, counts=None, op=None):
+    """``count``: elements of each rank's block; ``counts``: per-rank blocks instead."""
+    cs = [count] * size if counts is None else [int(c) for c in counts]
+    at = offsets(cs)[:-1]
+    is_root = rank == root
+    return (Len(cs[rank]), Len(sum(cs)) if is_root else None, cs, at if is_root else None, root)
+
+
+class GathervSpec(VCounts, GatherSpec):
+    def args(self, c):
+        return (c.send, [c.recv, c.vcounts] if c.rank == c.root else None, c.root)
+
+
+PRIMITIVE = define(Primitive("gatherv", run=run, api=(gatherv,), methods=(Gatherv,),
+                             call_arrays=call_arrays, spec=GathervSpec(), vspecs=True))

@@ -1,0 +1,71 @@
+"""What a primitive is to mpicoll: one :class:`Primitive`, defined by its module in ``calls/``.
+
+A primitive's module holds every fact about the collective that is not an
+algorithm (the algorithms live in :mod:`mpicoll.coll`):
+
+- ``api``: its functions' *binders* — ``def allreduce(sendbuf, recvbuf=None,
+  op=MPI.SUM)`` whose signature and docstring are the public function's and
+  whose body says which parameters are buffers and what the implementation
+  gets (``return (sendbuf, recvbuf), (op,)``). The blocking function, its
+  nonblocking ``i`` form and its persistent ``_init`` form are generated from
+  it (:mod:`mpicoll.api`), with ``comm=`` and ``algorithm=`` added.
+- ``run(call, bufs, *args, algorithm)``: the one implementation behind every
+  face — validation inside ``call.checking()``, the agreement
+  (``call.settle()``), the launch (:func:`mpicoll.engine.launch.run_call`).
+  ``bufs`` is a zero-argument callable returning the buffers, so that parsing
+  errors are held and agreed like any other.
+- ``methods``: mpi4py's methods (``def Allreduce(comm, call, bnd, algorithm,
+  sendbuf, recvbuf, op=MPI.SUM)``), parsing mpi4py's buffer forms and calling
+  ``run``; :class:`mpicoll.P2PComm`'s blocking, ``I...`` and ``..._init``
+  methods are generated from their signatures (:mod:`mpicoll.comm`).
+- ``call_arrays``: its algorithms' arguments on one rank with arrays as
+  lengths, for recording plans without a communicator.
+- ``spec``: its bench and test spec (:class:`mpicoll.calls.spec.Spec`): buffer
+  layout, exact input and expected output, bus-bandwidth factor.
+"""
+import inspect
+
+from ..core import registry
+
+__all__ = ["Primitive", "define", "DEFINED", "BUFFER_NAMES", "binder_parts"]
+
+#: Parameter names that are buffers (memo keys, by identity) in binders and methods.
+BUFFER_NAMES = ("sendbuf", "recvbuf", "buf")
+
+#: name -> :class:`Primitive`, in definition order.
+DEFINED = {}
+
+
+class Primitive:
+    """One collective: see the module docstring for each part."""
+
+    __slots__ = ("name", "run", "api", "methods", "call_arrays", "spec", "vspecs", "reduces")
+
+    def __init__(self, name, *, run, api, call_arrays, methods=(), spec=None, vspecs=False,
+                 reduces=False):
+        self.name = name
+        self.run = run
+        self.api = tuple(api)
+        self.methods = tuple(methods)
+        self.call_arrays = call_arrays
+        self.spec = spec
+        self.vspecs = vspecs          # buffers are v-buffer specs: the memo keys on their parts
+        self.reduces = reduces        # it takes an op
+
+
+def define(primitive):
+    """Define ``primitive`` (a :class:`Primitive`) in the registry; return it."""
+    registry.define(primitive.name, primitive.call_arrays, reduces=primitive.reduces)
+    DEFINED[primitive.name] = primitive
+    if primitive.spec is not None:
+        primitive.spec.name = primitive.name
+    return primitive
+
+
+def binder_parts(fn, skip=0):
+    """(parameters, buffer parameter names, other parameters) of a binder or method (after the
+    first ``skip`` parameters)."""
+    params = list(inspect.signature(fn).parameters.values())[skip:]
+    bufs = [p.name for p in params if p.name in BUFFER_NAMES]
+    others = [p for p in params if p.name not in BUFFER_NAMES]
+    return params, bufs, others

@@ -1,0 +1,89 @@
+"""reduce: every rank's sendbuf reduced with an op into the root's recvbuf (``MPI_Reduce``)."""
+from mpi4py import MPI
+
+from ..args.buffers import as_array, check_root, is_in_place, not_in_place, recv_array, snapshot
+from ..args.bufspec import is_rank, parse_bufspec, recv_spec
+from ..args.user_ops import wrap as wrap_user_op
+from ..core.ops import check_op
+from ..engine.launch import run_call
+from ..sched.inspect import Len
+from .primitive import Primitive, define
+from .spec import Spec
+
+
+def reduce(sendbuf, recvbuf=None, op=MPI.SUM, root=0):
+    """Reduce every rank's ``sendbuf`` with ``op`` into ``recvbuf`` on ``root``.
+
+    Returns the result on the root, None elsewhere. ``sendbuf=MPI.IN_PLACE``
+    on the root takes its input from ``recvbuf``.
+    Per rank, N = 3, SUM: ``[1 1]``, ``[2 2]``, ``[3 3]`` -> root gets ``[6 6]``.
+    """
+    return (sendbuf, recvbuf), (op, root)
+
+
+def run(call, bufs, op, root, algorithm):
+    with call.checking():
+        root = check_root(root, call.size)
+        is_root = call.rank == root
+        sendbuf, recvbuf = bufs()
+        if is_in_place(sendbuf):
+            if not is_root:
+                raise not_in_place("sendbuf", "on the root")
+            out = recvbuf
+            data = as_array("recvbuf", recvbuf, writable=True)
+            dest = data
+        else:
+            data = as_array("sendbuf", sendbuf)
+            out, dest = None, None
+            if is_root:
+                out, dest = recv_array("recvbuf", recvbuf, data, data.size,
+                                       "as many as sendbuf", sendbuf.shape)
+        check_op(op, data.dtype)
+        fn = call.choose(algorithm, op=op, nbytes=data.nbytes, count=data.size,
+                         dtype=data.dtype, root=root, like=(data, dest))
+    call.settle()
+    pro = None
+    if is_in_place(sendbuf):
+        data, pro = snapshot(data)    # algorithms may write recvbuf before reading sendbuf
+    run_call(call, data.size, data.itemsize, fn, data, dest, op, root, prologue=pro)
+    return out if is_root else None
+
+
+def Reduce(comm, call, bnd, algorithm, sendbuf, recvbuf, op=MPI.SUM, root=0):
+    op = wrap_user_op(op, comm)      # a user op over a derived datatype: see args.user_ops
+
+    def bufs():
+        s = parse_bufspec("sendbuf", sendbuf, bnd=bnd)
+        r = None
+        if is_rank(root, comm.Get_rank()):     # elsewhere recvbuf is not looked at (mpi4py)
+            r = recv_spec("recvbuf", recvbuf, s, bnd)
+        return bnd.reduction(op, s, r)
+    run(call, bufs, op, root, algorithm)
+
+
+def call_arrays(size, rank, count, root=0, counts=None, op=MPI.SUM):
+    return (Len(count), Len(count) if rank == root else None, op, root)
+
+
+class ReduceSpec(Spec):
+    rooted = reduces = True
+
+    def busbw(self, n):
+        return 1.0
+
+    def alloc(self, c):
+        c.send = c.am.empty(c.count, c.dtype)
+        c.recv = c.am.empty(c.count, c.dtype) if c.rank == c.root else None
+
+    def input_fn(self, c):
+        return c.red_input
+
+    def output_fn(self, c):
+        return c.red_expected
+
+    def args(self, c):
+        return (c.send, c.recv, c.op, c.root)
+
+
+PRIMITIVE = define(Primitive("reduce", run=run, api=(reduce,), methods=(Reduce,),
+                             call_arrays=call_arrays, spec=ReduceSpec(), reduces=True))

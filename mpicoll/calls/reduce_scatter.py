@@ -1,0 +1,165 @@
+"""reduce_scatter: the reduction of every rank's vector, block i to rank i (``MPI_Reduce_scatter``).
+
+Two functions share the primitive: ``reduce_scatter_block`` (N equal blocks,
+``MPI_Reduce_scatter_block``) and ``reduce_scatter`` (``recvcounts[i]``
+elements to rank i).
+"""
+from mpi4py import MPI
+
+from ..args.buffers import as_array, check_counts, check_size, is_in_place, recv_array, snapshot
+from ..args.bufspec import parse_bufspec, recv_spec
+from ..args.user_ops import wrap as wrap_user_op
+from ..core.errors import ArgumentError
+from ..core.ops import check_op
+from ..engine.launch import run_call
+from ..sched.inspect import Len
+from .primitive import Primitive, define
+from .spec import Spec
+
+
+def reduce_scatter_block(sendbuf, recvbuf=None, op=MPI.SUM):
+    """Reduce ``sendbuf`` (N equal blocks) with ``op``; rank i gets block i.
+
+    Per rank, N = 2, SUM: ``[1 2]``, ``[10 20]`` -> ``[11]``, ``[22]``.
+    ``sendbuf=MPI.IN_PLACE``: ``recvbuf`` holds the input; the result goes to its start.
+    """
+    return (sendbuf, recvbuf), (None, op)
+
+
+def reduce_scatter(sendbuf, recvbuf=None, recvcounts=None, op=MPI.SUM):
+    """Reduce ``sendbuf`` with ``op``; rank i gets the ``recvcounts[i]`` elements of block i.
+
+    ``recvcounts=None`` means N equal blocks (as :func:`reduce_scatter_block`).
+    Per rank, N = 2, counts [1, 2], SUM: ``[1 2 3]``, ``[10 20 30]`` -> ``[11]``, ``[22 33]``.
+    """
+    return (sendbuf, recvbuf), (recvcounts, op)
+
+
+def run(call, bufs, counts, op, algorithm):
+    with call.checking():
+        sendbuf, recvbuf = bufs()
+        n = call.size
+        if is_in_place(sendbuf):
+            full = as_array("recvbuf", recvbuf, writable=True)
+        else:
+            full = as_array("sendbuf", sendbuf)
+        if counts is None:
+            if full.size % n:
+                raise ArgumentError(
+                    f"{'recvbuf' if is_in_place(sendbuf) else 'sendbuf'}: expected a multiple "
+                    f"of {n} elements (equal blocks); got {full.size}", MPI.ERR_COUNT)
+            counts = [full.size // n] * n
+        else:
+            counts = check_counts("recvcounts", counts, n)
+            total = sum(counts)
+            if is_in_place(sendbuf):
+                if full.size < total:
+                    raise ArgumentError(
+                        f"recvbuf: expected at least sum(recvcounts) = {total} elements "
+                        f"(in place it holds the input); got {full.size}", MPI.ERR_COUNT)
+                full = full[:total]
+            else:
+                check_size("sendbuf", full, total, "sum(recvcounts)")
+        mine = counts[call.rank]
+        if is_in_place(sendbuf):
+            out, dest = recvbuf, full[:mine]
+        else:
+            block_shape = (mine,)
+            if sendbuf.ndim > 1 and sendbuf.shape[0] == n and len(set(counts)) == 1:
+                block_shape = sendbuf.shape[1:]
+            out, dest = recv_array("recvbuf", recvbuf, full, mine,
+                                   f"recvcounts[{call.rank}]", block_shape)
+        check_op(op, full.dtype)
+        fn = call.choose(algorithm, op=op, nbytes=full.nbytes, count=full.size,
+                         dtype=full.dtype, counts=counts, like=(full, dest))
+    call.settle()
+    pro = None
+    if is_in_place(sendbuf):
+        full, pro = snapshot(full)    # the result overwrites the start of the input
+    run_call(call, full.size, full.itemsize, fn, full, dest, counts, op, prologue=pro)
+    return out
+
+
+def Reduce_scatter_block(comm, call, bnd, algorithm, sendbuf, recvbuf, op=MPI.SUM):
+    op = wrap_user_op(op, comm)      # a user op over a derived datatype: see args.user_ops
+
+    def bufs():
+        # mpi4py: counts in these specs are per block; in place, recvbuf holds all N
+        # blocks of input.
+        n = comm.Get_size()
+        s = parse_bufspec("sendbuf", sendbuf, blocks=n, bnd=bnd)
+        r = recv_spec("recvbuf", recvbuf, s, bnd, blocks=n if s is MPI.IN_PLACE else 1)
+        return bnd.reduction(op, s, r)
+    run(call, bufs, None, op, algorithm)
+
+
+def Reduce_scatter(comm, call, bnd, algorithm, sendbuf, recvbuf, recvcounts=None, op=MPI.SUM):
+    op = wrap_user_op(op, comm)      # a user op over a derived datatype: see args.user_ops
+    # run validates ``counts`` after calling bufs(); bufs() fills it, in flat elements
+    # (recvcounts are in entries of the datatype).
+    counts, parsed = [], []
+
+    def parse():
+        s = parse_bufspec("sendbuf", sendbuf, bnd=bnd)
+        r = recv_spec("recvbuf", recvbuf, s, bnd)
+        return bnd.reduction(op, s, r)
+
+    if recvcounts is None:
+        # mpi4py's rule: each rank's receive count comes from its recvbuf. Exchanged
+        # through the agreement step, so a bad recvbuf on one rank (or another
+        # collective called meanwhile) raises on every rank.
+        mine = -1
+        with call.checking():
+            if sendbuf is None or sendbuf is MPI.IN_PLACE:
+                raise ArgumentError(
+                    "recvcounts: expected the counts with sendbuf=MPI.IN_PLACE (recvbuf then "
+                    "holds the whole input, so it cannot give this rank's count); got None",
+                    MPI.ERR_COUNT)
+            parsed[:] = parse()
+            mine = parsed[1].size
+        counts[:] = call.exchange(mine)
+
+    def bufs():
+        s, r = parsed if parsed else parse()
+        if recvcounts is not None:
+            k = bnd.per_entry("recvbuf", "sendbuf")
+            counts[:] = [c * k for c in check_counts("recvcounts", recvcounts, comm.Get_size())]
+        return s, r
+    run(call, bufs, counts, op, algorithm)
+
+
+def call_arrays(size, rank, count, root=0, counts=None, op=MPI.SUM):
+    """``count``: the total (split as ``counts``, or evenly)."""
+    if counts is None:
+        q, r = divmod(count, size)
+        counts = [q + 1] * r + [q] * (size - r)
+    return (Len(sum(counts)), Len(counts[rank]), list(counts), op)
+
+
+class ReduceScatterSpec(Spec):
+    function = "reduce_scatter_block"
+    reduces = blocked = True
+
+    def busbw(self, n):
+        return (n - 1) / n
+
+    def call_count(self, c):
+        return c.count                             # mpicoll passes the whole vector
+
+    def alloc(self, c):
+        c.send, c.recv = c.am.empty(c.count, c.dtype), c.am.empty(c.block, c.dtype)
+
+    def input_fn(self, c):
+        return c.red_input
+
+    def output_fn(self, c):
+        return lambda g: c.red_expected(g + c.rank * c.block)
+
+    def args(self, c):
+        return (c.send, c.recv, c.op)
+
+
+PRIMITIVE = define(Primitive("reduce_scatter", run=run,
+                             api=(reduce_scatter_block, reduce_scatter),
+                             methods=(Reduce_scatter_block, Reduce_scatter),
+                             call_arrays=call_arrays, spec=ReduceScatterSpec(), reduces=True))

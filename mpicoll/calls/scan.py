@@ -1,0 +1,44 @@
+"""scan: rank i gets the reduction of ranks 0..i's vectors, in rank order (``MPI_Scan``)."""
+from mpi4py import MPI
+
+from ..args.bufspec import reduction_bufs
+from ..args.user_ops import wrap as wrap_user_op
+from ..sched.inspect import Len
+from .allreduce import AllreduceSpec, run as allreduce_run
+from .primitive import Primitive, define
+
+
+def scan(sendbuf, recvbuf=None, op=MPI.SUM):
+    """Inclusive prefix reduction: rank i gets ranks 0..i's ``sendbuf`` reduced with ``op``.
+
+    Any op, in rank order. ``sendbuf=MPI.IN_PLACE`` reduces ``recvbuf`` in place.
+    Per rank, N = 3, SUM: ``[1 1]``, ``[2 2]``, ``[3 3]`` -> ``[1 1]``, ``[3 3]``, ``[6 6]``.
+    """
+    return (sendbuf, recvbuf), (op,)
+
+
+def run(call, bufs, op, algorithm):
+    """Scan and exscan (``call.primitive`` says which): one vector in, one out, an op —
+    validated exactly as allreduce is, so the allreduce implementation serves."""
+    return allreduce_run(call, bufs, op, algorithm)
+
+
+def Scan(comm, call, bnd, algorithm, sendbuf, recvbuf, op=MPI.SUM):
+    op = wrap_user_op(op, comm)      # a user op over a derived datatype: see args.user_ops
+    run(call, lambda: reduction_bufs(bnd, sendbuf, recvbuf, op, False), op, algorithm)
+
+
+def call_arrays(size, rank, count, root=0, counts=None, op=MPI.SUM):
+    return (Len(count), Len(count), op)
+
+
+class ScanSpec(AllreduceSpec):
+    def busbw(self, n):
+        return 1.0
+
+    def output_fn(self, c):
+        return lambda g: c.red_expected(g, c.rank + 1)
+
+
+PRIMITIVE = define(Primitive("scan", run=run, api=(scan,), methods=(Scan,),
+                             call_arrays=call_arrays, spec=ScanSpec(), reduces=True))

@@ -1,0 +1,100 @@
+"""scatter: block i of the root's buffer into rank i's (``MPI_Scatter``)."""
+from mpi4py import MPI
+
+from ..args.buffers import (as_array, check_no_alias, check_root, check_size, is_in_place,
+                            not_in_place, same_dtype, same_memory, whole_blocks)
+from ..args.bufspec import is_rank, missing, parse_bufspec
+from ..core.errors import ArgumentError
+from ..engine.launch import run_call
+from ..sched.inspect import Len
+from .primitive import Primitive, define
+from .spec import Spec, blocks_data
+
+
+def scatter(sendbuf, recvbuf, root=0):
+    """Send block i of ``sendbuf`` on ``root`` into ``recvbuf`` on rank i; return recvbuf.
+
+    ``sendbuf`` (N blocks) matters only on the root. ``recvbuf=MPI.IN_PLACE``
+    on the root leaves its block where it is (and returns None there).
+    Per rank, N = 3: root's ``[1 1 2 2 3 3]`` -> ``[1 1]``, ``[2 2]``, ``[3 3]``.
+    """
+    return (sendbuf, recvbuf), (root,)
+
+
+def run(call, bufs, root, algorithm):
+    with call.checking():
+        root = check_root(root, call.size)
+        is_root = call.rank == root
+        sendbuf, recvbuf = bufs()
+        n = call.size
+        data = None
+        if is_in_place(recvbuf):
+            if not is_root:
+                raise not_in_place("recvbuf", "on the root")
+            data = as_array("sendbuf", sendbuf)
+            # The root's block stays where it is; algorithms get a scratch copy.
+            c = whole_blocks("sendbuf", data, n)
+            out, dest = None, data[root * c:(root + 1) * c].copy()
+        else:
+            if recvbuf is None:
+                raise ArgumentError(
+                    "recvbuf: expected an array to receive this rank's block (every rank "
+                    "needs one); got None", MPI.ERR_BUFFER)
+            out = recvbuf
+            dest = as_array("recvbuf", recvbuf, writable=True)
+            if is_root:
+                data = as_array("sendbuf", sendbuf)
+                same_memory("recvbuf", dest, "sendbuf", data)
+                same_dtype("recvbuf", dest, "sendbuf", data)
+                check_size("sendbuf", data, n * dest.size, f"{n} ranks x {dest.size}")
+                check_no_alias("sendbuf", data, "recvbuf", dest)
+        fn = call.choose(algorithm, nbytes=dest.nbytes, count=dest.size, dtype=dest.dtype,
+                         root=root, like=(data, dest))
+    call.settle()
+    run_call(call, dest.size, dest.itemsize, fn, data, dest, root)
+    return out
+
+
+def Scatter(comm, call, bnd, algorithm, sendbuf, recvbuf, root=0):
+    n = comm.Get_size()
+
+    def bufs():
+        root_here = is_rank(root, comm.Get_rank())
+        s = None
+        if root_here:                            # elsewhere sendbuf is not looked at (mpi4py)
+            s = parse_bufspec("sendbuf", sendbuf, blocks=n, bnd=bnd)
+            if s is MPI.IN_PLACE:
+                raise missing("sendbuf", sendbuf)
+        r = parse_bufspec("recvbuf", recvbuf, bnd=bnd, role="recv")
+        if r is MPI.IN_PLACE and not root_here:
+            r = None          # reported by run: every rank but the root needs one
+        return s, r
+    run(call, bufs, root, algorithm)
+
+
+def call_arrays(size, rank, count, root=0, counts=None, op=None):
+    return (Len(size * count) if rank == root else None, Len(count), root)
+
+
+class ScatterSpec(Spec):
+    rooted = blocked = True
+
+    def busbw(self, n):
+        return (n - 1) / n
+
+    def alloc(self, c):
+        c.send = c.am.empty(c.count, c.dtype) if c.rank == c.root else None
+        c.recv = c.am.empty(c.block, c.dtype)
+
+    def input_fn(self, c):
+        return lambda g: blocks_data(g // c.block, g % c.block, c.dtype)
+
+    def output_fn(self, c):
+        return lambda g: blocks_data(c.rank, g, c.dtype)
+
+    def args(self, c):
+        return (c.send, c.recv, c.root)
+
+
+PRIMITIVE = define(Primitive("scatter", run=run, api=(scatter,), methods=(Scatter,),
+                             call_arrays=call_arrays, spec=ScatterSpec()))

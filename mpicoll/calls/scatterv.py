@@ -1,0 +1,109 @@
+"""scatterv: block i, of any size, of the root's v-buffer into rank i's buffer (``MPI_Scatterv``).
+
+The v side of a call is an mpi4py v-buffer spec (:mod:`mpicoll.args.vbuffers`):
+``buf``, ``[buf, counts]``, ``[buf, (counts, displs)]``, ``[buf, counts, displs]``,
+``[buf, counts, datatype]``, ``[buf, (counts, displs), datatype]`` or
+``[buf, counts, displs, datatype]``; a plain array splits into N near-equal
+blocks, as in mpi4py. Counts and displacements are in elements. Receive
+blocks must not overlap; gaps between them and blocks out of rank order are
+fine (gaps are never written). The ranks agree on every rank's count before
+any message (:meth:`mpicoll.engine.call.Call.exchange`), so counts that do
+not match across ranks raise on every rank instead of truncating or hanging.
+"""
+from mpi4py import MPI
+
+from ..args.buffers import (as_array, check_no_alias, check_root, is_in_place, not_in_place,
+                            same_dtype, same_memory)
+from ..args.bufspec import is_rank, parse_bufspec, parse_vec, required, role
+from ..core.blocks import offsets
+from ..core.errors import ArgumentError
+from ..device.arrays import empty
+from ..engine.launch import run_call
+from ..sched.inspect import Len
+from ._vcommon import check_counts_match, send_side, v_side
+from .primitive import Primitive, define
+from .spec import VCounts
+from .scatter import ScatterSpec
+
+
+def scatterv(sendbuf, recvbuf, root=0):
+    """Send block i of ``sendbuf`` on ``root`` into ``recvbuf`` on rank i; return recvbuf.
+
+    ``sendbuf`` (root only): a v-buffer spec (send blocks may overlap).
+    Every rank's ``recvbuf`` size is its count. ``recvbuf=MPI.IN_PLACE`` on
+    the root leaves its block in sendbuf (and returns None there).
+    Per rank, N = 3, counts [1, 0, 2]: root's ``[1 3 3]`` -> ``[1]``, ``[]``, ``[3 3]``.
+    """
+    return (sendbuf, recvbuf), (root,)
+
+
+def run(call, bufs, root, algorithm):
+    mine = -1
+    with call.checking():
+        root = check_root(root, call.size)
+        is_root = call.rank == root
+        sendbuf, recvbuf = bufs()
+        sflat = scounts = sdispls = None
+        if is_root:
+            sv, sflat, scounts, sdispls = v_side("sendbuf", sendbuf, call.size, receive=False)
+            if sv is None or sv is MPI.IN_PLACE:
+                raise ArgumentError(
+                    f"sendbuf: expected the root's send buffer (a v-buffer spec); got "
+                    f"{'None' if sv is None else 'MPI.IN_PLACE'}", MPI.ERR_BUFFER)
+        if is_in_place(recvbuf):
+            if not is_root:
+                raise not_in_place("recvbuf", "on the root")
+            out = dest = None
+            mine = scounts[root]
+        else:
+            if recvbuf is None:
+                raise ArgumentError(
+                    "recvbuf: expected an array to receive this rank's block (every rank "
+                    "needs one; it sets this rank's count); got None", MPI.ERR_BUFFER)
+            out = recvbuf
+            dest = as_array("recvbuf", recvbuf, writable=True)
+            if is_root:
+                same_memory("recvbuf", dest, "sendbuf", sflat)
+                same_dtype("recvbuf", dest, "sendbuf", sflat)
+                check_no_alias("sendbuf", sflat, "recvbuf", dest)
+            mine = dest.size
+    counts = call.exchange(mine)
+    with call.checking():
+        total = sum(counts)
+        if is_root:
+            check_counts_match("sendbuf counts", scounts, counts, "receives")
+        like = dest if dest is not None else sflat
+        fn = call.choose(algorithm, nbytes=total * like.itemsize // call.size, count=total,
+                         dtype=like.dtype, root=root, counts=counts, like=(sflat, dest))
+    call.settle()
+    run_call(call, total, like.itemsize, fn, sflat, dest, counts, sdispls, root)
+    return out
+
+
+def Scatterv(comm, call, bnd, algorithm, sendbuf, recvbuf, root=0):
+    def bufs():
+        root_here = is_rank(root, comm.Get_rank())
+        s = parse_vec("sendbuf", required("sendbuf", sendbuf), bnd, "send",
+                      comm.Get_size()) if root_here else None
+        r = parse_bufspec("recvbuf", recvbuf, bnd=bnd, role="recv")
+        if r is MPI.IN_PLACE and not root_here:
+            r = None                # reported as a missing buffer, as Scatter does
+        return s, r
+    run(call, bufs, root, algorithm)
+
+
+def call_arrays(size, rank, count, root=0, counts=None, op=None):
+    """``count``: elements of each rank's block; ``counts``: per-rank blocks instead."""
+    cs = [count] * size if counts is None else [int(c) for c in counts]
+    at = offsets(cs)[:-1]
+    is_root = rank == root
+    return (Len(sum(cs)) if is_root else None, Len(cs[rank]), cs, at if is_root else None, root)
+
+
+class ScattervSpec(VCounts, ScatterSpec):
+    def args(self, c):
+        return ([c.send, c.vcounts] if c.rank == c.root else None, c.recv, c.root)
+
+
+PRIMITIVE = define(Primitive("scatterv", run=run, api=(scatterv,), methods=(Scatterv,),
+                             call_arrays=call_arrays, spec=ScattervSpec(), vspecs=True))

@@ -1,0 +1,107 @@
+"""A primitive's bench and test spec: buffer layout, exact data, expected results, bus factor.
+
+nccl-tests' model (``src/common.cu`` + one spec per collective): the size of
+a row is the bytes of the operation's largest buffer (the whole vector for
+bcast/reduce/allreduce/scan/exscan, all N blocks for gather/allgather/
+scatter/reduce_scatter/alltoall and their v variants); ``count`` its
+elements. algbw = size / time; busbw = algbw x :meth:`Spec.busbw`.
+
+Check data are exact whatever the summation order: every rank's input is a
+small non-negative integer pattern whose reduction (SUM, PROD, MIN, MAX) is
+known in closed form and representable without rounding in the dtype
+(integer SUM wraps modulo 2^bits, identically in any order); the case object
+(:class:`mpicoll.bench.specs.Case`) provides it as ``red_input`` and
+``red_expected``. Outputs are filled with a sentinel (:func:`sentinel`:
+NaN, or the dtype's maximum, which inputs never take) before a checked call,
+so an element the algorithm never wrote is counted wrong.
+
+A spec names the blocking function that runs the primitive (``function``)
+and the positional arguments it takes for a case (:meth:`Spec.args`); the
+bench and the tests call it through the public face.
+"""
+import numpy as np
+
+__all__ = ["Spec", "blocks_data", "cap", "sentinel", "PRIME"]
+
+PRIME = 7919           # block stride of the data pattern: neighbouring blocks differ
+
+
+def cap(dtype):
+    """Inputs take values in [0, cap): exact in the dtype and below its sentinel."""
+    if dtype.kind in "iu":
+        return min(int(np.iinfo(dtype).max), 1 << 24)
+    return 1 << min(np.finfo(dtype).nmant + 1, 31)
+
+
+def sentinel(dtype):
+    """What outputs hold before a checked call (inputs never take it)."""
+    return np.nan if dtype.kind == "f" else np.iinfo(dtype).max
+
+
+def blocks_data(a, k, dtype):
+    """Data of block ``a`` (int or array), elements ``k``: distinct neighbours, exact."""
+    return ((np.asarray(a, dtype=np.int64) * PRIME + k) % cap(dtype)).astype(dtype)
+
+
+class Spec:
+    """Defaults shared by the primitives; each primitive's spec fills in its layout and call.
+
+    ``rooted``: the call takes a root; ``reduces``: it takes an op; ``blocked``:
+    the size holds N blocks of one rank each. ``function``: the blocking function
+    of the public face that runs it (default: the primitive's name).
+    """
+
+    name = ""
+    function = None
+    rooted = False
+    reduces = False
+    blocked = False
+
+    def busbw(self, n):
+        """nccl-tests' bus-bandwidth factor at ``n`` ranks (None: no bandwidth)."""
+        return None
+
+    def layout(self, nbytes, itemsize, n):
+        """(count, block): elements in the size, elements per rank's block."""
+        if self.blocked:
+            block = max(1, nbytes // (n * itemsize)) if nbytes else 0
+            return n * block, block
+        count = max(1, nbytes // itemsize) if nbytes else 0
+        return count, count
+
+    def call_count(self, case):
+        """The ``count`` that ``algorithm="auto"`` sees (one rank's block, or the vector)."""
+        return case.block if self.blocked else case.count
+
+    def call_nbytes(self, case):
+        """The ``nbytes`` that ``algorithm="auto"`` sees: one rank's block, or the vector."""
+        return self.call_count(case) * case.dtype.itemsize
+
+    def alloc(self, case):
+        """Allocate ``case.send`` and ``case.recv`` (None where this rank has none)."""
+        raise NotImplementedError
+
+    def io(self, case):
+        """(input array or None, output array or None) on this rank."""
+        return case.send, case.recv
+
+    def input_fn(self, case):
+        """Global element index -> this rank's input value."""
+        raise NotImplementedError
+
+    def output_fn(self, case):
+        """Global element index -> this rank's expected output value."""
+        raise NotImplementedError
+
+    def args(self, case):
+        """The positional arguments of :attr:`function` for this case."""
+        raise NotImplementedError
+
+
+class VCounts:
+    """Mixin of the v specs: equal counts, blocks back to back (as OSU's v-benchmarks lay
+    them out), passed in mpi4py's ``[buf, counts]`` form."""
+
+    def alloc(self, c):
+        super().alloc(c)
+        c.vcounts = [c.block] * c.n
