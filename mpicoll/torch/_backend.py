@@ -18,8 +18,6 @@ reason travels through mpicoll's agreement step); calls whose counts or
 dtypes differ between ranks raise :class:`mpicoll.CollectiveMismatchError`
 everywhere.
 """
-import os
-
 import torch
 import torch.distributed as dist
 from mpi4py import MPI
@@ -43,7 +41,7 @@ _BLOCKING = {f: getattr(mpicoll, f) for f in _PRIMITIVE}
 _NONBLOCKING = {f: getattr(mpicoll, "i" + f) for f in _PRIMITIVE}
 
 
-def parse_algorithms(text, where="MPICOLL_ALGORITHM"):
+def parse_algorithms(text, where="algorithms"):
     """``"allreduce=ring,bcast=binomial"`` (or a dict) as {primitive: algorithm}, checked."""
     if not text:
         return {}
@@ -76,7 +74,7 @@ class Options:
 
     ``algorithms``: {primitive: algorithm} or ``"allreduce=ring,bcast=binomial"``
     (``native`` is the MPI library's own collective); primitives not named follow
-    ``MPICOLL_ALGORITHM``, then ``MPICOLL_<PRIMITIVE>_ALGORITHM``, then ``auto``.
+    ``MPICOLL_<PRIMITIVE>_ALGORITHM``, then ``MPICOLL_ALGORITHM``, then ``auto``.
     ``check``: mpicoll's check mode for this group (``"agree"``, ``"checked"``,
     ``"local"``; default ``MPICOLL_CHECK``).
     """
@@ -94,8 +92,9 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         self._comm = comm
         self._rank, self._size = rank, size
         options = options or Options()
-        env = parse_algorithms(os.environ.get("MPICOLL_ALGORITHM", ""))
-        self._algorithms = {**env, **options.algorithms}
+        # Primitives not named here follow the environment (MPICOLL_<P>_ALGORITHM,
+        # MPICOLL_ALGORITHM), read at each call by the engine, then auto.
+        self._algorithms = dict(options.algorithms)
         if options.check is not None:
             mpicoll.set_check(comm, options.check)
         self._scratch = {}
