@@ -174,7 +174,8 @@ class Sweep:
             self.raw_skip = rawcol.agreed_skip_reason(self.comm, self.am)
             if self.raw_skip is None:
                 for p in primitives:        # first: the other rows of a size record vs_raw
-                    plan[p].insert(0, (rawcol.LABEL, rawcol.LABEL, None))
+                    if p in rawcol.CALLS:   # (a plug-in's primitive has no mpi4py call)
+                        plan[p].insert(0, (rawcol.LABEL, rawcol.LABEL, None))
         for label, col in self.refs.items():
             if not col.usable:
                 continue

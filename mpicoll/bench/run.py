@@ -46,11 +46,12 @@ def start(args):
     """The common start of ``fit`` and ``tune``: their ``--primitive`` list checked,
     the bench communicator, and the provenance record. Returns (primitives, comm, prov)."""
     from .provenance import collect
+    comm = prepare(args)                 # first: plug-ins may define primitives
     prims = list(PRIMITIVES) if args.primitive == ["all"] else args.primitive
     for p in prims:
         if p not in PRIMITIVES:
+            comm.Free()
             raise SystemExit(f"--primitive: unknown primitive {p!r}")
-    comm = prepare(args)
     return prims, comm, collect(comm, provenance_extra(args, prims))
 
 
@@ -92,8 +93,8 @@ def run(args):
     from .provenance import collect, header_lines
     from .results import Sink
 
+    comm = prepare(args)                 # first: plug-ins may define primitives
     primitives = list(PRIMITIVES) if args.command == "all" else [args.command]
-    comm = prepare(args)
     rank = comm.Get_rank()
     native = native_plan(args.native_algorithm, primitives)
     sink = Sink(rank, args.output, args.csv)

@@ -20,6 +20,7 @@ import json
 import os
 
 from .errors import ArgumentError
+from .registry import algorithms, lookup
 
 __all__ = ["default_algorithm", "DEFAULTS_TABLE", "tuned_algorithm", "tuning_table",
            "TABLE_FORMAT", "DEFAULT_TUNING_PATH"]
@@ -102,7 +103,6 @@ def tuned_algorithm(primitive, *, size, nbytes=0, commutative=True):
             break
     else:
         return None
-    from .registry import algorithms, lookup
     if name not in algorithms(primitive):
         return None
     if not commutative and lookup(primitive, name).commutative_only:
@@ -153,4 +153,11 @@ def default_algorithm(primitive, *, size, nbytes=0, count=0, commutative=True, t
         return "linear" if size <= 32 else "pairwise"
     if primitive in ("scan", "exscan"):
         return "recursive_doubling"       # MPICH's only algorithm; log N latency, any op
-    raise KeyError(primitive)
+    # A primitive without rules here (a plug-in's): its first hand-written algorithm that
+    # takes the op, else the MPI library's own.
+    for name in algorithms(primitive):
+        fn = lookup(primitive, name)
+        if name != "native" and (commutative or not fn.commutative_only) \
+                and getattr(fn, "check_layout", None) is None:
+            return name
+    return "native"

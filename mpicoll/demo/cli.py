@@ -11,7 +11,7 @@ from ..args.buffers import check_dtype
 from ..core.errors import ArgumentError
 from ..core.plugins import PluginError, import_modules
 from ..engine.context import private_comm
-from ..core.registry import algorithms, lookup
+from ..core.registry import PRIMITIVES, algorithms, lookup
 from ..core.topology import layout
 from .device import NoDevice, device_header, use_device
 from .nodes import show_nodes
@@ -20,7 +20,8 @@ from .sections import show_barrier, show_ring, show_walk
 from .table import show_traffic
 from .walk import WALKS
 
-__all__ = ["main", "build_parser", "resolve", "UsageError", "SECTIONS", "TABLE"]
+__all__ = ["main", "build_parser", "resolve", "UsageError", "SECTIONS", "TABLE", "BUILTIN",
+           "plugin_primitives"]
 
 #: The demo's sections in the seed's order (then scan, which the seed leaves out, the ring
 #: step by step, the node-aware allreduce, the barrier); ``alltoall`` only has rows in the
@@ -32,8 +33,16 @@ SECTIONS = ("bcast", "reduce", "allreduce", "gather", "allgather", "scatter",
 # nine primitives only.
 TABLE = ("bcast", "reduce", "allreduce", "gather", "allgather", "scatter",
          "reduce_scatter", "alltoall", "barrier")
+#: The primitives mpicoll defines itself; any other (defined by an ``--import``ed plug-in)
+#: gets rows in the traffic table, checked against its spec's exact results.
+BUILTIN = tuple(PRIMITIVES)
 ALIASES = {"broadcast": "bcast", "all_reduce": "allreduce", "all_gather": "allgather",
            "reducescatter": "reduce_scatter", "ring_allreduce": "ring", "all_to_all": "alltoall"}
+
+
+def plugin_primitives():
+    """The primitives defined by plug-ins (``--import``), in definition order."""
+    return tuple(p for p in PRIMITIVES if p not in BUILTIN)
 
 
 class UsageError(Exception):
@@ -131,8 +140,10 @@ def resolve(args, size):
         check_dtype("--dtype", dtype)
     except ArgumentError as exc:
         raise UsageError(f"--dtype: {exc}") from None
-    shown = _names(args.only, SECTIONS + ("alltoall",), "only") if args.only else list(SECTIONS) + ["alltoall"]
-    prims = [p for p in TABLE if p in shown]
+    extra = plugin_primitives()
+    shown = (_names(args.only, SECTIONS + ("alltoall",) + extra, "only") if args.only
+             else list(SECTIONS) + ["alltoall", *extra])
+    prims = [p for p in TABLE + extra if p in shown]
     chosen = {}
     if args.algorithm:
         if args.impl == "native":
@@ -141,7 +152,7 @@ def resolve(args, size):
         for item in items:
             if "=" in item:
                 prim, name = (s.strip() for s in item.split("=", 1))
-                prim = _names(prim, TABLE + ("scan",), "algorithm")[0]
+                prim = _names(prim, TABLE + ("scan",) + extra, "algorithm")[0]
                 if name.partition(":")[0] not in algorithms(prim):
                     raise UsageError(f"--algorithm: {prim} has no algorithm {name!r}; "
                                      f"choose from {', '.join(algorithms(prim))}")
@@ -151,7 +162,7 @@ def resolve(args, size):
                     raise UsageError(f"--algorithm: {exc}") from None
                 chosen[prim] = name
             else:
-                hits = [p for p in (prims or TABLE) + (["scan"] if "scan" in shown else [])
+                hits = [p for p in (prims or list(TABLE + extra)) + (["scan"] if "scan" in shown else [])
                         if item in algorithms(p)]
                 if not hits:
                     raise UsageError(f"--algorithm: no shown primitive has an algorithm {item!r}")
@@ -235,7 +246,7 @@ def main(argv=None):
                 show_barrier(out, comm, args.sleep_scale)
         ring_only = {"allreduce": "ring"} if "ring" in shown and "allreduce" not in shown else {}
         table = prims + (["allreduce"] if ring_only else [])
-        table = [p for p in TABLE if p in table]
+        table = [p for p in TABLE + plugin_primitives() if p in table]
         if table:
             show_traffic(out, comm, table, chosen, args.count, dtype, args.root, ring_only, dev)
     except CheckFailed as exc:

@@ -22,6 +22,8 @@ from .. import api as C
 from ..engine.context import traffic
 from ..core.registry import algorithms
 from ..core.blocks import split
+from ..core.registry import SEED_PRIMITIVES as TABLE_BUILTIN
+from ..bench.specs import SPECS
 from ..sched.inspect import plan_of
 from ..sched.plan import NotSchedulable
 from .output import CheckFailed, fmt, fmt_value, on_host, same
@@ -74,14 +76,36 @@ def _table_call(comm, prim, algo, k, dtype, root, dev=on_host):
             got = C.alltoall(x, algorithm=algo)
             want = np.zeros_like(h)
             comm.Alltoall(h, want)
-        else:
+        elif prim == "barrier":
             C.barrier(algorithm=algo)
             got = want = None
+        else:
+            return _spec_call(comm, prim, algo, k, dtype, root, t)
     ok = (got is None and want is None) or (got is not None and want is not None and same(got, want))
     if ok:
         return t.calls, []
     shown = [None if a is None else fmt(a) for a in (got, want)]
     return t.calls, [f"{prim}/{algo} gave {shown[0]}, native MPI {shown[1]}"]
+
+
+def _spec_call(comm, prim, algo, k, dtype, root, t):
+    """A primitive the table has no hand-written case for (a plug-in's): one call on its spec's
+    exact data (:mod:`mpicoll.calls.spec`), checked against the spec's expected results."""
+    from mpi4py import MPI
+
+    from ..bench.specs import ArrayModule, Case
+    case = Case(SPECS[prim], k * dtype.itemsize, dtype=dtype, op=MPI.SUM, opname="sum",
+                root=root, comm=comm, am=ArrayModule("numpy"))
+    case.prepare_check()
+    case.call(algo)()
+    wrong = case.wrong()
+    return t.calls, ([f"{prim}/{algo}: {wrong} elements differ from the spec's results"]
+                     if wrong else [])
+
+
+def _blocked(prim):
+    """True where the table's K is N blocks (gather, ...; a plug-in's spec says)."""
+    return block_primitive(prim) if prim in TABLE_BUILTIN else SPECS[prim].blocked
 
 
 def plan_traffic(prim, algo, n, rank, k, itemsize, root):
@@ -90,7 +114,7 @@ def plan_traffic(prim, algo, n, rank, k, itemsize, root):
     ``k`` as in the table (the N-block vector for block primitives); None
     when the algorithm cannot be recorded as a plan (it then runs directly).
     """
-    count = k // n if block_primitive(prim) else k
+    count = k // n if _blocked(prim) else k
     counts = split(k, n) if prim == "reduce_scatter" else None
     try:
         plan = plan_of(prim, algo, n, rank, count, itemsize=itemsize, root=root, counts=counts)
@@ -134,7 +158,7 @@ def show_traffic(out, comm, prims, chosen, k, dtype, root, ring_only, dev=on_hos
             names = [chosen[prim]]
         else:
             names = [a for a in algorithms(prim) if a != "native"]
-        kk = n * b if block_primitive(prim) else 0 if prim == "barrier" else k
+        kk = n * b if _blocked(prim) else 0 if prim == "barrier" else k
         for algo in names:
             calls, problems = _table_call(comm, prim, algo, kk, dtype, root, dev)
             if len(calls) > 1:
