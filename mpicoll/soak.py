@@ -75,10 +75,17 @@ def _data(rng, count, dtype, opname):
     return out
 
 
-def _draw(rng, size, max_count):
+def _draw(rng, size, max_count, layout=None):
+    """One random case, the same on every rank; ``layout``: the communicator's nodes (the
+    algorithms that cannot run on them -- the shm ones across nodes -- are not drawn)."""
     import mpicoll
+
+    def runs(fn, commutative):
+        check = getattr(fn, "check_layout", None)
+        return layout is None or check is None or check(layout, commutative) is None
     prim = mpicoll.PRIMITIVES[rng.integers(len(mpicoll.PRIMITIVES))]
-    names = list(mpicoll.algorithms(prim)) + ["auto"]
+    names = [a for a in mpicoll.algorithms(prim)
+             if runs(mpicoll.algorithm_info(prim, a), True)] + ["auto"]
     algo = names[rng.integers(len(names))]
     dtype = DTYPES[rng.integers(len(DTYPES))]
     kind = np.dtype(dtype).kind
@@ -86,7 +93,7 @@ def _draw(rng, size, max_count):
     if prim in REDUCING:
         fn = None if algo == "auto" else mpicoll.algorithm_info(prim, algo)
         ops = [o for o, kinds in _VALID.items() if kind in kinds]
-        if fn is not None and fn.commutative_only:
+        if fn is not None and (fn.commutative_only or not runs(fn, False)):
             ops = [o for o in ops if _op(o).is_commutative]
         opname = ops[rng.integers(len(ops))]
     r = rng.random()
@@ -369,11 +376,14 @@ def soak(comm=None, calls=10000, seed=1, max_count=20000, p2p=True, check=None,
     ``progress``: called as ``progress(i, summary_so_far)`` on rank 0 every tenth of the run.
     """
     from .engine.call import set_check
+    from .core.topology import layout
+    from .device.shm import node_shm, stats as shm_stats
     from .engine.context import private_comm
     comm = MPI.COMM_WORLD if comm is None else comm
     rank, size = comm.Get_rank(), comm.Get_size()
     old_mode = set_check(comm, check) if check is not None else None
     pcomm = private_comm(comm)
+    node_layout = layout(pcomm)
     errors, mismatches, leaked, p2p_bad = [], 0, 0, 0
     by_prim = {}
     rss = []
@@ -383,13 +393,20 @@ def soak(comm=None, calls=10000, seed=1, max_count=20000, p2p=True, check=None,
     import mpicoll
     mpicoll.allreduce(np.zeros(1), comm=comm)
     comm.Allreduce(MPI.IN_PLACE, np.zeros(1), MPI.SUM)
+    # The shm algorithms' node memory is made once per communicator (its communicator and
+    # scratch segment, sized for the largest call here): before the handle probe.
+    if node_layout.n_nodes == 1:
+        node = node_shm(pcomm, node_layout.members[0])
+        if not node.cma:
+            node.segment(2 * size * max_count * 16)
+    shm_before = shm_stats()
     probe = comm.Dup()
     handle0 = probe.py2f()
     probe.Free()
     with _Tracker() as tracker:
         for i in range(calls):
             rng = np.random.default_rng([seed, i])
-            case = _draw(rng, size, max_count)
+            case = _draw(rng, size, max_count, node_layout)
             if p2p:
                 inbox = np.full(2, -1, dtype=np.int64)
                 out = np.array([i, rank], dtype=np.int64)
@@ -431,6 +448,7 @@ def soak(comm=None, calls=10000, seed=1, max_count=20000, p2p=True, check=None,
     probe = comm.Dup()
     handle1 = probe.py2f()
     probe.Free()
+    shm_after = shm_stats()
     if check is not None:
         set_check(comm, old_mode)
     elapsed = time.perf_counter() - started
@@ -467,6 +485,10 @@ def soak(comm=None, calls=10000, seed=1, max_count=20000, p2p=True, check=None,
         rss_final_bytes_max=int(mx[10]),
         rss_samples_mib=rss_mib,          # largest rank's RSS after each tenth of the run
         calls_per_primitive=counts,
+        # Shared windows alive on this rank (the shm algorithms' scratch segment) before
+        # and after the run: a growing count would be a leak.
+        shm_windows=[shm_before["windows"], shm_after["windows"]],
+        shm_bytes=[shm_before["bytes"], shm_after["bytes"]],
         first_errors=all_errors,
     )
 
@@ -474,6 +496,7 @@ def soak(comm=None, calls=10000, seed=1, max_count=20000, p2p=True, check=None,
 def clean(summary, rss_limit=16 << 20):
     """True when the summary shows no mismatch, leak or stray message and flat memory."""
     return (summary["mismatches"] == 0 and summary["leaked_requests"] == 0
+            and summary.get("shm_windows", [0, 0])[1] <= summary.get("shm_windows", [0, 0])[0]
             and summary["stray_messages_private"] == 0 and summary["stray_messages_user"] == 0
             and summary["user_p2p_corrupted"] == 0 and summary["private_comms_used"] <= 1
             and summary["private_comm_stable"] and summary["comm_handle_probe_stable"]

@@ -19,8 +19,8 @@ collectively, so no rank waits in an NCCL call the others never make.
 
 Ranks sharing a GPU with NCCL >= 2.30 on every rank: the column tries
 NCCL's multi-rank-per-GPU mode (``NCCL_MULTI_RANK_GPU_ENABLE=1``, set for
-the process unless the user set it; the name and version come from the
-project's GPU issue and were not verified against a 2.30 install here);
+the process unless the user set it; the variable's name and the version are
+NCCL 2.30's, not yet verified against a 2.30 install);
 if the communicator still cannot be created the column is skipped, the
 reason saying what was tried. The provenance records ``multi_rank_gpu``.
 """

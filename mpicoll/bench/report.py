@@ -129,7 +129,7 @@ def _raw_note(ratio, what="speedup"):
 
 
 def targets(idx, memcpys):
-    """The issue's speed targets, evaluated on whatever the results cover."""
+    """The project's speed targets, evaluated on whatever the results cover."""
     lines, found = ["## Speed targets (recorded, never asserted)", ""], False
     for n in (2, 4):
         cells = [(k, v) for k, v in idx.items() if k[0] == "allreduce" and k[1] == n]

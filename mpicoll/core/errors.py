@@ -7,7 +7,7 @@ plain Python code can both catch it.
 """
 from mpi4py import MPI
 
-__all__ = ["ArgumentError", "ArgumentTypeError", "describe", "non_negative"]
+__all__ = ["ArgumentError", "ArgumentTypeError", "NotSchedulable", "describe", "non_negative"]
 
 
 class ArgumentError(MPI.Exception, ValueError):
@@ -36,6 +36,11 @@ class ArgumentTypeError(ArgumentError, TypeError):
 
     def __init__(self, message, error_class=MPI.ERR_TYPE):
         super().__init__(message, error_class)
+
+
+class NotSchedulable(TypeError):
+    """An algorithm did something a plan cannot record (it then runs directly, on the real
+    arrays: one that touches data itself, or reads peers' memory)."""
 
 
 def describe(obj):

@@ -11,9 +11,9 @@ the one list of primitives and algorithms: the faces, the demo, the bench
 so one module is all a new primitive needs, and one decorated function all a
 new algorithm needs.
 """
-import os
 from collections.abc import Sequence
 
+from .env import getenv
 from .errors import ArgumentError
 
 __all__ = ["PRIMITIVES", "SEED_PRIMITIVES", "EXTENDED_PRIMITIVES", "PrimitiveInfo", "define",
@@ -187,8 +187,8 @@ def env_choice(primitive):
     """The algorithm the environment names for ``primitive``, or None:
     ``MPICOLL_<PRIMITIVE>_ALGORITHM``, else its entry in ``MPICOLL_ALGORITHM``
     (``allreduce=ring,bcast=binomial``)."""
-    var = f"MPICOLL_{primitive.upper()}_ALGORITHM"
-    value = os.environ.get(var, "").strip()
+    var = _var(primitive)
+    value = getenv(var, "").strip()
     if not value:
         var, value = "MPICOLL_ALGORITHM", _from_list(primitive)
         if not value:
@@ -205,12 +205,21 @@ def env_choice(primitive):
 def env_key(primitive):
     """What :func:`env_choice` reads for ``primitive``, as a value that changes when it does
     (the memo's entries hold while it is the same)."""
-    get = os.environ.get
-    return get(f"MPICOLL_{primitive.upper()}_ALGORITHM"), get("MPICOLL_ALGORITHM")
+    return getenv(_var(primitive)), getenv("MPICOLL_ALGORITHM")
+
+
+_vars = {}
+
+
+def _var(primitive):
+    var = _vars.get(primitive)
+    if var is None:
+        var = _vars[primitive] = f"MPICOLL_{primitive.upper()}_ALGORITHM"
+    return var
 
 
 def _from_list(primitive):
-    text = os.environ.get("MPICOLL_ALGORITHM", "")
+    text = getenv("MPICOLL_ALGORITHM", "")
     found = None
     for part in text.split(","):
         key, eq, value = (x.strip() for x in part.partition("="))

@@ -57,6 +57,7 @@ from . import fingerprint as fpr
 from ..device import ipc as _ipc
 from .context import _TAG, Ctx, existing_private_comm, private_comm
 from ..core.defaults import default_algorithm
+from ..core.env import getenv
 from ..device.arrays import adapter_of, host_copy_max, speaks_ipc
 from ..core.errors import ArgumentError, ArgumentTypeError, describe
 from .fingerprint import CollectiveMismatchError
@@ -105,7 +106,15 @@ def check_mode(comm=None):
 
 def env_mode():
     """The mode ``MPICOLL_CHECK`` asks for (unset: ``agree``); None for a junk value."""
-    return _MODES.get(os.environ.get("MPICOLL_CHECK", "").strip().lower())
+    raw = getenv("MPICOLL_CHECK", "")
+    mode = _env_modes.get(raw, _UNSEEN)
+    if mode is _UNSEEN:
+        mode = _env_modes[raw] = _MODES.get(raw.strip().lower())
+    return mode
+
+
+_env_modes = {}          # raw MPICOLL_CHECK -> mode (read at every call: parsed once per value)
+_UNSEEN = object()
 
 
 def set_check(comm, mode):
@@ -499,20 +508,25 @@ class Call:
                 f"algorithm: {primitive} algorithm {name!r} combines data out of rank order "
                 f"and needs a commutative op; got a non-commutative user op. "
                 f"Algorithms that keep rank order: {', '.join(capable)}", MPI.ERR_OP)
+        adapter = None if arr is None else adapter_of(arr)
         check_layout = getattr(fn, "check_layout", None)
+        why = None
         if check_layout is not None:
             why = check_layout(layout(self.pcomm), commutative)
-            if why and auto:
-                # A tuning table measured elsewhere named a node-aware algorithm that
-                # cannot run this call on these nodes: auto takes the rules' choice.
-                name = default_algorithm(primitive, size=self.size, nbytes=nbytes,
-                                         count=count, commutative=commutative, table=False)
-                fn = lookup(primitive, name)
-            elif why:
-                raise ArgumentError(why, MPI.ERR_OP)
+        if not why and adapter is not None and getattr(fn, "host_only", False):
+            why = (f"algorithm: {primitive} algorithm {name!r} runs on host memory only; got "
+                   f"arrays on a device")
+        if why and auto:
+            # A tuning table measured elsewhere named an algorithm that cannot run this
+            # call here (node-aware on these nodes, host-only on device arrays): auto
+            # takes the rules' choice.
+            name = default_algorithm(primitive, size=self.size, nbytes=nbytes,
+                                     count=count, commutative=commutative, table=False)
+            fn = lookup(primitive, name)
+        elif why:
+            raise ArgumentError(why, MPI.ERR_OP)
         self.algorithm = name
         self.desc = (name, op, dtype, count, root, counts)
-        adapter = None if arr is None else adapter_of(arr)
         # Small calls on device arrays run on host copies (plain MPI messages, as the
         # staged and aware transports send: any of them may meet on one call).
         self.host_copy = (adapter is not None and name != "native"

@@ -27,6 +27,7 @@ from mpi4py import MPI
 
 from ..args.buffers import wire
 from ..device.arrays import data_ptr, empty, transport
+from ..device.shm import node_shm
 from ..device import ipc as _ipc  # noqa: F401  (registers the ipc transport with _device)
 from ..device.reduce import combine
 from ..core.topology import detect, layout
@@ -86,7 +87,7 @@ class CallTraffic:
     __slots__ = ("primitive", "algorithm", "rank", "size", "count", "itemsize", "path",
                  "sent_msgs", "sent_bytes", "recv_msgs", "recv_bytes",
                  "inter_sent_msgs", "inter_sent_bytes", "inter_recv_msgs", "inter_recv_bytes",
-                 "nodes", "_paths")
+                 "read_ops", "read_bytes", "nodes", "_paths")
 
     def __init__(self, primitive, algorithm, rank, size, count, itemsize, path="host",
                  nodes=None):
@@ -103,6 +104,9 @@ class CallTraffic:
         # The part of it that crossed nodes (peer on another node: mpicoll.core.topology).
         self.inter_sent_msgs = self.inter_sent_bytes = 0
         self.inter_recv_msgs = self.inter_recv_bytes = 0
+        # Data read straight from peers' memory on the node (the shm algorithms): no
+        # message; each read is one copy (cross-memory attach, or a shared segment).
+        self.read_ops = self.read_bytes = 0
         self.nodes = nodes          # node of each rank (None: one node)
         self._paths = None          # set by a transport whose messages take several paths (ipc)
 
@@ -121,6 +125,10 @@ class CallTraffic:
             else:
                 self.inter_recv_msgs += 1
                 self.inter_recv_bytes += nbytes
+
+    def _read(self, nbytes):
+        self.read_ops += 1
+        self.read_bytes += nbytes
 
     @property
     def paths(self):
@@ -177,6 +185,8 @@ class Traffic:
     inter_recv_msgs = property(lambda self: self._total("inter_recv_msgs"))
     inter_recv_bytes = property(lambda self: self._total("inter_recv_bytes"))
     recv_elements = property(lambda self: self._total("recv_elements"))
+    read_ops = property(lambda self: self._total("read_ops"))
+    read_bytes = property(lambda self: self._total("read_bytes"))
 
     def __repr__(self):
         return (f"Traffic({len(self.calls)} calls, sent {self.sent_msgs} msgs "
@@ -270,6 +280,33 @@ class Ctx:
     def _recvd(self, buf, peer):
         if self._rec is not None:
             self._rec._count(False, buf.nbytes, peer)
+
+    def _read(self, nbytes):
+        if self._rec is not None:
+            self._rec._read(nbytes)
+
+    # shared memory --------------------------------------------------------
+    def node_memory(self, members=None):
+        """The shared memory of this rank's node (:class:`mpicoll.device.shm.NodeShm`):
+        ``members``, its ranks in this communicator (default: this rank's node's)."""
+        if members is None:
+            lay = layout(self.comm)
+            members = lay.members[lay.nodes[self.rank]]
+        return node_shm(self.comm, members)
+
+    def read_from(self, peers, q, i, lo, hi, dst=None, dtype=None):
+        """Elements ``[lo, hi)`` of array ``i`` of node rank ``q`` (a :class:`~mpicoll.device.
+        shm.Peers` of this call): copied into ``dst`` and returned, or, where the peer's
+        array is in shared memory and ``dst`` is None, a view of it as ``dtype`` (no copy)."""
+        got = peers.get(q, i, lo, hi, dst, dtype)
+        self._read((hi - lo) * peers.itemsize[i])
+        return got
+
+    def set_path(self, path):
+        """Name the path of this call's data in the traffic record (e.g. ``shm-cma``)."""
+        self.path = path
+        if self._rec is not None:
+            self._rec.path = path
 
     # point-to-point -----------------------------------------------------
     def send(self, buf, dest):

@@ -147,7 +147,7 @@ def counts_code(counts):
 # -- building -----------------------------------------------------------------
 
 _STATIC = struct.Struct("<12q")
-_DYNAMIC = struct.Struct("<4q")
+DYNAMIC = struct.Struct("<4q")   # call number, count, flags, payload
 _static = {}
 _op_words = {}
 _dtype_words = {}
@@ -202,7 +202,7 @@ def build_bytes(phase, seq, primitive, flags, desc=None, payload=0):
     else:
         count = desc[3]
         flags |= FLAG_RECORDED
-    return _static_words(phase, primitive, desc) + _DYNAMIC.pack(seq, count, flags, payload)
+    return _static_words(phase, primitive, desc) + DYNAMIC.pack(seq, count, flags, payload)
 
 
 def static_bytes(primitive, desc):
@@ -212,7 +212,7 @@ def static_bytes(primitive, desc):
 
 def dynamic_bytes(seq, count, flags, payload=0):
     """The per-call part (call number, count, flags, payload) of a fingerprint."""
-    return _DYNAMIC.pack(seq, count, flags, payload)
+    return DYNAMIC.pack(seq, count, flags, payload)
 
 
 def build(phase, seq, primitive, flags, desc=None, payload=0):

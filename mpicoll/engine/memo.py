@@ -241,14 +241,15 @@ class _Entry:
         mode, one rank); :data:`_MISS` for a junk ``MPICOLL_CHECK`` (the full path
         reports it)."""
         state = self.state
-        mode = _mode(state)
+        mode = state.mode or env_mode()
         if mode is None:
             return _MISS
         if mode == "local" or self.size == 1:
             return None
-        flags = fpr.FLAG_RECORDED | (fpr.FLAG_CHECKED if mode == "checked" else 0) | \
-            ipc_flags(self.ipc)
-        return self.static + fpr.dynamic_bytes(state.seq, self.count, flags)
+        flags = fpr.FLAG_RECORDED | (fpr.FLAG_CHECKED if mode == "checked" else 0)
+        if self.ipc:                    # (read now: MPICOLL_IPC_EAGER may have changed)
+            flags |= ipc_flags(True)
+        return self.static + _pack_dynamic(state.seq, self.count, flags, 0)
 
     def exchange_bytes(self):
         """This rank's part of the exchange made again (:meth:`exchange`; for an entry
@@ -296,7 +297,7 @@ class _Entry:
                 return call
         if mine is not None:
             every = self.state.raw
-            self.pcomm.Allgather([mine, MPI.BYTE], [every, MPI.BYTE])
+            self.pcomm.Allgather(mine, every)      # bytes: mpi4py sends them as MPI.BYTE
             if every != mine * self.size:
                 return _Judge(mine, every)
         return self.execute()
@@ -377,6 +378,9 @@ class _RequestEntry(_Entry):
 
 
 _MISS = object()
+
+
+_pack_dynamic = fpr.DYNAMIC.pack
 
 
 def _mode(state):

@@ -23,15 +23,13 @@ per bound plan. A plan is what the engines run, blocking or not, and what
 the traffic figures are read from (:meth:`Plan.traffic`).
 """
 
+from ..core.errors import NotSchedulable
+
 __all__ = ["Sym", "Builder", "Plan", "NotSchedulable", "SEND", "RECV", "SENDRECV", "ISEND",
            "IRECV", "WAIT", "COPY", "REDUCE", "OP_NAMES"]
 
 SEND, RECV, SENDRECV, ISEND, IRECV, WAIT, COPY, REDUCE = range(8)
 OP_NAMES = ("send", "recv", "sendrecv", "isend", "irecv", "wait", "copy", "reduce")
-
-
-class NotSchedulable(TypeError):
-    """The algorithm did something a plan cannot record (it then runs directly)."""
 
 
 class Sym:

@@ -12,6 +12,8 @@ import numpy as np
 from mpi4py import MPI
 from mpi4py.util import dtlib
 
+import mpicoll
+
 
 def _affine(invec, inoutvec, datatype):
     # Elements are complex numbers a + bj standing for x -> a*x + b; the op
@@ -95,6 +97,39 @@ def keeps_rank_order(fn, comm=MPI.COMM_WORLD):
     from mpicoll.engine.context import private_comm
     from mpicoll.core.topology import layout
     return check(layout(private_comm(comm)), False) is None
+
+
+def usable(primitive, comm=MPI.COMM_WORLD, device=False, commutative=True):
+    """The algorithms of ``primitive`` that can run a call on ``comm``'s nodes and memory: the
+    registry's, less those that refuse the layout (the shm algorithms across nodes,
+    hierarchical with a non-commutative op on round-robin nodes) and, on ``device`` arrays,
+    the host-only ones (shm)."""
+    from mpicoll.core.topology import layout
+    from mpicoll.engine.context import private_comm
+    lay = layout(private_comm(comm))
+    out = []
+    for a in mpicoll.algorithms(primitive):
+        fn = mpicoll.algorithm_info(primitive, a)
+        check = getattr(fn, "check_layout", None)
+        if check is not None and check(lay, commutative) is not None:
+            continue
+        if device and getattr(fn, "host_only", False):
+            continue
+        out.append(a)
+    return out
+
+
+def runs_as_plan(primitive, algorithm, size=None):
+    """True when ``algorithm`` records a plan (native and the shm algorithms run directly)."""
+    from mpicoll.core.errors import NotSchedulable
+    from mpicoll.sched.inspect import plan_of
+    if algorithm == "native":
+        return False
+    try:
+        plan_of(primitive, algorithm, size or MPI.COMM_WORLD.Get_size(), 0, 5)
+    except NotSchedulable:
+        return False
+    return True
 
 
 @contextlib.contextmanager

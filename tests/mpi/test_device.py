@@ -38,7 +38,7 @@ from mpicoll.device import arrays as _device
 from mpicoll import gpu
 from mpicoll.engine.context import private_comm
 from mpicoll.core.topology import layout
-from refdata import OPS, data, keeps_rank_order, reduce_ref
+from refdata import OPS, data, keeps_rank_order, reduce_ref, usable
 from test_matrix import assert_same, run_case
 
 comm = MPI.COMM_WORLD
@@ -145,8 +145,8 @@ def device_cases(primitive, fn, light=False):
 def device_algorithms():
     # The vector collectives and the scans are not in the device matrix yet (run_case
     # knows the seed's primitives); test_vmatrix.py checks them on host arrays.
-    return [(p, a) for p in mpicoll.PRIMITIVES for a in mpicoll.algorithms(p)
-            if p != "barrier" and a != "native" and p not in EXTENDED_PRIMITIVES]
+    return [(p, a) for p in mpicoll.PRIMITIVES if p not in EXTENDED_PRIMITIVES
+            for a in usable(p, device=True) if p != "barrier" and a != "native"]
 
 
 @pytest.mark.mpi
@@ -250,7 +250,7 @@ def _every_primitive(dev, c=5):
 def test_staged_path_never_hands_mpi_a_device_pointer(restore_path):
     ad = fake(aware=False)
     with mpicoll.traffic() as t:
-        for algo in mpicoll.algorithms("allreduce"):
+        for algo in usable("allreduce", device=True):
             mpicoll.allreduce(fd.to_device(np.ones(2 * N + 1)), algorithm=algo)
         _every_primitive(fd.to_device)
     assert fd.FakeDeviceArray.exports == 0

@@ -17,7 +17,7 @@ from mpicoll import gpu
 from mpicoll.engine.context import private_comm
 from mpicoll.core.topology import layout
 from mpicoll.engine import nonblocking as nb
-from refdata import data, reduce_ref
+from refdata import data, reduce_ref, usable
 from test_device import check_cases, device_algorithms, device_cases, kind  # noqa: F401
 from test_matrix import assert_same
 
@@ -125,12 +125,12 @@ def test_progress_thread_drives_device_requests(kind):  # noqa: F811
     try:
         x = dev(every[RANK])
         reqs = [mpicoll.iallreduce(x, None, MPI.SUM, algorithm=a)
-                for a in mpicoll.algorithms("allreduce")]
+                for a in usable("allreduce", device=True)]
         deadline = time.monotonic() + 60
         while not all(r._done for r in reqs):          # no Test/Wait: only the thread advances
             assert time.monotonic() < deadline, f"{name}: the thread did not complete them"
             time.sleep(0.001)
-        for r, a in zip(reqs, mpicoll.algorithms("allreduce")):
+        for r, a in zip(reqs, usable("allreduce", device=True)):
             assert_same(host(r.Wait()), want, f"{name} {a} rank={RANK}")
     finally:
         progress.stop()

@@ -14,7 +14,7 @@ from mpi4py import MPI
 import mpicoll
 import mpicoll.distributed as dist
 from mpicoll.core.registry import EXTENDED_PRIMITIVES
-from refdata import data
+from refdata import data, usable
 
 comm = MPI.COMM_WORLD
 N, RANK = comm.Get_size(), comm.Get_rank()
@@ -78,12 +78,12 @@ def _start(primitive, algo, c):
 @pytest.mark.parametrize("c", [1, 7, 2 * 8 + 1])
 def test_all_algorithms_outstanding_at_once(primitive, c):
     started = []
-    for k, algo in enumerate(mpicoll.algorithms(primitive)):
+    for k, algo in enumerate(usable(primitive)):
         started.append(_start(primitive, algo, c))
         user_ring_traffic(k)
     barrier = mpicoll.ibarrier(algorithm="dissemination")
     results = wait_in_rank_order([r for r, _ in started] + [barrier])
-    for (req, ref), got, algo in zip(started, results, mpicoll.algorithms(primitive)):
+    for (req, ref), got, algo in zip(started, results, usable(primitive)):
         if ref is None:
             assert got is None, algo
         else:
@@ -229,7 +229,7 @@ def test_an_argument_error_in_a_blocking_call_against_its_persistent_form():
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("algo", mpicoll.algorithms("allreduce"))
+@pytest.mark.parametrize("algo", usable("allreduce"))
 def test_persistent_restarts_with_new_data(algo):
     x, y = np.empty(11), np.empty(11)
     # Two persistent requests active together, and an in-place one: its input is
@@ -358,7 +358,7 @@ def test_progress_thread_completes_requests_while_the_caller_computes():
     try:
         x = np.arange(1000.0) + RANK
         reqs = [mpicoll.iallreduce(x, None, algorithm=a)
-                for a in mpicoll.algorithms("allreduce")]
+                for a in usable("allreduce")]
         reqs.append(mpicoll.ibarrier(algorithm="binomial"))
         deadline = time.monotonic() + 60
         while not all(r._done for r in reqs):          # no Test/Wait: only the thread advances

@@ -10,7 +10,7 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from refdata import data
+from refdata import data, usable
 
 WORLD = MPI.COMM_WORLD
 N, RANK = WORLD.Get_size(), WORLD.Get_rank()
@@ -19,12 +19,12 @@ PLAIN = WORLD.Dup()
 
 def algorithms_choices():
     """One P2PComm per algorithm column: choices cycle through every algorithm."""
-    width = max(len(mpicoll.algorithms(p)) - 1 for p in mpicoll.PRIMITIVES)
+    width = max(len(usable(p)) - 1 for p in mpicoll.PRIMITIVES)
     out = []
     for i in range(width):
         ch = {}
         for p in mpicoll.PRIMITIVES:
-            names = [a for a in mpicoll.algorithms(p) if a != "native"]
+            names = [a for a in usable(p) if a != "native"]
             ch[p] = names[i % len(names)]
         out.append(ch)
     return out

@@ -1,8 +1,8 @@
 """The generated matrix over every defined primitive, from its spec: exact data, exact results.
 
 Every primitive in the registry (a plug-in's too: ``MPICOLL_TEST_PLUGINS`` names
-modules or ``.py`` files to import first) x every algorithm (``native``
-included) x a few sizes (empty, one element, not divisible by N, a few KiB)
+modules or ``.py`` files to import first) x every algorithm that can run on
+these ranks' nodes (``native`` included) x a few sizes (empty, one element, not divisible by N, a few KiB)
 x two dtypes x roots, on the data of the primitive's spec
 (:mod:`mpicoll.calls.spec`: exact whatever the order of reduction) and checked
 element by element against the spec's expected results, outputs first filled
@@ -19,6 +19,7 @@ from mpi4py import MPI
 import mpicoll
 from mpicoll.bench.specs import SPECS, ArrayModule, Case
 from mpicoll.core.plugins import import_modules
+from refdata import usable
 
 import_modules([p for p in os.environ.get("MPICOLL_TEST_PLUGINS", "").split(",") if p.strip()],
                flag="MPICOLL_TEST_PLUGINS")
@@ -31,7 +32,7 @@ AM = ArrayModule("numpy")
 def cases():
     for p in mpicoll.PRIMITIVES:
         if p in SPECS:
-            for a in mpicoll.algorithms(p):
+            for a in usable(p):
                 yield pytest.param(p, a, id=f"{p}-{a}")
 
 

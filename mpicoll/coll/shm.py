@@ -1,0 +1,310 @@
+"""Shared-memory algorithms: the ranks of a node read each other's buffers instead of messaging.
+
+Every byte that crosses MPI's own shared-memory channel is copied twice (into
+the channel by the sender, out of it by the receiver). These algorithms copy
+it once: each rank reads the data it needs straight from its peers' memory
+(:mod:`mpicoll.device.shm`: their symmetric arrays in place, their ordinary
+buffers by cross-memory attach, or through a scratch segment) and reduces it
+with NumPy's ufuncs into its own buffers, in cache-sized chunks.
+
+The ranks first exchange where their buffers are (one ``Allgather`` of a few
+words per buffer on the node's communicator, which also says every rank has
+entered the call), and synchronise with node barriers: one after the phase
+whose results peers read next, one at the end (so that no rank reuses a
+buffer a peer is still reading). Reductions keep rank order: each element's
+result is ``in_0 (op) in_1 (op) ... in_{N-1}``, computed by one rank (the
+owner of its slice) and copied by the others, so results are bitwise
+identical on every rank and non-commutative ops are fine.
+
+Costs below: α_s per synchronisation (the exchange, a barrier), β_r per byte
+read from a peer, γ per byte reduced, n bytes per rank's vector (or block),
+N ranks of one node. Limits: host memory only (NumPy arrays); every rank of
+the communicator on one node (``hierarchical:intra=...`` uses node-aware
+algorithms across nodes); no plan (they read peers' memory: they run
+directly, also as nonblocking or persistent requests, which then complete
+when they are made). Where a call would need more scratch segment than
+``MPICOLL_SHM_MAX`` allows (no cross-memory attach), they run a
+point-to-point algorithm instead, on every rank alike.
+"""
+import numpy as np
+
+from ..core.blocks import offsets, split
+from ..core.errors import NotSchedulable
+from ..core.ops import op_ufunc
+from ..core.registry import lookup, register
+from ..device.shm import CHUNK, Peers, TooBig, locate
+
+__all__ = ["check_layout"]
+
+
+def check_layout(layout, commutative):
+    """Why these algorithms cannot run on ``layout`` (None: they can): the ranks must share
+    one node."""
+    if layout.n_nodes > 1:
+        return ("algorithm: the shm algorithms read peers' memory, so every rank must be on "
+                f"one node; this communicator spans {layout.n_nodes} nodes "
+                f"({layout.describe()}): use a node-aware algorithm (hierarchical)")
+    return None
+
+
+def _shm(fn):
+    """Mark ``fn`` as a shared-memory algorithm: host memory, one node, no plan."""
+    fn.check_layout = check_layout
+    fn.host_only = True
+    return fn
+
+
+def _begin(ctx, arrays, outputs=()):
+    """(node memory, peers) of this call; NotSchedulable while a plan is being recorded."""
+    node_memory = getattr(ctx, "node_memory", None)
+    if node_memory is None:
+        raise NotSchedulable("the shm algorithms read peers' memory: they have no plan")
+    shm = node_memory()
+    peers = Peers(shm, arrays, outputs)
+    ctx.set_path(peers.path)
+    return shm, peers
+
+
+def _chunk(itemsize):
+    return max(1, CHUNK // max(itemsize, 1))
+
+
+def _reduce_range(ctx, shm, peers, i, lo, hi, own, out, tmp):
+    """``out = in_0 (op) in_1 (op) ...`` over the node's ranks, elements ``[lo, hi)`` of their
+    array ``i`` (``own``: this rank's own elements of that range), in cache-sized chunks."""
+    op = ctx.op
+    user = op_ufunc(op) is None
+    dtype = out.dtype
+    step = _chunk(out.itemsize)
+    direct = peers.mode[i] != "cma"
+    for c0 in range(0, hi - lo, step):
+        c1 = min(hi - lo, c0 + step)
+        o = out[c0:c1]
+        t = tmp[:c1 - c0]
+        for q in range(shm.size):
+            if q == shm.rank:
+                d = own[c0:c1]
+                if user and q:
+                    t[...] = d
+                    d = t
+            elif direct and not user:
+                d = ctx.read_from(peers, q, i, lo + c0, lo + c1, None, dtype)
+            else:
+                d = ctx.read_from(peers, q, i, lo + c0, lo + c1, t, dtype)
+            if q == 0:
+                o[...] = d
+            else:
+                res = ctx.reduce(o, d, o)       # lower ranks first; user ops write d (= t)
+                if res is not o:
+                    o[...] = res
+
+
+def _p2p(primitive, algorithm, ctx, *args):
+    """Where the scratch segment is too small: the point-to-point ``algorithm``."""
+    return lookup(primitive, algorithm)(ctx, *args)
+
+
+# -- allreduce -----------------------------------------------------------------------------
+
+@register("allreduce", "shm")
+@_shm
+def allreduce_shm(ctx, sendbuf, recvbuf, op):
+    """Each rank reduces its slice reading its peers' inputs, then copies the others' slices.
+
+    Cost: α_s + 2α_s + 2(N-1)/N·nβ_r + (N-1)/N·nγ (one exchange, two barriers; on
+    symmetric arrays the reads are in place, and with a node-shared ``recvbuf``
+    the second copy and a barrier go). Any op, rank order kept.
+    """
+    src = recvbuf if sendbuf is None else sendbuf
+    try:
+        shm, peers = _begin(ctx, [src, recvbuf], outputs=(1,))
+    except TooBig:
+        return _p2p("allreduce", "ring" if ctx.op.is_commutative else "recursive_doubling",
+                    ctx, sendbuf, recvbuf, op)
+    n, r = shm.size, shm.rank
+    bounds = offsets(split(recvbuf.size, n))
+    lo, hi = bounds[r], bounds[r + 1]
+    own = src[lo:hi].copy() if sendbuf is None else src[lo:hi]
+    tmp = np.empty(min(hi - lo, _chunk(recvbuf.itemsize)), recvbuf.dtype)
+    _reduce_range(ctx, shm, peers, 0, lo, hi, own, recvbuf[lo:hi], tmp)
+    peers.publish(1, lo, hi)
+    peers.barrier()                     # every slice is reduced
+    if not _node_shared(peers, 1):
+        for q in range(n):
+            if q != r:
+                ctx.read_from(peers, q, 1, bounds[q], bounds[q + 1],
+                              recvbuf[bounds[q]:bounds[q + 1]])
+    peers.barrier()                     # no rank reads this rank's buffers any more
+
+
+def _node_shared(peers, i):
+    """True when array ``i`` is one array for the whole node (``mpicoll.shm.empty(...,
+    shared=True)`` on every rank): what one rank writes, every rank holds."""
+    if peers.mode[i] != "view" or peers.arrays[i] is None:
+        return False
+    got = locate(peers.arrays[i])
+    return got is not None and got[0].shared
+
+
+# -- reduce_scatter ------------------------------------------------------------------------
+
+@register("reduce_scatter", "shm")
+@_shm
+def reduce_scatter_shm(ctx, sendbuf, recvbuf, counts, op):
+    """Each rank reduces its own block reading its peers' inputs.
+
+    Cost: 2α_s + (N-1)/N·nβ_r + (N-1)/N·nγ (n: the whole vector). Any op, rank order.
+    """
+    try:
+        shm, peers = _begin(ctx, [sendbuf])
+    except TooBig:
+        return _p2p("reduce_scatter", "reduce_scatterv", ctx, sendbuf, recvbuf, counts, op)
+    r = shm.rank
+    bounds = offsets(counts)
+    lo, hi = bounds[r], bounds[r + 1]
+    tmp = np.empty(min(max(hi - lo, 1), _chunk(sendbuf.itemsize)), sendbuf.dtype)
+    _reduce_range(ctx, shm, peers, 0, lo, hi, sendbuf[lo:hi], recvbuf, tmp)
+    peers.barrier()
+
+
+# -- reduce --------------------------------------------------------------------------------
+
+@register("reduce", "shm")
+@_shm
+def reduce_shm(ctx, sendbuf, recvbuf, op, root):
+    """Each rank reduces a slice reading its peers' inputs; the root copies the slices.
+
+    Cost: 3α_s + (N-1)/N·nβ_r on every rank + (N-1)/N·nβ_r more on the root
+    + (N-1)/N·nγ. Any op, rank order kept.
+    """
+    n_el = sendbuf.size
+    try:
+        shm, peers0 = _begin(ctx, [sendbuf])
+    except TooBig:
+        return _p2p("reduce", "binomial", ctx, sendbuf, recvbuf, op, root)
+    n, r = shm.size, shm.rank
+    bounds = offsets(split(n_el, n))
+    lo, hi = bounds[r], bounds[r + 1]
+    part = recvbuf[lo:hi] if r == root else np.empty(hi - lo, sendbuf.dtype)
+    tmp = np.empty(min(max(hi - lo, 1), _chunk(sendbuf.itemsize)), sendbuf.dtype)
+    _reduce_range(ctx, shm, peers0, 0, lo, hi, sendbuf[lo:hi], part, tmp)
+    # Where every rank's reduced slice is (its exchange also says every slice is done).
+    parts = Peers(shm, [part])
+    if r == root:
+        for q in range(n):
+            if q != r:
+                ctx.read_from(parts, q, 0, 0, bounds[q + 1] - bounds[q],
+                              recvbuf[bounds[q]:bounds[q + 1]])
+    parts.barrier()
+
+
+# -- bcast, gather, scatter, allgather, alltoall -----------------------------------------
+
+@register("bcast", "shm")
+@_shm
+def bcast_shm(ctx, buf, root):
+    """Every rank copies the root's buffer straight from its memory.
+
+    Cost: 2α_s + nβ_r on every rank but the root.
+    """
+    try:
+        shm, peers = _begin(ctx, [buf])
+    except TooBig:
+        return _p2p("bcast", "binomial", ctx, buf, root)
+    if shm.rank != root:
+        ctx.read_from(peers, root, 0, 0, buf.size, buf)
+    peers.barrier()
+
+
+@register("gather", "shm")
+@_shm
+def gather_shm(ctx, sendbuf, recvbuf, root):
+    """The root copies every rank's block straight from its memory.
+
+    Cost: 2α_s + (N-1)nβ_r on the root.
+    """
+    try:
+        shm, peers = _begin(ctx, [sendbuf])
+    except TooBig:
+        return _p2p("gather", "binomial", ctx, sendbuf, recvbuf, root)
+    c = sendbuf.size
+    if shm.rank == root:
+        for q in range(shm.size):
+            if q == root:
+                ctx.copy(recvbuf[q * c:(q + 1) * c], sendbuf)
+            else:
+                ctx.read_from(peers, q, 0, 0, c, recvbuf[q * c:(q + 1) * c])
+    peers.barrier()
+
+
+@register("scatter", "shm")
+@_shm
+def scatter_shm(ctx, sendbuf, recvbuf, root):
+    """Every rank copies its block straight from the root's buffer.
+
+    Cost: 2α_s + nβ_r on every rank but the root.
+    """
+    try:
+        shm, peers = _begin(ctx, [sendbuf])
+    except TooBig:
+        return _p2p("scatter", "binomial", ctx, sendbuf, recvbuf, root)
+    c, r = recvbuf.size, shm.rank
+    if r == root:
+        ctx.copy(recvbuf, sendbuf[r * c:(r + 1) * c])
+    else:
+        ctx.read_from(peers, root, 0, r * c, (r + 1) * c, recvbuf)
+    peers.barrier()
+
+
+@register("allgather", "shm")
+@_shm
+def allgather_shm(ctx, sendbuf, recvbuf):
+    """Every rank copies every peer's block straight from its memory.
+
+    Cost: 2α_s + (N-1)nβ_r (with a node-shared ``recvbuf``: each rank writes its own
+    block, nβ, and nothing is read).
+    """
+    try:
+        shm, peers = _begin(ctx, [sendbuf, recvbuf])
+    except TooBig:
+        return _p2p("allgather", "ring", ctx, sendbuf, recvbuf)
+    c, r = sendbuf.size, shm.rank
+    ctx.copy(recvbuf[r * c:(r + 1) * c], sendbuf)
+    if not _node_shared(peers, 1):
+        for q in range(shm.size):
+            if q != r:
+                ctx.read_from(peers, q, 0, 0, c, recvbuf[q * c:(q + 1) * c])
+    peers.barrier()
+
+
+@register("alltoall", "shm")
+@_shm
+def alltoall_shm(ctx, sendbuf, recvbuf):
+    """Every rank copies its block from every peer's buffer straight from its memory.
+
+    Cost: 2α_s + (N-1)nβ_r (n: one block).
+    """
+    try:
+        shm, peers = _begin(ctx, [sendbuf])
+    except TooBig:
+        return _p2p("alltoall", "pairwise", ctx, sendbuf, recvbuf)
+    n, r = shm.size, shm.rank
+    c = sendbuf.size // n
+    ctx.copy(recvbuf[r * c:(r + 1) * c], sendbuf[r * c:(r + 1) * c])
+    for q in range(n):
+        if q != r:
+            ctx.read_from(peers, q, 0, r * c, (r + 1) * c, recvbuf[q * c:(q + 1) * c])
+    peers.barrier()
+
+
+@register("barrier", "shm")
+@_shm
+def barrier_shm(ctx):
+    """The node's barrier (its ranks are the communicator's).
+
+    Cost: α_s.
+    """
+    node_memory = getattr(ctx, "node_memory", None)
+    if node_memory is None:
+        raise NotSchedulable("the shm algorithms have no plan")
+    node_memory().node.Barrier()

@@ -1,0 +1,479 @@
+"""Shared memory between the ranks of a node: single-copy reads of peers' buffers, and segments.
+
+Three ways for a rank to reach a peer's data on its node, best first:
+
+- **symmetric arrays** (:func:`empty`, :func:`zeros`): arrays that live in an
+  MPI-3 shared window (``MPI.Win.Allocate_shared`` on the node's
+  communicator), at the same offset on every rank; a peer's array is then a
+  NumPy view of its part of the window (``Win.Shared_query``), read and
+  reduced in place, no copy at all. ``shared=True`` makes one array for the
+  whole node (node rank 0's memory, every rank's view of it).
+- **cross-memory attach** (Linux ``process_vm_readv``, as Open MPI's
+  ``smsc/cma`` and MPICH's CMA path use it): one copy straight from a peer's
+  ordinary buffer into this rank's memory, given the peer's pid and the
+  buffer's address. Whether the kernel allows it is probed once per node
+  communicator (ptrace permissions: same user, ``kernel.yama.ptrace_scope``);
+  :func:`probe` says why where it does not.
+- **a scratch segment** per node communicator (a shared window, grown on
+  demand to at most ``MPICOLL_SHM_MAX`` bytes per rank, default 256 MiB):
+  inputs are copied in, peers read them there. Where a call needs more than
+  the cap, the algorithms fall back to point-to-point.
+
+Synchronisation is MPI's: a node barrier (``MPI_Barrier`` on the node's
+communicator) orders a rank's writes before its peers' reads, and
+``Win.Sync`` (the windows are in a passive-target epoch, ``Lock_all`` with
+``MODE_NOCHECK``) makes the separate memory model's copies agree where MPI
+needs it. Nothing here spins on a flag: a barrier yields the core to an
+oversubscribed peer, a spin would starve it.
+
+Windows are freed with the communicator they belong to, and the rest before
+``MPI_Finalize`` (an ``atexit`` handler, which runs before mpi4py's).
+"""
+import atexit
+import ctypes
+import ctypes.util
+import os
+import threading
+
+import numpy as np
+from mpi4py import MPI
+
+from ..core.env import getenv
+from ..core.errors import ArgumentError
+
+__all__ = ["NodeShm", "Peers", "TooBig", "node_shm", "empty", "zeros", "free", "locate", "stats",
+           "probe", "cma_read", "shm_max", "CHUNK"]
+
+#: Bytes reduced per pass (two operands and the result stay in cache).
+CHUNK = 1 << 18
+
+_DEFAULT_MAX = 256 << 20
+
+
+def shm_max():
+    """``MPICOLL_SHM_MAX``: the scratch segment's cap in bytes per rank (0: no segment)."""
+    text = getenv("MPICOLL_SHM_MAX", "")
+    if not text.strip():
+        return _DEFAULT_MAX
+    try:
+        value = int(text)
+        if value < 0:
+            raise ValueError
+    except ValueError:
+        raise ArgumentError(f"MPICOLL_SHM_MAX: expected a number of bytes >= 0; got {text!r}")
+    return value
+
+
+# -- cross-memory attach ----------------------------------------------------------------
+
+class _Iovec(ctypes.Structure):
+    _fields_ = [("iov_base", ctypes.c_void_p), ("iov_len", ctypes.c_size_t)]
+
+
+_readv = None
+
+
+def _process_vm_readv():
+    global _readv
+    if _readv is None:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        fn = getattr(libc, "process_vm_readv", None)
+        if fn is not None:
+            fn.argtypes = [ctypes.c_int, ctypes.POINTER(_Iovec), ctypes.c_ulong,
+                           ctypes.POINTER(_Iovec), ctypes.c_ulong, ctypes.c_ulong]
+            fn.restype = ctypes.c_ssize_t
+        _readv = fn or False
+    return _readv or None
+
+
+def cma_read(pid, address, dst, nbytes=None):
+    """Copy ``nbytes`` (default: all of ``dst``) from ``address`` in process ``pid`` into the
+    host array ``dst``: one copy, by the kernel. OSError (with the errno) if refused."""
+    nbytes = dst.nbytes if nbytes is None else nbytes
+    if not nbytes:
+        return
+    fn = _process_vm_readv()
+    local, remote = _Iovec(dst.ctypes.data, nbytes), _Iovec(address, nbytes)
+    done = 0
+    while done < nbytes:          # the kernel may copy less than asked (it says how much)
+        got = fn(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+        if got <= 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"process_vm_readv from pid {pid}: {os.strerror(err)}")
+        done += got
+        local.iov_base += got
+        local.iov_len -= got
+        remote.iov_base += got
+        remote.iov_len -= got
+
+
+def probe(node):
+    """(True, None) when every rank of ``node`` (a communicator) can read every peer's memory
+    with :func:`cma_read`, else (False, the first reason). Collective over ``node``."""
+    why = None
+    if _process_vm_readv() is None:
+        why = "process_vm_readv is not available (not Linux, or an old C library)"
+    mine = np.arange(8, dtype=np.int64) + 1000 * node.Get_rank()
+    info = node.allgather((os.getpid(), mine.ctypes.data))
+    n, r = node.Get_size(), node.Get_rank()
+    if why is None and n > 1:
+        peer = (r + 1) % n
+        got = np.zeros(8, np.int64)
+        try:
+            cma_read(info[peer][0], info[peer][1], got)
+            if not np.array_equal(got, np.arange(8) + 1000 * peer):
+                why = "process_vm_readv read the wrong bytes"
+        except OSError as exc:
+            why = (f"process_vm_readv refused ({exc.strerror}; ptrace permissions: "
+                   f"kernel.yama.ptrace_scope, or ranks of different users)")
+    whys = node.allgather(why)
+    bad = [(i, w) for i, w in enumerate(whys) if w]
+    node.Barrier()                  # mine stays alive until every peer has read it
+    if bad:
+        return False, f"rank {bad[0][0]} of the node: {bad[0][1]}"
+    return True, None
+
+
+# -- windows ------------------------------------------------------------------------------
+
+_windows = {}                       # id -> _Window (live ones)
+_lock = threading.Lock()
+_atexit = False
+
+
+class _Window:
+    """One shared window on a node communicator: this rank's part and views of its peers'."""
+
+    _ids = 0
+
+    def __init__(self, node, nbytes, shared=False):
+        global _atexit
+        self.node = node
+        self.nbytes = nbytes
+        self.shared = shared
+        mine = 0 if shared and node.Get_rank() != 0 else nbytes
+        self.win = MPI.Win.Allocate_shared(max(mine, 0), 1, comm=node)
+        self.win.Lock_all(MPI.MODE_NOCHECK)
+        self.parts = []
+        for r in range(node.Get_size()):
+            buf, _ = self.win.Shared_query(0 if shared else r)
+            self.parts.append(np.frombuffer(buf, np.uint8, count=nbytes) if nbytes else
+                              np.empty(0, np.uint8))
+        self.local = self.parts[node.Get_rank()]
+        self.start = self.local.ctypes.data
+        self.pids = tuple(node.allgather(os.getpid()))
+        with _lock:
+            _Window._ids += 1
+            self.id = _Window._ids
+            _windows[self.id] = self
+            if not _atexit:
+                atexit.register(free_all)
+                _atexit = True
+        # The same name on every rank of the node: rank 0's process and its count of windows.
+        self.key = node.bcast((self.pids[0], self.id), root=0)
+
+    def sync(self):
+        self.win.Sync()
+
+    def free(self):
+        with _lock:
+            _windows.pop(self.id, None)
+        if self.win != MPI.WIN_NULL and not MPI.Is_finalized():
+            self.win.Unlock_all()
+            self.win.Free()
+        self.parts = []
+        self.local = None
+
+
+def free_all():
+    """Free every window still alive (before MPI_Finalize)."""
+    for w in list(_windows.values()):
+        try:
+            w.free()
+        except Exception:        # noqa: BLE001 - finalizing anyway
+            pass
+
+
+def stats():
+    """The shared windows alive on this rank: {"windows": n, "bytes": this rank's part}."""
+    with _lock:
+        ws = list(_windows.values())
+    return {"windows": len(ws), "bytes": sum(w.nbytes for w in ws if not w.shared
+                                             or w.node.Get_rank() == 0)}
+
+
+# -- the node of a communicator ------------------------------------------------------------
+
+class NodeShm:
+    """The shared memory of this rank's node within one (private) communicator.
+
+    ``node``: the communicator of the node's ranks (in the communicator's order);
+    ``members``: their ranks in the communicator; ``cma``/``why``: whether single-copy
+    reads work, and why not; a scratch segment grown on demand (:meth:`segment`).
+    """
+
+    def __init__(self, pcomm, members):
+        self.members = tuple(members)
+        rank = pcomm.Get_rank()
+        if len(self.members) == pcomm.Get_size():
+            self.node = pcomm.Dup()
+        else:
+            self.node = pcomm.Split(self.members[0], rank)
+        self.rank, self.size = self.node.Get_rank(), self.node.Get_size()
+        self.pids = tuple(self.node.allgather(os.getpid()))
+        if getenv("MPICOLL_SHM_CMA", "1").strip() in ("0", "off", "no"):
+            self.cma, self.why = False, "MPICOLL_SHM_CMA=0"
+        else:
+            self.cma, self.why = probe(self.node)
+        self.scratch = None                # the scratch segment (a _Window), grown on demand
+
+    @property
+    def path(self):
+        """How peers' ordinary buffers are reached: ``cma`` or ``segment``."""
+        return "cma" if self.cma else "segment"
+
+    def segment(self, nbytes):
+        """The scratch segment, at least ``nbytes`` per rank (collective: every rank of the
+        node asks for the same size at the same call); None above ``MPICOLL_SHM_MAX``."""
+        if nbytes > shm_max():
+            return None
+        seg = self.scratch
+        if seg is None or seg.nbytes < nbytes:
+            if seg is not None:
+                seg.free()
+            size = max(nbytes, 1 << 16, 2 * (seg.nbytes if seg else 0))
+            self.scratch = seg = _Window(self.node, min(size, max(nbytes, shm_max())))
+        return seg
+
+    def free(self):
+        if self.scratch is not None:
+            self.scratch.free()
+            self.scratch = None
+        if self.node != MPI.COMM_NULL and not MPI.Is_finalized():
+            self.node.Free()
+
+
+_keyval = None
+_keyval_lock = threading.Lock()
+
+
+def _delete(comm, keyval, table):
+    # MPI calls this when the private communicator is freed: its node's memory goes too.
+    for shm in table.values():
+        try:
+            shm.free()
+        except Exception:       # noqa: BLE001 - freeing on the way out
+            pass
+
+
+def node_shm(pcomm, members):
+    """The :class:`NodeShm` of this rank's node (``members``: its ranks in ``pcomm``), made on
+    first use (collective over ``pcomm``) and kept with ``pcomm``."""
+    global _keyval
+    if _keyval is None:
+        with _keyval_lock:
+            if _keyval is None:
+                _keyval = MPI.Comm.Create_keyval(delete_fn=_delete)
+    table = pcomm.Get_attr(_keyval)
+    if table is None:
+        table = {}
+        pcomm.Set_attr(_keyval, table)
+    key = tuple(members)
+    shm = table.get(key)
+    if shm is None:
+        shm = table[key] = NodeShm(pcomm, members)
+    return shm
+
+
+# -- symmetric arrays ----------------------------------------------------------------------
+
+def empty(shape, dtype=np.float64, comm=None, shared=False):
+    """An array in shared memory of the node (collective over the node's ranks of ``comm``).
+
+    Every rank must call it with the same shape and dtype, in the same order as its
+    other :func:`empty` calls: the arrays are then *symmetric* (the same offset in
+    every rank's part of one window), and mpicoll's ``shm`` algorithms read a peer's
+    array in place. ``shared=True``: one array for the whole node (every rank sees the
+    same memory), e.g. a result every rank reads. Freed by :func:`free` (collective)
+    or at exit. ``comm``: default ``MPI.COMM_WORLD``; its ranks must all share a node.
+    """
+    comm = MPI.COMM_WORLD if comm is None else comm
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape)) if np.ndim(shape) else int(shape)
+    nbytes = count * dtype.itemsize
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    if node.Get_size() != comm.Get_size():
+        node.Free()
+        raise ArgumentError("comm: shared-memory arrays need a communicator whose ranks all "
+                            "share a node (one per node: split it with "
+                            "Split_type(MPI.COMM_TYPE_SHARED))")
+    win = _Window(node, nbytes, shared)
+    arr = win.local[:nbytes].view(dtype).reshape(shape)
+    win.own_node = True               # its node communicator goes with it (free)
+    return arr
+
+
+def zeros(shape, dtype=np.float64, comm=None, shared=False):
+    """:func:`empty`, filled with zeros (each rank its own part; node rank 0 a shared one)."""
+    arr = empty(shape, dtype, comm, shared)
+    comm = MPI.COMM_WORLD if comm is None else comm
+    if not shared or comm.Get_rank() == 0:
+        arr[...] = 0
+    comm.Barrier()
+    return arr
+
+
+def locate(a):
+    """(window, byte offset) of a host array that lies in a shared window, else None."""
+    if not isinstance(a, np.ndarray) or not _windows:
+        return None
+    ptr = a.ctypes.data
+    with _lock:
+        for w in _windows.values():
+            if w.local is not None and w.start <= ptr and ptr + a.nbytes <= w.start + w.nbytes:
+                return w, ptr - w.start
+    return None
+
+
+def free(a):
+    """Free the window of an array made by :func:`empty` (collective over its node)."""
+    got = locate(a)
+    if got is None:
+        raise ArgumentError("a: expected an array made by mpicoll.shm.empty or zeros")
+    w = got[0]
+    w.free()
+    if getattr(w, "own_node", False):
+        w.node.Free()
+
+
+# -- one call's arrays on every rank of the node -------------------------------------------
+
+class TooBig(Exception):
+    """Staging this call through the scratch segment needs more than ``MPICOLL_SHM_MAX``:
+    the algorithm falls back to point-to-point (every rank decides alike)."""
+
+
+class Peers:
+    """Where one call's host arrays are on every rank of the node, and how to read them.
+
+    Made collectively (one ``Allgather`` of a few words per array on the node's
+    communicator, which also tells every rank that its peers have entered the call,
+    so their inputs are final). Per array, one way for all: ``view`` (every rank's
+    array is in one shared window at one offset: a peer's array is a NumPy view of
+    its memory), ``cma`` (single-copy reads of peers' ordinary buffers), or
+    ``segment`` (each rank copies what its peers will read into the scratch segment
+    first: :meth:`publish`). ``arrays``: this rank's, in argument order (None where it
+    has none); arrays in ``outputs`` are written by the call before peers read them.
+    """
+
+    _WORDS = 6          # address, bytes, window key (pid, id), offset, itemsize
+
+    def __init__(self, shm, arrays, outputs=()):
+        self.shm = shm
+        self.arrays = list(arrays)
+        k = len(self.arrays)
+        mine = np.full((k, self._WORDS), -1, np.int64)
+        for i, a in enumerate(self.arrays):
+            if a is None:
+                continue
+            mine[i, :2] = a.ctypes.data, a.nbytes
+            mine[i, 5] = a.itemsize
+            got = locate(a)
+            if got is not None and got[0].pids == shm.pids:
+                mine[i, 2:5] = got[0].key[0], got[0].key[1], got[1]
+        every = np.empty((shm.size, k, self._WORDS), np.int64)
+        shm.node.Allgather(mine, every)
+        self.every = every
+        self.itemsize = [int(every[:, i, 5].max()) for i in range(k)]
+        self.views = [None] * k
+        self.mode = []
+        for i in range(k):
+            col = every[:, i]
+            have = col[:, 1] >= 0
+            keys = {(int(c[2]), int(c[3]), int(c[4])) for c in col[have]}
+            if len(keys) == 1 and -1 not in next(iter(keys)):
+                win = next((w for w in list(_windows.values())
+                            if w.key == next(iter(keys))[:2]), None)
+                if win is not None:
+                    self.mode.append("view")
+                    off = next(iter(keys))[2]
+                    self.views[i] = [win.parts[q][off:off + int(col[q, 1])] if have[q] else None
+                                     for q in range(shm.size)]
+                    continue
+            self.mode.append("cma" if shm.cma else "segment")
+        # The scratch segment, where some array goes through it: one region per array, at
+        # the same offset on every rank (sized by the largest rank's array).
+        self.seg, self.seg_off = None, [0] * k
+        if "segment" in self.mode:
+            total = 0
+            for i in range(k):
+                if self.mode[i] == "segment":
+                    self.seg_off[i] = total
+                    total += -(-max(int(every[:, i, 1].max()), 0) // 64) * 64
+            self.seg = shm.segment(total)
+            if self.seg is None:
+                raise TooBig(total)
+            for i in range(k):
+                if self.mode[i] == "segment" and i not in outputs:
+                    self.publish(i)
+            shm.node.Barrier()           # the inputs are in the segment
+
+    @property
+    def path(self):
+        """What moves the data: ``shm-view``, ``shm-cma`` or ``shm-segment`` (the first of the
+        call's arrays read from peers)."""
+        return "shm-" + (self.mode[0] if self.mode else "view")
+
+    def publish(self, i, lo=0, hi=None):
+        """Make elements ``[lo, hi)`` of this rank's array ``i`` readable by its peers (a copy
+        into the segment in ``segment`` mode; nothing otherwise). A barrier must follow
+        before they read."""
+        if self.mode[i] != "segment":
+            return
+        a = self.arrays[i]
+        if a is None:
+            return
+        hi = a.size if hi is None else hi
+        isz = a.itemsize
+        region = self.seg.local[self.seg_off[i] + lo * isz:self.seg_off[i] + hi * isz]
+        region.view(a.dtype)[...] = a[lo:hi]
+
+    def barrier(self):
+        """A node barrier, with the shared windows' memory made consistent around it."""
+        wins = self._windows()
+        for w in wins:
+            w.sync()
+        self.shm.node.Barrier()
+        for w in wins:
+            w.sync()
+
+    def _windows(self):
+        out = [self.seg] if self.seg is not None else []
+        for i, m in enumerate(self.mode):
+            if m == "view":
+                got = locate(self.arrays[i]) if self.arrays[i] is not None else None
+                if got is not None and got[0] not in out:
+                    out.append(got[0])
+        return out
+
+    def get(self, q, i, lo, hi, dst=None, dtype=None):
+        """Elements ``[lo, hi)`` of node rank ``q``'s array ``i``: into ``dst`` (returned), or,
+        with ``dst`` None, a view of the peer's memory where there is one, as ``dtype``."""
+        isz = self.itemsize[i]
+        nbytes = (hi - lo) * isz
+        mode = self.mode[i]
+        if mode == "cma":
+            if dst is None:
+                raise ValueError("cma reads need a destination")
+            cma_read(self.shm.pids[q], int(self.every[q, i, 0]) + lo * isz, dst, nbytes)
+            return dst
+        if mode == "view":
+            raw = self.views[i][q][lo * isz:hi * isz]
+        else:
+            base = self.seg_off[i]
+            raw = self.seg.parts[q][base + lo * isz:base + hi * isz]
+        if dst is None:
+            return raw if dtype is None else raw.view(dtype)
+        dst.view(np.uint8)[...] = raw
+        return dst
+
