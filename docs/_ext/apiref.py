@@ -110,9 +110,16 @@ class Torch(SphinxDirective):
     """mpicoll.torch's reference, or its docstring alone where torch is missing."""
 
     def run(self):
-        import importlib.util
-        if importlib.util.find_spec("torch") is not None:
-            return _parse(self, ".. automodule:: mpicoll.torch\n   :members:\n")
+        try:
+            import torch  # noqa: F401
+            have_torch = True
+        except ImportError:
+            have_torch = False
+        if have_torch:
+            # The process group's methods are torch's, documented by torch: its class alone here.
+            return _parse(self, ".. automodule:: mpicoll.torch\n   :members:\n"
+                                "   :exclude-members: ProcessGroupMpicoll\n\n"
+                                ".. autoclass:: mpicoll.torch.ProcessGroupMpicoll\n")
         import ast
         import os
         import mpicoll

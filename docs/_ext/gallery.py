@@ -44,8 +44,9 @@ def docname(primitive, algorithm):
 
 
 def image_names(primitive, algorithm):
-    """The diagram files of an algorithm's page, beside the page: one per size."""
-    return [f"{algorithm}-n{n}.png" for n in SIZES]
+    """The diagram files of an algorithm's page, beside the page: one per size (names
+    unique over the gallery, as Sphinx copies every image into one ``_images`` folder)."""
+    return [f"{primitive}-{algorithm}-n{n}.png" for n in SIZES]
 
 
 def is_node_aware(primitive, algorithm):
@@ -222,16 +223,16 @@ def write(srcdir, draw=True):
     return failed
 
 
-def missing(srcdir):
-    """Registered algorithms (but native) whose gallery page or diagrams are missing under
-    ``srcdir``: ``[(primitive, algorithm, what)]``."""
+def missing(srcdir, images=True):
+    """Registered algorithms (but native) whose gallery page (or, with ``images``, one of its
+    diagrams) is missing under ``srcdir``: ``[(primitive, algorithm, what)]``."""
     out = []
     for p, a in entries():
         page = os.path.join(srcdir, docname(p, a) + ".rst")
         if not os.path.isfile(page):
             out.append((p, a, "no page"))
             continue
-        for image in image_names(p, a):
+        for image in image_names(p, a) if images else ():
             if not os.path.isfile(os.path.join(os.path.dirname(page), image)):
                 out.append((p, a, f"no {image}"))
     return out
