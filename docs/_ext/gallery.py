@@ -18,7 +18,7 @@ import re
 import shutil
 
 __all__ = ["COUNT", "SIZES", "entries", "docname", "image_names", "node_layout", "cost_of",
-           "summary_of", "write", "missing", "setup"]
+           "summary_of", "notes_of", "write", "missing", "setup"]
 
 #: Elements (of 8 bytes) per call drawn: each rank's vector, each block, or
 #: reduce_scatter's total (see ``mpicoll.sched.inspect.call_arrays``). 192,000 bytes: enough
@@ -78,6 +78,17 @@ def summary_of(fn):
     text = _text(fn)
     m = re.search(r"^(.*?)(?<!\.)\.(?!\.)(?=\s|$)", text)
     return (m.group(1) if m else text).strip()
+
+
+def notes_of(fn):
+    """What the docstring says after its ``Cost:`` sentence, to the end of that paragraph
+    (when the algorithm wins, its limits); "" when nothing."""
+    for para in (inspect.getdoc(fn) or "").split("\n\n"):
+        text = " ".join(para.split())
+        m = re.search(r"Cost:\s*(.*?)(?<!\.)\.(?!\.)(?=\s|$)", text)
+        if m:
+            return text[m.end():].strip()
+    return ""
 
 
 def _escape(text):
@@ -154,15 +165,15 @@ def _cost_table(by_primitive):
         lines += [_title(p, "-")]
         rule = mpicoll.DEFAULTS_TABLE.get(p)
         lines += [f":doc:`{p}/index`" + (f" · ``auto``: {_escape(rule)}" if rule else ""), ""]
-        lines += [".. list-table::", "   :header-rows: 1", "   :widths: 18 42 40", "",
-                  "   * - algorithm", "     - cost", "     - in one sentence"]
+        lines += [".. list-table::", "   :header-rows: 1", "   :widths: 16 40 44", "",
+                  "   * - algorithm", "     - cost", "     - what it does; when it wins, limits"]
         for a in algos:
             fn = mpicoll.algorithm_info(p, a)
             cost = cost_of(fn)
             mark = " (commutative ops only)" if getattr(fn, "commutative_only", False) else ""
             lines += [f"   * - :doc:`{a} <{p}/{a}>`",
                       f"     - {_escape(cost) if cost else '—'}",
-                      f"     - {summary_of(fn)}.{mark}"]
+                      f"     - {summary_of(fn)}. {notes_of(fn)}{mark}".rstrip()]
         lines.append("")
     return "\n".join(lines)
 
