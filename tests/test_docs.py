@@ -10,6 +10,7 @@ Sphinx or MPI:
 - every algorithm's plans at the gallery's sizes record, match across ranks and
   complete under the diagram's model (what drawing needs);
 - the pages written for the registry are all there, and a missing one is found;
+- the examples of plans the pages print are what the code records today;
 - with ``MPICOLL_DOCS_HTML`` set to a built site (``.ci/run`` builds it first),
   every algorithm's HTML page is there with its two diagrams.
 Serial pytest.
@@ -106,6 +107,16 @@ def test_contributor_example_records_a_plan():
     # the guide shows this output
     with open(os.path.join(ROOT, "docs", "contributing.rst"), encoding="utf-8") as f:
         assert out.stdout.strip() in f.read()
+
+
+def test_how_it_works_example_is_current():
+    """The plan shown in docs/how-it-works.rst is the one plan_of records today."""
+    from mpicoll.sched.inspect import plan_of
+    plan = plan_of("allreduce", "ring", size=4, rank=1, count=12)
+    with open(os.path.join(ROOT, "docs", "how-it-works.rst"), encoding="utf-8") as f:
+        text = f.read()
+    assert repr(plan.describe()[:2]) in text
+    assert repr(plan.traffic()) in text
 
 
 def test_built_html_has_every_page():
