@@ -25,9 +25,10 @@ chooses. :func:`device_path` says which path device buffers take, and
 transport in ``CallTraffic.paths``).
 
 Device selection: :func:`select_device` puts each rank on GPU
-``local_rank % device_count`` (local rank from ``MPICOLL_DEVICE``,
-``SLURM_LOCALID``, ``OMPI_COMM_WORLD_LOCAL_RANK``, ``MPI_LOCALRANKID`` or an
-MPI shared-memory split); several ranks may share one GPU.
+``local_rank % device_count`` (local rank from ``SLURM_LOCALID``,
+``OMPI_COMM_WORLD_LOCAL_RANK``, ``MPI_LOCALRANKID``, ``PMI_LOCAL_RANK``,
+``MV2_COMM_WORLD_LOCAL_RANK`` or an MPI shared-memory split), or on the device
+``MPICOLL_DEVICE`` names; several ranks may share one GPU.
 """
 import os
 

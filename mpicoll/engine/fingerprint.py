@@ -47,9 +47,9 @@ _NONE = -1           # root / recvcounts of calls without one
 
 
 class CollectiveMismatchError(ArgumentError):
-    """The ranks called different collectives (any mode with an agreement step), or,
-    in checked mode, the same one with arguments MPI requires to match (count,
-    dtype, op, root, ...).
+    """The ranks called different collectives, chose different algorithms for one call, or
+    passed a different op, dtype, count or root (any mode with an agreement step: ``agree``
+    and ``checked``); in checked mode also different recvcounts or call numbers.
 
     Raised with the same message on every rank, before anything is sent.
     ``differences`` lists ``(field, {value: [ranks]})``.
