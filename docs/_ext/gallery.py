@@ -100,6 +100,19 @@ def _target(fn):
     return f"{fn.__module__}.{fn.__qualname__}"
 
 
+def has_plan(primitive, algorithm):
+    """False for an algorithm that runs directly instead of recording a plan (the shm ones
+    read their peers' memory): it has no diagram, and its page says so."""
+    from mpicoll.core.errors import NotSchedulable
+    from mpicoll.sched.inspect import plan_of
+    try:
+        plan_of(primitive, algorithm, SIZES[0], 0, COUNT, itemsize=ITEMSIZE,
+                layout=node_layout(SIZES[0]) if is_node_aware(primitive, algorithm) else None)
+    except NotSchedulable:
+        return False
+    return True
+
+
 def _module_of(primitive):
     """The module of ``mpicoll.coll`` that holds a primitive's flat algorithms."""
     import mpicoll
@@ -129,7 +142,13 @@ def _page(primitive, algorithm, captions, problems):
         shown = "; ".join(f"N = {n}: {node_layout(n).describe()}" for n in SIZES)
         lines += ["Drawn on two nodes (" + shown + "). Red arrows cross nodes; the "
                   "inter algorithm is the default for this message size.", ""]
-    for n, image in zip(SIZES, image_names(primitive, algorithm)):
+    if not has_plan(primitive, algorithm):
+        lines += ["*No diagram*: this algorithm records no plan of messages. It runs "
+                  "directly on the call's arrays, reading its peers' memory on the node "
+                  "(:mod:`mpicoll.device.shm`), synchronised by node barriers; "
+                  "``mpicoll.traffic()`` counts what it reads.", ""]
+    for n, image in zip(SIZES, image_names(primitive, algorithm)
+                        if has_plan(primitive, algorithm) else ()):
         if n in problems:
             lines += [f"*N = {n}: no diagram* ({_escape(problems[n])}).", ""]
             continue
@@ -183,6 +202,8 @@ def _draw_all(out, primitive, algorithm, draw=True):
     from mpicoll.sched.inspect import plans_of
     import plandraw
     captions, problems = {}, {}
+    if not has_plan(primitive, algorithm):
+        return captions, problems
     aware = is_node_aware(primitive, algorithm)
     for n, image in zip(SIZES, image_names(primitive, algorithm)):
         layout = node_layout(n) if aware else None
@@ -243,7 +264,7 @@ def missing(srcdir, images=True):
         if not os.path.isfile(page):
             out.append((p, a, "no page"))
             continue
-        for image in image_names(p, a) if images else ():
+        for image in image_names(p, a) if images and has_plan(p, a) else ():
             if not os.path.isfile(os.path.join(os.path.dirname(page), image)):
                 out.append((p, a, f"no {image}"))
     return out

@@ -19,13 +19,14 @@ nonblocking call's is an ``Iallgather``, judged when its request first advances.
 Modes (``MPICOLL_CHECK``, or per communicator with :func:`set_check`):
 
 - ``agree`` (default; ``MPICOLL_CHECK`` unset or ``agree``): argument errors
-  on any rank raise on every rank; ranks that call different collectives or
+  on any rank raise on every rank; ranks that call different collectives,
   pick different algorithms for one call (say, a per-rank
-  ``MPICOLL_ALLREDUCE_ALGORITHM``) raise :class:`CollectiveMismatchError`
-  on every rank, naming every field that differs.
+  ``MPICOLL_ALLREDUCE_ALGORITHM``) or pass a different op, dtype, count or
+  root raise :class:`CollectiveMismatchError` on every rank, naming every
+  field that differs.
 - ``checked`` (``MPICOLL_CHECK=1``, ``checked``, ``on``): additionally, the
-  ranks compare primitive, algorithm, op, dtype, count, root, recvcounts and
-  the call's sequence number on the communicator; any difference raises
+  ranks compare recvcounts and the call's sequence number on the
+  communicator; any difference raises
   :class:`CollectiveMismatchError` with the same message on every rank
   (naming the ranks and values that disagree) instead of the deadlock or
   silent truncation MPI gives. It costs no extra message: the fingerprint is

@@ -34,11 +34,12 @@ the plan runs on host mirrors, and the copies back are its last steps.
 
 Progress happens inside mpicoll calls only (``Test``, ``Wait``, ``waitall``,
 ``testall``), unless ``MPICOLL_PROGRESS=thread`` starts a progress thread
-(see :mod:`.progress`); a *blocking* mpicoll call does not advance the
-requests in flight. Calls that cannot run as a plan — ``native``
-algorithms, algorithms that cannot be recorded — complete when they are
-made: they wait for the agreement and run blocking, then return a completed
-request.
+(see :mod:`.progress`). A *blocking* mpicoll call made while requests are in
+flight starts that thread for as long as they are (:func:`before_blocking`;
+``MPICOLL_PROGRESS=none`` forbids it), since a peer may wait for them first.
+Calls that cannot run as a plan — ``native`` algorithms, the shm ones,
+algorithms that cannot be recorded — complete when they are made: they wait
+for the agreement and run blocking, then return a completed request.
 """
 import threading
 
