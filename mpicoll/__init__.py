@@ -17,6 +17,7 @@ messages and bytes they send; ``mpicoll.register`` adds an algorithm,
 ``mpicoll.define_primitive`` a primitive.
 """
 from . import api as _api
+from . import shm
 from .api import FUNCTIONS as _FUNCTIONS, PersistentRequest, Request, testall, waitall
 from .calls import Primitive
 from .comm import P2PComm
@@ -31,7 +32,7 @@ globals().update(_FUNCTIONS)     # allreduce, iallreduce, allreduce_init, ... (s
 
 __version__ = "0.1.0"
 
-__all__ = ["PRIMITIVES", "algorithms", "algorithm_info", "register", "define_primitive",
+__all__ = ["PRIMITIVES", "algorithms", "algorithm_info", "register", "define_primitive", "shm",
            "Primitive", "traffic", "Traffic", "CallTraffic", "ArgumentError",
            "ArgumentTypeError", "DEFAULTS_TABLE", "default_algorithm", "P2PComm", "set_check",
            "get_check", "CollectiveMismatchError", "monitored_barrier", "BarrierTimeoutError",

@@ -109,9 +109,12 @@ def cma_read(pid, address, dst, nbytes=None):
 
 def probe(node):
     """(True, None) when every rank of ``node`` (a communicator) can read every peer's memory
-    with :func:`cma_read`, else (False, the first reason). Collective over ``node``."""
+    with :func:`cma_read`, else (False, the first reason). Collective over ``node``.
+    ``MPICOLL_SHM_CMA=0`` turns single-copy reads off (the scratch segment is used)."""
     why = None
-    if _process_vm_readv() is None:
+    if getenv("MPICOLL_SHM_CMA", "1").strip().lower() in ("0", "off", "no", "false"):
+        why = "turned off by MPICOLL_SHM_CMA=0"
+    elif _process_vm_readv() is None:
         why = "process_vm_readv is not available (not Linux, or an old C library)"
     mine = np.arange(8, dtype=np.int64) + 1000 * node.Get_rank()
     info = node.allgather((os.getpid(), mine.ctypes.data))
@@ -221,10 +224,7 @@ class NodeShm:
             self.node = pcomm.Split(self.members[0], rank)
         self.rank, self.size = self.node.Get_rank(), self.node.Get_size()
         self.pids = tuple(self.node.allgather(os.getpid()))
-        if getenv("MPICOLL_SHM_CMA", "1").strip() in ("0", "off", "no"):
-            self.cma, self.why = False, "MPICOLL_SHM_CMA=0"
-        else:
-            self.cma, self.why = probe(self.node)
+        self.cma, self.why = probe(self.node)
         self.scratch = None                # the scratch segment (a _Window), grown on demand
 
     @property

@@ -1,0 +1,241 @@
+"""The shm algorithms' own paths: symmetric arrays, node-shared results, the scratch segment,
+the point-to-point fallback above ``MPICOLL_SHM_MAX``, what traffic() counts, and refusals.
+
+The generated matrices (test_matrix.py, test_spec_matrix.py) already run ``shm`` on ordinary
+buffers wherever it can run (refdata.usable). Here each way of reaching a peer's data is
+forced in turn — ``view`` (arrays from :func:`mpicoll.shm.empty`), ``cma`` (ordinary
+buffers, single-copy reads), ``segment`` (``MPICOLL_SHM_CMA=0``), and the fallback — and
+every result is checked against NumPy on the rank, in rank order.
+"""
+import contextlib
+import os
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import mpicoll
+from refdata import OPS, data, on_nodes, reduce_ref
+
+comm = MPI.COMM_WORLD
+N, RANK = comm.Get_size(), comm.Get_rank()
+COUNTS = (0, 1, max(N - 1, 1), 2 * N + 1, 20011)
+
+
+@contextlib.contextmanager
+def env(**values):
+    """A fresh ``COMM_WORLD.Dup()`` made while ``values`` are in the environment (the node's
+    memory, and whether single-copy reads are used, is set up on its first shm call, here)."""
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update({k: str(v) for k, v in values.items()})
+    c = comm.Dup()
+    try:
+        mpicoll.barrier(comm=c, algorithm="shm")       # makes the node memory now
+        yield c
+    finally:
+        c.Free()
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def path_of(t):
+    return t.calls[-1].path
+
+
+def check_primitives(c, make, expect_path, counts=COUNTS, dt="float64"):
+    """Every shm primitive on ``c`` with inputs from ``make(n, dtype)`` (filled here), against
+    NumPy; ``expect_path``: the traffic record's path of the data-moving calls."""
+    for n in counts:
+        every = [data(r, n, dt, "SUM") for r in range(N)]
+        red = reduce_ref(every, "SUM", dt)
+        x = make(n, dt)
+        x[...] = every[RANK]
+        with mpicoll.traffic() as t:
+            got = mpicoll.allreduce(x, op=MPI.SUM, comm=c, algorithm="shm")
+        assert np.array_equal(got, red), f"allreduce n={n}"
+        assert n == 0 or path_of(t) == expect_path, f"path n={n}"
+        for root in range(N):
+            res = mpicoll.reduce(x, None, MPI.SUM, root, comm=c, algorithm="shm")
+            if RANK == root:
+                assert np.array_equal(res, red), f"reduce n={n} root={root}"
+            b = make(n, dt)
+            b[...] = every[root] if RANK == root else -1
+            mpicoll.bcast(b, root, comm=c, algorithm="shm")
+            assert np.array_equal(b, every[root]), f"bcast n={n} root={root}"
+            g = mpicoll.gather(x, None, root, comm=c, algorithm="shm")
+            if RANK == root:
+                assert np.array_equal(g.reshape(N, n), np.stack(every)), f"gather root={root}"
+            s = make(N * n, dt)
+            s[...] = np.arange(N * n) + 7 * root
+            sc = mpicoll.scatter(s if RANK == root else None, np.empty(n, dt), root,
+                                 comm=c, algorithm="shm")
+            assert np.array_equal(sc, s[RANK * n:(RANK + 1) * n]), f"scatter root={root}"
+        ag = mpicoll.allgather(x, comm=c, algorithm="shm")
+        assert np.array_equal(ag.reshape(N, n), np.stack(every)), f"allgather n={n}"
+        a2 = make(N * n, dt)
+        a2[...] = np.arange(N * n) + 1000 * RANK
+        out = mpicoll.alltoall(a2, comm=c, algorithm="shm")
+        want = np.concatenate([np.arange(RANK * n, (RANK + 1) * n) + 1000 * q for q in range(N)])
+        assert np.array_equal(out, want), f"alltoall n={n}"
+        rs = make(N * n, dt)
+        full = [data(r, N * n, dt, "SUM") for r in range(N)]
+        rs[...] = full[RANK]
+        blk = mpicoll.reduce_scatter_block(rs, op=MPI.SUM, comm=c, algorithm="shm")
+        assert np.array_equal(blk, reduce_ref(full, "SUM", dt)[RANK * n:(RANK + 1) * n])
+
+
+def ordinary(n, dt):
+    return np.empty(n, dt)
+
+
+def test_ordinary_buffers_single_copy():
+    with env(MPICOLL_SHM_CMA=1) as c:
+        shm = mpicoll.shm.report(c)
+        check_primitives(c, ordinary, "shm-cma" if shm["path"] == "cma" else "shm-segment")
+
+
+def test_ordinary_buffers_through_the_segment():
+    with env(MPICOLL_SHM_CMA=0) as c:
+        assert mpicoll.shm.report(c)["path"] == "segment"
+        check_primitives(c, ordinary, "shm-segment")
+
+
+def test_symmetric_arrays_read_in_place():
+    made = []
+
+    def symmetric(n, dt):
+        a = mpicoll.shm.empty(n, dt)
+        made.append(a)
+        return a
+
+    before = mpicoll.shm.stats()["windows"]
+    try:
+        check_primitives(comm, symmetric, "shm-view", counts=(0, 1, 2 * N + 1, 4099))
+        assert mpicoll.shm.stats()["windows"] == before + len(made)
+    finally:
+        for a in made:
+            mpicoll.shm.free(a)
+    assert mpicoll.shm.stats()["windows"] == before
+
+
+@pytest.mark.parametrize("n", [0, 1, 2 * N + 1, 20011])
+def test_node_shared_result(n):
+    """allreduce and allgather into one array for the whole node: each rank writes its part,
+    nothing is copied back, every rank sees the whole result."""
+    every = [data(r, n, "float32", "SUM") for r in range(N)]
+    x = mpicoll.shm.empty(n, np.float32)
+    y = mpicoll.shm.zeros(n, np.float32, shared=True)
+    g = mpicoll.shm.zeros(N * n, np.float32, shared=True)
+    try:
+        x[...] = every[RANK]
+        comm.Barrier()
+        with mpicoll.traffic() as t:
+            mpicoll.allreduce(x, y, op=MPI.SUM, algorithm="shm")
+            mpicoll.allgather(x, g, algorithm="shm")
+        assert np.array_equal(y, reduce_ref(every, "SUM", "float32"))
+        assert np.array_equal(g.reshape(N, n), np.stack(every))
+        # Reads: the reduction of this rank's slice only (N-1 peers' slices); the allgather
+        # reads nothing (each rank writes its own block of the shared result).
+        mine = len(np.array_split(np.arange(n), N)[RANK])
+        assert t.calls[0].read_bytes == (N - 1) * mine * 4
+        assert t.calls[1].read_bytes == 0
+    finally:
+        for a in (g, y, x):
+            mpicoll.shm.free(a)
+
+
+def test_read_bytes_follow_the_cost_formulas():
+    """traffic() counts the bytes each rank reads from its peers: the docstrings' β_r terms."""
+    n = 1001
+    x = np.arange(n, dtype=np.float64) + RANK
+    sizes = [len(p) for p in np.array_split(np.arange(n), N)]
+    with mpicoll.traffic() as t:
+        mpicoll.allreduce(x, algorithm="shm")
+        mpicoll.bcast(x.copy(), 0, algorithm="shm")
+        mpicoll.allgather(x, algorithm="shm")
+        mpicoll.alltoall(np.zeros(N * 5), algorithm="shm")
+    ar, bc, ag, a2 = t.calls
+    assert ar.read_bytes == 8 * ((N - 1) * sizes[RANK] + (n - sizes[RANK]))
+    assert bc.read_bytes == (0 if RANK == 0 else 8 * n)
+    assert ag.read_bytes == 8 * (N - 1) * n
+    assert a2.read_bytes == 8 * (N - 1) * 5
+    assert ar.sent_msgs == bc.sent_msgs == ag.sent_msgs == a2.sent_msgs == 0
+
+
+def test_non_commutative_op_keeps_rank_order():
+    """in_0 (op) in_1 (op) ... on every rank, on each path (2x2 matrix products)."""
+    def matmul(a, b, dt):
+        a = np.frombuffer(a, np.float64).reshape(-1, 2, 2)
+        b = np.frombuffer(b, np.float64).reshape(-1, 2, 2)
+        b[...] = a @ b
+
+    op = MPI.Op.Create(matmul, commute=False)
+    try:
+        k = 3
+        mats = [np.array([[1.0, r + 1], [0.0, 1.0 + (r % 2)]]) for r in range(N)]
+        mine = np.tile(mats[RANK], (k, 1, 1)).ravel()
+        want = mats[0]
+        for m in mats[1:]:
+            want = want @ m
+        # A whole matrix per element: a contiguous datatype of 4 doubles.
+        mtype = MPI.DOUBLE.Create_contiguous(4).Commit()
+        try:
+            for cma in (1, 0):
+                with env(MPICOLL_SHM_CMA=cma) as c:
+                    out = np.empty_like(mine)
+                    mpicoll.P2PComm(c, allreduce="shm").Allreduce([mine, k, mtype],
+                                                                   [out, k, mtype], op)
+                    assert np.allclose(out.reshape(k, 2, 2), np.tile(want, (k, 1, 1))), cma
+        finally:
+            mtype.Free()
+    finally:
+        op.Free()
+
+
+def test_fallback_above_the_segment_cap():
+    """No single-copy reads and a segment too small for the call: every rank runs the
+    point-to-point algorithm instead (messages, no reads), with the same results."""
+    n = 4096
+    every = [data(r, n, "float64", "SUM") for r in range(N)]
+    with env(MPICOLL_SHM_CMA=0, MPICOLL_SHM_MAX=1024) as c:
+        with mpicoll.traffic() as t:
+            got = mpicoll.allreduce(every[RANK], op=MPI.SUM, comm=c, algorithm="shm")
+            small = mpicoll.allreduce(every[RANK][:8], op=MPI.SUM, comm=c, algorithm="shm")
+        assert np.array_equal(got, reduce_ref(every, "SUM", "float64"))
+        assert np.array_equal(small, reduce_ref([e[:8] for e in every], "SUM", "float64"))
+        big, little = t.calls
+        assert big.read_bytes == 0
+        assert (big.sent_msgs > 0) == (N > 1)
+        assert little.sent_msgs == 0 and little.path == "shm-segment"
+
+
+def test_refused_across_nodes_on_every_rank():
+    if N < 2:
+        pytest.skip("needs two ranks to make two nodes")
+    with on_nodes("1") as c:
+        with pytest.raises(mpicoll.ArgumentError, match="algorithm.*one node"):
+            mpicoll.allreduce(np.ones(4), comm=c, algorithm="shm")
+        # auto never picks it there, and still answers
+        assert np.array_equal(mpicoll.allreduce(np.ones(4), comm=c), np.full(4, N))
+
+
+def test_report_and_bad_arguments():
+    rep = mpicoll.shm.report()
+    assert [d["ranks"] for d in rep["nodes"]] == [N]
+    assert rep["path"] in ("cma", "segment")
+    assert rep["nodes"][0]["cma"] == (rep["path"] == "cma")
+    with pytest.raises(mpicoll.ArgumentError, match="a: expected an array made by"):
+        mpicoll.shm.free(np.zeros(3))
+    old = os.environ.get("MPICOLL_SHM_MAX")
+    os.environ["MPICOLL_SHM_MAX"] = "lots"
+    try:
+        with pytest.raises(mpicoll.ArgumentError, match="MPICOLL_SHM_MAX: expected"):
+            mpicoll.shm.report()
+    finally:
+        if old is None:
+            del os.environ["MPICOLL_SHM_MAX"]
+        else:
+            os.environ["MPICOLL_SHM_MAX"] = old
