@@ -7,7 +7,7 @@ mpiexec with the world communicator replaced by the drop-in (see its
 docstring). A failed download skips with the reason, except under ``CI=true``,
 where it fails.
 
-Default (CI): two bounded launches, sized for a 2-core machine:
+Default (CI): three bounded launches, sized for a 2-core machine:
 
 - N=2: everything — every module (blocking, nonblocking, persistent,
   zero-length, pickle), the ``...World`` classes and their ``...WorldDup``
@@ -16,6 +16,8 @@ Default (CI): two bounded launches, sized for a 2-core machine:
 - N=3 (ranks > cores, a non-power of two): every module and class, with
   the type codes limited to ``i`` (int) and ``G`` (complex long double:
   32-byte elements, which DLPack carries as 2 lanes of long double);
+- N=3 again with the same type codes and the ``shm`` algorithms chosen for
+  every primitive that has one (the report must show them run);
 
 on MPICH (this venv), and N=2 with those two type codes on Open MPI (the
 venv of ``tests/mpifamily.py``; skipped with the reason where it cannot be
@@ -43,6 +45,8 @@ FULL = os.environ.get("MPICOLL_MPI4PY_FULL", "") not in ("", "0")
 ON_CI = os.environ.get("CI", "").lower() in ("true", "1", "yes")
 
 ALL = "cco_buf,cco_vec,cco_nb_buf,cco_nb_vec,cco_pr_buf,cco_pr_vec,msgzero,cco_obj"
+SHM = ("allreduce", "reduce_scatter", "reduce", "bcast", "gather", "scatter", "allgather",
+       "alltoall", "barrier")
 if FULL:
     LAUNCHES = {("mpich", n): [] for n in (1, 2, 3, 4, 5)}
     LAUNCHES.update({("openmpi", n): [] for n in (1, 2, 3, 4, 5)})
@@ -52,6 +56,9 @@ else:
         ("mpich", 2): ["--modules", ALL],
         ("mpich", 3): ["--modules", ALL, "--typecodes", "i,G"],
         ("openmpi", 2): ["--modules", ALL, "--typecodes", "i,G"],
+        # the shared-memory algorithms forced wherever there is one (N=3: more ranks than cores)
+        ("mpich", 3, "shm"): ["--modules", ALL, "--typecodes", "i,G",
+                              *[a for p in SHM for a in ("--choose", f"{p}=shm")]],
     }
     TIMEOUT = 600
 TIMEOUT = int(os.environ.get("MPICOLL_MPI4PY_TIMEOUT", TIMEOUT))
@@ -131,12 +138,13 @@ def _expected_faces(names, modules):
     return [n for n in names if face(n) in want]
 
 
-@pytest.mark.parametrize("family, n", sorted(LAUNCHES), ids=lambda v: str(v))
-def test_mpi4py_collective_tests_on_p2pcomm(family, n, mpi4py_tests, family_python, tmp_path):
+@pytest.mark.parametrize("case", sorted(LAUNCHES, key=str), ids=lambda c: "-".join(map(str, c)))
+def test_mpi4py_collective_tests_on_p2pcomm(case, mpi4py_tests, family_python, tmp_path):
+    family, n = case[:2]
     python, why = family_python(family)
     if python is None:
         pytest.skip(f"no {family} environment: {why}")
-    extra = LAUNCHES[(family, n)]
+    extra = LAUNCHES[case]
     out_json = tmp_path / "report.json"
     argv = [python, "-m", "mpi4py", RUNNER, mpi4py_tests, "--failfast",
             "--json", str(out_json), *extra]
@@ -162,6 +170,9 @@ def test_mpi4py_collective_tests_on_p2pcomm(family, n, mpi4py_tests, family_pyth
     assert rep["native_algorithm_calls"] == 0, rep["algorithms"]
     if n > 1:
         assert rep["sent_msgs"] > 0, rep
+    chosen = dict(extra[i + 1].split("=") for i, a in enumerate(extra) if a == "--choose")
+    for prim, algo in chosen.items():
+        assert rep["algorithms"].get(f"{prim}/{algo}"), (prim, algo, rep["algorithms"])
     secs = ", ".join(f"{m} {rep['modules'][m]['seconds']} s" for m in modules.split(","))
     print(f"{family} N={n}: {rep['passed']} passed, {rep['skipped']} skipped, in {proc.elapsed:.1f} s "
           f"({secs})")

@@ -54,13 +54,14 @@ def _shm(fn):
     return fn
 
 
-def _begin(ctx, arrays, outputs=()):
-    """(node memory, peers) of this call; NotSchedulable while a plan is being recorded."""
+def _begin(ctx, arrays, outputs=(), same=None, unread=()):
+    """(node memory, peers) of this call; NotSchedulable while a plan is being recorded.
+    ``same``: the arrays (``{index: name}``) whose size must agree over the node."""
     node_memory = getattr(ctx, "node_memory", None)
     if node_memory is None:
         raise NotSchedulable("the shm algorithms read peers' memory: they have no plan")
     shm = node_memory()
-    peers = Peers(shm, arrays, outputs)
+    peers = Peers(shm, arrays, outputs, same, unread)
     ctx.set_path(peers.path)
     return shm, peers
 
@@ -117,7 +118,9 @@ def allreduce_shm(ctx, sendbuf, recvbuf, op):
     """
     src = recvbuf if sendbuf is None else sendbuf
     try:
-        shm, peers = _begin(ctx, [src, recvbuf], outputs=(1,))
+        shm, peers = _begin(ctx, [src, recvbuf], outputs=(1,),
+                             same={0: "sendbuf" if sendbuf is not None else "recvbuf",
+                                   1: "recvbuf"})
     except TooBig:
         return _p2p("allreduce", "ring" if ctx.op.is_commutative else "recursive_doubling",
                     ctx, sendbuf, recvbuf, op)
@@ -156,7 +159,7 @@ def reduce_scatter_shm(ctx, sendbuf, recvbuf, counts, op):
     Cost: 2α_s + (N-1)/N·nβ_r + (N-1)/N·nγ (n: the whole vector). Any op, rank order.
     """
     try:
-        shm, peers = _begin(ctx, [sendbuf])
+        shm, peers = _begin(ctx, [sendbuf], same={0: "sendbuf"})
     except TooBig:
         return _p2p("reduce_scatter", "reduce_scatterv", ctx, sendbuf, recvbuf, counts, op)
     r = shm.rank
@@ -179,7 +182,7 @@ def reduce_shm(ctx, sendbuf, recvbuf, op, root):
     """
     n_el = sendbuf.size
     try:
-        shm, peers0 = _begin(ctx, [sendbuf])
+        shm, peers0 = _begin(ctx, [sendbuf], same={0: "sendbuf"})
     except TooBig:
         return _p2p("reduce", "binomial", ctx, sendbuf, recvbuf, op, root)
     n, r = shm.size, shm.rank
@@ -208,7 +211,7 @@ def bcast_shm(ctx, buf, root):
     Cost: 2α_s + nβ_r on every rank but the root.
     """
     try:
-        shm, peers = _begin(ctx, [buf])
+        shm, peers = _begin(ctx, [buf], same={0: "buf"})
     except TooBig:
         return _p2p("bcast", "binomial", ctx, buf, root)
     if shm.rank != root:
@@ -224,7 +227,7 @@ def gather_shm(ctx, sendbuf, recvbuf, root):
     Cost: 2α_s + (N-1)nβ_r on the root.
     """
     try:
-        shm, peers = _begin(ctx, [sendbuf])
+        shm, peers = _begin(ctx, [sendbuf], same={0: "sendbuf"})
     except TooBig:
         return _p2p("gather", "binomial", ctx, sendbuf, recvbuf, root)
     c = sendbuf.size
@@ -245,7 +248,7 @@ def scatter_shm(ctx, sendbuf, recvbuf, root):
     Cost: 2α_s + nβ_r on every rank but the root.
     """
     try:
-        shm, peers = _begin(ctx, [sendbuf])
+        shm, peers = _begin(ctx, [sendbuf, recvbuf], same={1: "recvbuf"}, unread=(1,))
     except TooBig:
         return _p2p("scatter", "binomial", ctx, sendbuf, recvbuf, root)
     c, r = recvbuf.size, shm.rank
@@ -265,7 +268,7 @@ def allgather_shm(ctx, sendbuf, recvbuf):
     block, nβ, and nothing is read).
     """
     try:
-        shm, peers = _begin(ctx, [sendbuf, recvbuf])
+        shm, peers = _begin(ctx, [sendbuf, recvbuf], same={0: "sendbuf", 1: "recvbuf"})
     except TooBig:
         return _p2p("allgather", "ring", ctx, sendbuf, recvbuf)
     c, r = sendbuf.size, shm.rank
@@ -285,7 +288,7 @@ def alltoall_shm(ctx, sendbuf, recvbuf):
     Cost: 2α_s + (N-1)nβ_r (n: one block).
     """
     try:
-        shm, peers = _begin(ctx, [sendbuf])
+        shm, peers = _begin(ctx, [sendbuf], same={0: "sendbuf"})
     except TooBig:
         return _p2p("alltoall", "pairwise", ctx, sendbuf, recvbuf)
     n, r = shm.size, shm.rank

@@ -363,12 +363,15 @@ class Peers:
     its memory), ``cma`` (single-copy reads of peers' ordinary buffers), or
     ``segment`` (each rank copies what its peers will read into the scratch segment
     first: :meth:`publish`). ``arrays``: this rank's, in argument order (None where it
-    has none); arrays in ``outputs`` are written by the call before peers read them.
+    has none); arrays in ``outputs`` are written by the call before peers read them;
+    ``same``: ``{index: argument name}`` of arrays that must have one size on every rank
+    (ArgumentError on every rank otherwise); ``unread``: arrays only their sizes are
+    shared of (no peer reads them).
     """
 
     _WORDS = 6          # address, bytes, window key (pid, id), offset, itemsize
 
-    def __init__(self, shm, arrays, outputs=()):
+    def __init__(self, shm, arrays, outputs=(), same=None, unread=()):
         self.shm = shm
         self.arrays = list(arrays)
         k = len(self.arrays)
@@ -384,10 +387,15 @@ class Peers:
         every = np.empty((shm.size, k, self._WORDS), np.int64)
         shm.node.Allgather(mine, every)
         self.every = every
+        if same:
+            self._check_same(same)
         self.itemsize = [int(every[:, i, 5].max()) for i in range(k)]
         self.views = [None] * k
         self.mode = []
         for i in range(k):
+            if i in unread:
+                self.mode.append("unread")
+                continue
             col = every[:, i]
             have = col[:, 1] >= 0
             keys = {(int(c[2]), int(c[3]), int(c[4])) for c in col[have]}
@@ -417,6 +425,17 @@ class Peers:
                 if self.mode[i] == "segment" and i not in outputs:
                     self.publish(i)
             shm.node.Barrier()           # the inputs are in the segment
+
+    def _check_same(self, same):
+        # Every rank reads its peers' arrays as if they were the size of its own: a rank
+        # that passed another size would have it read past the end of a peer's buffer. Every
+        # rank holds the whole table, so every rank raises the same error (nothing hangs).
+        for i, name in same.items():
+            have = [(q, int(b)) for q, b in enumerate(self.every[:, i, 1]) if b >= 0]
+            if len({b for _, b in have}) > 1:
+                told = ", ".join(f"{b} on rank {q}" for q, b in have)
+                raise ArgumentError(f"{name}: the shm algorithm needs the same number of bytes "
+                                    f"on every rank of the node; got {told}")
 
     @property
     def path(self):

@@ -239,3 +239,26 @@ def test_report_and_bad_arguments():
             del os.environ["MPICOLL_SHM_MAX"]
         else:
             os.environ["MPICOLL_SHM_MAX"] = old
+
+
+@pytest.mark.parametrize("cma", [1, 0])
+def test_sizes_that_differ_over_the_node_are_refused_on_every_rank(cma):
+    """A rank reads its peers' arrays as if they had its own size: where they do not, every
+    rank raises (none reads past a peer's buffer, none is left waiting)."""
+    if N < 2:
+        pytest.skip("needs two ranks")
+    with env(MPICOLL_SHM_CMA=cma) as c:
+        mpicoll.set_check(c, "local")       # the agreement would catch it before the shm code
+        x = np.ones(4 + RANK)
+        for call, name in [(lambda: mpicoll.allreduce(x, comm=c, algorithm="shm"), "sendbuf"),
+                           (lambda: mpicoll.bcast(x, 0, comm=c, algorithm="shm"), "buf"),
+                           (lambda: mpicoll.allgather(x, comm=c, algorithm="shm"), "sendbuf"),
+                           (lambda: mpicoll.scatter(np.ones(N * N) if RANK == 0 else None,
+                                                    np.empty(N + (RANK == N - 1)), 0, comm=c,
+                                                    algorithm="shm"), "recvbuf")]:
+            with pytest.raises(mpicoll.ArgumentError,
+                               match=f"{name}: the shm algorithm needs the same number"):
+                call()
+        # and the communicator still works
+        assert np.array_equal(mpicoll.allreduce(np.ones(3), comm=c, algorithm="shm"),
+                              np.full(3, N))
