@@ -25,7 +25,9 @@ COUNTS = (0, 1, max(N - 1, 1), 2 * N + 1, 20011)
 @contextlib.contextmanager
 def env(**values):
     """A fresh ``COMM_WORLD.Dup()`` made while ``values`` are in the environment (the node's
-    memory, and whether single-copy reads are used, is set up on its first shm call, here)."""
+    memory, and whether single-copy reads are used, is set up on its first shm call, here),
+    its ranks on one node whatever ``MPICOLL_NODES`` the suite was launched with."""
+    values.setdefault("MPICOLL_NODES", "")
     old = {k: os.environ.get(k) for k in values}
     os.environ.update({k: str(v) for k, v in values.items()})
     c = comm.Dup()
@@ -113,7 +115,8 @@ def test_symmetric_arrays_read_in_place():
 
     before = mpicoll.shm.stats()["windows"]
     try:
-        check_primitives(comm, symmetric, "shm-view", counts=(0, 1, 2 * N + 1, 4099))
+        with env() as c:
+            check_primitives(c, symmetric, "shm-view", counts=(0, 1, 2 * N + 1, 4099))
         assert mpicoll.shm.stats()["windows"] == before + len(made)
     finally:
         for a in made:
@@ -132,9 +135,9 @@ def test_node_shared_result(n):
     try:
         x[...] = every[RANK]
         comm.Barrier()
-        with mpicoll.traffic() as t:
-            mpicoll.allreduce(x, y, op=MPI.SUM, algorithm="shm")
-            mpicoll.allgather(x, g, algorithm="shm")
+        with env() as c, mpicoll.traffic() as t:
+            mpicoll.allreduce(x, y, op=MPI.SUM, comm=c, algorithm="shm")
+            mpicoll.allgather(x, g, comm=c, algorithm="shm")
         assert np.array_equal(y, reduce_ref(every, "SUM", "float32"))
         assert np.array_equal(g.reshape(N, n), np.stack(every))
         # Reads: the reduction of this rank's slice only (N-1 peers' slices); the allgather
@@ -152,11 +155,11 @@ def test_read_bytes_follow_the_cost_formulas():
     n = 1001
     x = np.arange(n, dtype=np.float64) + RANK
     sizes = [len(p) for p in np.array_split(np.arange(n), N)]
-    with mpicoll.traffic() as t:
-        mpicoll.allreduce(x, algorithm="shm")
-        mpicoll.bcast(x.copy(), 0, algorithm="shm")
-        mpicoll.allgather(x, algorithm="shm")
-        mpicoll.alltoall(np.zeros(N * 5), algorithm="shm")
+    with env() as c, mpicoll.traffic() as t:
+        mpicoll.allreduce(x, comm=c, algorithm="shm")
+        mpicoll.bcast(x.copy(), 0, comm=c, algorithm="shm")
+        mpicoll.allgather(x, comm=c, algorithm="shm")
+        mpicoll.alltoall(np.zeros(N * 5), comm=c, algorithm="shm")
     ar, bc, ag, a2 = t.calls
     assert ar.read_bytes == 8 * ((N - 1) * sizes[RANK] + (n - sizes[RANK]))
     assert bc.read_bytes == (0 if RANK == 0 else 8 * n)
