@@ -25,11 +25,15 @@ is named (``algorithm=``, ``P2PComm(comm, allreduce=...)``,
 - ``inter``: the flat algorithm among heads (allreduce/bcast/reduce: that
   primitive's algorithms; allgather: an ``allgatherv`` algorithm). Default:
   chosen by message size (latency-bound below 64 KiB, bandwidth-bound above).
-- ``intra``: ``binomial`` (default) or ``linear``, for every intra phase.
+- ``intra``: ``binomial`` (default), ``linear`` or ``shm``, for every intra
+  phase. ``shm``: the node's ranks read each other's memory
+  (:mod:`mpicoll.coll.shm`; only the ranks of one node share memory, simulated
+  nodes included): host arrays only, and no plan (the call runs directly).
 
 Costs, with L the largest number of ranks on a node, M the number of nodes,
 α/β/γ inside a node and α'/β' between nodes, n bytes per rank: an intra
-phase is ⌈log2 L⌉ steps (binomial), the inter phase is the inter algorithm's
+phase is ⌈log2 L⌉ steps (binomial), or 2-3 node synchronisations and one
+read of each byte that moves (shm), the inter phase is the inter algorithm's
 cost on M ranks at α', β'. Non-commutative ops keep rank order when nodes
 are blocks of consecutive ranks; on other placements they are refused.
 """
@@ -40,6 +44,7 @@ from .bcast import bcast_binomial, bcast_linear, bcast_scatter_allgather, binomi
 from .gather import binomial_gather, gather_linear
 from .reduce import binomial_reduce, reduce_binomial, reduce_linear, reduce_rabenseifner
 from .allreduce import allreduce_rabenseifner, allreduce_recursive_doubling
+from .shm import bcast_shm, gather_shm, reduce_shm
 
 __all__ = ["Group", "SMALL", "phases", "default_inter"]
 
@@ -49,6 +54,8 @@ SMALL = 64 * 1024
 _INTRA = {
     "binomial": {"reduce": binomial_reduce, "bcast": binomial_bcast, "gather": binomial_gather},
     "linear": {"reduce": reduce_linear, "bcast": bcast_linear, "gather": gather_linear},
+    # each node's ranks read each other's memory (host arrays; the node's ranks only)
+    "shm": {"reduce": reduce_shm, "bcast": bcast_shm, "gather": gather_shm},
 }
 
 
@@ -102,6 +109,21 @@ class Group:
 
     def reduce(self, lower, higher, out):
         return self.ctx.reduce(lower, higher, out)
+
+    # what the shm algorithms use: the memory of the group's node (its ranks only)
+    @property
+    def node_memory(self):
+        node_memory = getattr(self.ctx, "node_memory", None)
+        if node_memory is None:        # recording a plan: the shm phases have none
+            return None
+        members = self.members
+        return lambda: node_memory(members)
+
+    def read_from(self, peers, q, i, lo, hi, dst=None, dtype=None):
+        return self.ctx.read_from(peers, q, i, lo, hi, dst, dtype)
+
+    def set_path(self, path):
+        self.ctx.set_path(path)
 
 
 def _heads(lay, root):
@@ -294,6 +316,8 @@ def _configure(base):
         variant.algorithm = name
         variant.commutative_only = commutative_only
         variant.check_layout = base.check_layout
+        if intra == "shm":
+            variant.host_only = True
         return variant
     return configure
 

@@ -22,7 +22,7 @@ from refdata import OPS, data, on_nodes, reduce_ref
 comm = MPI.COMM_WORLD
 N, RANK = comm.Get_size(), comm.Get_rank()
 
-VARIANTS = ["hierarchical", "hierarchical:intra=linear"]
+VARIANTS = ["hierarchical", "hierarchical:intra=linear", "hierarchical:intra=shm"]
 INTER = {"allreduce": ("ring", "rabenseifner", "reduce_bcast"),
          "reduce": ("linear", "rabenseifner"), "bcast": ("linear", "pipeline", "scatter_allgather"),
          "allgather": ("ring", "gatherv_bcast")}
