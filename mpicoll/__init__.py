@@ -12,7 +12,8 @@ The public face only (re-exports; no logic here):
   NumPy arrays; :mod:`mpicoll.torch`, the ``"mpicoll"`` torch.distributed backend.
 
 ``mpicoll.algorithms(primitive)`` lists each primitive's algorithms
-(``native`` is the MPI library's own); ``mpicoll.traffic()`` counts the
+(``native`` is the MPI library's own), ``mpicoll.usable_algorithms`` those
+that can run on a communicator's nodes and memory; ``mpicoll.traffic()`` counts the
 messages and bytes they send; ``mpicoll.register`` adds an algorithm,
 ``mpicoll.define_primitive`` a primitive.
 """
@@ -24,7 +25,7 @@ from .comm import P2PComm
 from .core.defaults import DEFAULTS_TABLE, default_algorithm
 from .core.errors import ArgumentError, ArgumentTypeError
 from .core.registry import PRIMITIVES, algorithms, lookup as _lookup, register
-from .engine.call import CollectiveMismatchError, get_check, set_check
+from .engine.call import CollectiveMismatchError, get_check, set_check, usable_algorithms
 from .engine.context import CallTraffic, Traffic, traffic
 from .monitored import BarrierTimeoutError, monitored_barrier
 
@@ -32,7 +33,7 @@ globals().update(_FUNCTIONS)     # allreduce, iallreduce, allreduce_init, ... (s
 
 __version__ = "0.1.0"
 
-__all__ = ["PRIMITIVES", "algorithms", "algorithm_info", "register", "define_primitive", "shm",
+__all__ = ["PRIMITIVES", "algorithms", "usable_algorithms", "algorithm_info", "register", "define_primitive", "shm",
            "Primitive", "traffic", "Traffic", "CallTraffic", "ArgumentError",
            "ArgumentTypeError", "DEFAULTS_TABLE", "default_algorithm", "P2PComm", "set_check",
            "get_check", "CollectiveMismatchError", "monitored_barrier", "BarrierTimeoutError",

@@ -23,8 +23,8 @@ FAST = ["--sleep-scale", "0.05"]
 # -- parsing ------------------------------------------------------------------
 
 _LINE = re.compile(r"^(Before|After) (.+?) on rank (\d+): (.*)$")
-_ROW = re.compile(r"^  (\S+)\s+(\S+)\s+K=(\d+)\s+(.*?)\s*\| exact ([\d ]+?)\s*\| measured ([\d ]+?)\s*"
-                  r"\| msgs ([\d ]+?)\s*\| (\S+)$")
+_ROW = re.compile(r"^  (\S+)\s+(\S+)\s+K=(\d+)\s+(.*?)\s*\| exact (?:read )?([\d ]+?)\s*"
+                  r"\| measured (read )?([\d ]+?)\s*\| msgs ([\d ]+?)\s*\| (\S+)$")
 
 
 def parse_array(text):
@@ -76,14 +76,16 @@ def by_rank(found, when, what):
 
 
 def parse_table(out):
-    """Traffic rows: {(primitive, algorithm): dict(k, claim, exact, measured, msgs, status)}."""
+    """Traffic rows: {(primitive, algorithm): dict(k, claim, exact, measured, msgs, status,
+    reads)}; ``reads``: the figures are elements read from peers' memory, not sent."""
     rows = {}
     for line in out.splitlines():
         m = _ROW.match(line)
         if m:
-            ints = [list(map(int, m.group(g).split())) for g in (5, 6, 7)]
+            ints = [list(map(int, m.group(g).split())) for g in (5, 7, 8)]
             rows[(m.group(1), m.group(2))] = dict(k=int(m.group(3)), claim=m.group(4), exact=ints[0],
-                                                  measured=ints[1], msgs=ints[2], status=m.group(8))
+                                                  measured=ints[1], msgs=ints[2], status=m.group(9),
+                                                  reads=bool(m.group(6)))
     return rows
 
 
@@ -145,11 +147,13 @@ def ceil_log2(n):
     return math.ceil(math.log2(n)) if n > 1 else 0
 
 
-def check_table(out, n, k=5, root=0, algos=None):
-    """Every row agrees; the key algorithms' per-rank numbers match closed forms computed here."""
+def check_table(out, n, k=5, root=0, algos=None, device=False):
+    """Every row agrees; the key algorithms' per-rank numbers match closed forms computed here.
+    ``device``: the table ran on device arrays (the host-only shm algorithms are left out)."""
     rows = parse_table(out)
     if algos is None:
-        algos = {p: [a for a in mpicoll.algorithms(p) if a != "native"]
+        algos = {p: [a for a in mpicoll.algorithms(p) if a != "native" and not (
+                     device and getattr(mpicoll.algorithm_info(p, a), "host_only", False))]
                  for p in ("bcast", "reduce", "allreduce", "gather", "allgather", "scatter",
                            "reduce_scatter", "alltoall", "barrier")}
     want_keys = {(p, a) for p, names in algos.items() for a in names}
@@ -180,6 +184,21 @@ def check_table(out, n, k=5, root=0, algos=None):
     }
     if n & (n - 1) == 0:
         closed[("allreduce", "recursive_doubling")] = [k * ceil_log2(n)] * n
+    # The shm algorithms read what they need from their peers' memory and send nothing:
+    # elements each rank reads, from what each rank's result needs that it does not hold.
+    closed_reads = {
+        "bcast": [0 if r == root else k for r in range(n)],
+        "allreduce": [(n - 1) * c[r] + (k - c[r]) for r in range(n)],   # its slice, then the rest
+        "reduce": [(n - 1) * c[r] + (k - c[r] if r == root else 0) for r in range(n)],
+        "reduce_scatter": [(n - 1) * c[r] for r in range(n)],
+        "gather": [(n - 1) * b if r == root else 0 for r in range(n)],
+        "scatter": [0 if r == root else b for r in range(n)],
+        "allgather": [(n - 1) * b] * n, "alltoall": [(n - 1) * b] * n, "barrier": [0] * n,
+    }
+    for p, want in closed_reads.items():
+        if (p, "shm") in rows:
+            row = rows[(p, "shm")]
+            assert row["reads"] and row["measured"] == want and row["msgs"] == [0] * n, (p, row)
     for key, want in closed.items():
         if key in rows:
             assert rows[key]["measured"] == want, (key, rows[key], want)
@@ -238,6 +257,19 @@ def test_demo_default(n):
     if n == 3:   # the seed's printed reduce_scatter results
         after = by_rank(parse_printed(out), "After", "ReduceScatter")
         assert [list(after[r]) for r in range(3)] == [[6, 12], [14, 56], [36, 288]]
+
+
+def test_demo_on_simulated_nodes():
+    """Two nodes of two: the node-aware plans are recorded on the communicator's nodes (their
+    counts agree with the run's), and the shm algorithms, which need one node, are left out."""
+    out = ok(demo(4, *FAST, env={"MPICOLL_NODES": "2"}))
+    prims = ("bcast", "reduce", "allreduce", "gather", "allgather", "scatter", "reduce_scatter",
+             "alltoall", "barrier")
+    rows = check_table(out, 4, algos={p: [a for a in mpicoll.algorithms(p)
+                                          if a not in ("native", "shm")] for p in prims})
+    # allgather: gather in the node (1 block of 2), blocks of 4 between heads, then the
+    # whole result (8) to the node's other rank
+    assert rows[("allgather", "hierarchical")]["measured"] == [12, 2, 12, 2]
 
 
 def test_demo_ring_grid_n4():
@@ -471,7 +503,7 @@ def test_demo_device_gpu_on_a_stand_in_device(n):
     out = ok(fake_gpu_demo(n, "--device", "gpu", *FAST))
     # The same walkthrough and table as on the CPU, computed on device arrays.
     check_walk(out, n)
-    check_table(out, n)
+    check_table(out, n, device=True)
     check_barrier(out, n, 0.05)
     assert out.rstrip().endswith("all checks passed ok")
     assert "device: --device gpu (CuPy arrays); CuPy 0.0.0+fake, CUDA runtime 12.8, driver 13.0" in out

@@ -34,7 +34,7 @@ from ..core.ops import op_ufunc
 from ..core.registry import lookup, register
 from ..device.shm import CHUNK, Peers, TooBig, locate
 
-__all__ = ["check_layout"]
+__all__ = ["check_layout", "Reads"]
 
 
 def check_layout(layout, commutative):
@@ -47,11 +47,37 @@ def check_layout(layout, commutative):
     return None
 
 
-def _shm(fn):
-    """Mark ``fn`` as a shared-memory algorithm: host memory, one node, no plan."""
-    fn.check_layout = check_layout
-    fn.host_only = True
-    return fn
+class Reads:
+    """How many elements one rank of an shm algorithm reads from its peers' memory.
+
+    ``count(n, rank, count, root, counts)``: exact, on ordinary buffers (each read
+    copies; symmetric arrays and node-shared results read less), where ``count`` is
+    the call's per-rank count (a block for gather, allgather, scatter and alltoall,
+    the whole vector otherwise) and ``counts`` reduce_scatter's; ``text``: the same
+    as a formula (K the count, b a block, s_r rank r's slice of split(K, N)). The
+    demo's traffic table and the tests read them: they are the β_r terms of the
+    algorithm's Cost.
+    """
+
+    __slots__ = ("count", "text")
+
+    def __init__(self, count, text):
+        self.count, self.text = count, text
+
+
+def _shm(reads):
+    """Mark an algorithm as a shared-memory one (host memory, one node, no plan), with the
+    :class:`Reads` it makes."""
+    def mark(fn):
+        fn.check_layout = check_layout
+        fn.host_only = True
+        fn.reads = reads
+        return fn
+    return mark
+
+
+def _slice(n, rank, count):
+    return split(count, n)[rank]
 
 
 def _begin(ctx, arrays, outputs=(), same=None, unread=()):
@@ -108,7 +134,8 @@ def _p2p(primitive, algorithm, ctx, *args):
 # -- allreduce -----------------------------------------------------------------------------
 
 @register("allreduce", "shm")
-@_shm
+@_shm(Reads(lambda n, r, k, root, counts: k + (n - 2) * _slice(n, r, k),
+             "K + (N-2)·s_r (= 2(N-1)/N·K on even slices)"))
 def allreduce_shm(ctx, sendbuf, recvbuf, op):
     """Each rank reduces its slice reading its peers' inputs, then copies the others' slices.
 
@@ -152,7 +179,8 @@ def _node_shared(peers, i):
 # -- reduce_scatter ------------------------------------------------------------------------
 
 @register("reduce_scatter", "shm")
-@_shm
+@_shm(Reads(lambda n, r, k, root, counts: (n - 1) * counts[r],
+             "(N-1)·c_r (c_r: its block)"))
 def reduce_scatter_shm(ctx, sendbuf, recvbuf, counts, op):
     """Each rank reduces its own block reading its peers' inputs.
 
@@ -173,7 +201,9 @@ def reduce_scatter_shm(ctx, sendbuf, recvbuf, counts, op):
 # -- reduce --------------------------------------------------------------------------------
 
 @register("reduce", "shm")
-@_shm
+@_shm(Reads(lambda n, r, k, root, counts: (n - 1) * _slice(n, r, k)
+             + (k - _slice(n, r, k) if r == root else 0),
+             "(N-1)·s_r, the root K - s_r more"))
 def reduce_shm(ctx, sendbuf, recvbuf, op, root):
     """Each rank reduces a slice reading its peers' inputs; the root copies the slices.
 
@@ -204,7 +234,8 @@ def reduce_shm(ctx, sendbuf, recvbuf, op, root):
 # -- bcast, gather, scatter, allgather, alltoall -----------------------------------------
 
 @register("bcast", "shm")
-@_shm
+@_shm(Reads(lambda n, r, k, root, counts: 0 if r == root else k,
+             "K on every rank but the root"))
 def bcast_shm(ctx, buf, root):
     """Every rank copies the root's buffer straight from its memory.
 
@@ -220,7 +251,8 @@ def bcast_shm(ctx, buf, root):
 
 
 @register("gather", "shm")
-@_shm
+@_shm(Reads(lambda n, r, k, root, counts: (n - 1) * k if r == root else 0,
+             "(N-1)·b on the root"))
 def gather_shm(ctx, sendbuf, recvbuf, root):
     """The root copies every rank's block straight from its memory.
 
@@ -241,7 +273,8 @@ def gather_shm(ctx, sendbuf, recvbuf, root):
 
 
 @register("scatter", "shm")
-@_shm
+@_shm(Reads(lambda n, r, k, root, counts: 0 if r == root else k,
+             "b on every rank but the root"))
 def scatter_shm(ctx, sendbuf, recvbuf, root):
     """Every rank copies its block straight from the root's buffer.
 
@@ -260,7 +293,7 @@ def scatter_shm(ctx, sendbuf, recvbuf, root):
 
 
 @register("allgather", "shm")
-@_shm
+@_shm(Reads(lambda n, r, k, root, counts: (n - 1) * k, "(N-1)·b"))
 def allgather_shm(ctx, sendbuf, recvbuf):
     """Every rank copies every peer's block straight from its memory.
 
@@ -281,7 +314,7 @@ def allgather_shm(ctx, sendbuf, recvbuf):
 
 
 @register("alltoall", "shm")
-@_shm
+@_shm(Reads(lambda n, r, k, root, counts: (n - 1) * k, "(N-1)·b"))
 def alltoall_shm(ctx, sendbuf, recvbuf):
     """Every rank copies its block from every peer's buffer straight from its memory.
 
@@ -301,7 +334,7 @@ def alltoall_shm(ctx, sendbuf, recvbuf):
 
 
 @register("barrier", "shm")
-@_shm
+@_shm(Reads(lambda n, r, k, root, counts: 0, "nothing"))
 def barrier_shm(ctx):
     """The node's barrier (its ranks are the communicator's).
 

@@ -20,7 +20,10 @@ from mpi4py import MPI
 
 from .. import api as C
 from ..engine.context import traffic
-from ..core.registry import algorithms
+from ..core.registry import lookup
+from ..core.topology import layout
+from ..engine.call import usable_algorithms
+from ..engine.context import private_comm
 from ..core.blocks import split
 from ..core.registry import SEED_PRIMITIVES as TABLE_BUILTIN
 from ..bench.specs import SPECS
@@ -103,21 +106,28 @@ def _spec_call(comm, prim, algo, k, dtype, root, t):
                      if wrong else [])
 
 
+def k_per_rank(prim, k, n):
+    """The call's per-rank count for the table's K: a block for block primitives."""
+    return k // n if _blocked(prim) else k
+
+
 def _blocked(prim):
     """True where the table's K is N blocks (gather, ...; a plug-in's spec says)."""
     return block_primitive(prim) if prim in TABLE_BUILTIN else SPECS[prim].blocked
 
 
-def plan_traffic(prim, algo, n, rank, k, itemsize, root):
+def plan_traffic(prim, algo, n, rank, k, itemsize, root, nodes=None):
     """This rank's (sent, sent_msgs, recv, recv_msgs) in the plan of the table's call, or None.
 
-    ``k`` as in the table (the N-block vector for block primitives); None
-    when the algorithm cannot be recorded as a plan (it then runs directly).
+    ``k`` as in the table (the N-block vector for block primitives); ``nodes``: the
+    communicator's layout (node-aware plans depend on it); None when the algorithm
+    cannot be recorded as a plan (it then runs directly).
     """
-    count = k // n if _blocked(prim) else k
+    count = k_per_rank(prim, k, n)
     counts = split(k, n) if prim == "reduce_scatter" else None
     try:
-        plan = plan_of(prim, algo, n, rank, count, itemsize=itemsize, root=root, counts=counts)
+        plan = plan_of(prim, algo, n, rank, count, itemsize=itemsize, root=root, counts=counts,
+                       layout=nodes)
     except NotSchedulable:
         return None
     sm, se, rm, re_ = plan.traffic()
@@ -149,15 +159,20 @@ def show_traffic(out, comm, prims, chosen, k, dtype, root, ring_only, dev=on_hos
             f"textbook: the formula for even chunks ('mean': exact as the mean over the ranks; "
             f"p = 2^floor(log2 N); '—': the algorithm has no textbook formula here)\n"
             f"checked: measured == exact (elements and messages, sent and received), the textbook "
-            f"value where it applies, the result == native MPI")
+            f"value where it applies, the result == native MPI; shm rows: elements each rank "
+            f"reads from its peers' memory (one copy each, no message) == the formula "
+            f"registered with the algorithm")
     rows, failures = [], []
+    nodes = layout(private_comm(comm))
     for prim in prims:
         if ring_only.get(prim):
             names = [ring_only[prim]]
         elif prim in chosen:
             names = [chosen[prim]]
         else:
-            names = [a for a in algorithms(prim) if a != "native"]
+            # those that can run here (not the shm ones across nodes or on a device)
+            names = [a for a in usable_algorithms(prim, comm, device=dev is not on_host)
+                     if a != "native"]
         kk = n * b if _blocked(prim) else 0 if prim == "barrier" else k
         for algo in names:
             calls, problems = _table_call(comm, prim, algo, kk, dtype, root, dev)
@@ -166,18 +181,38 @@ def show_traffic(out, comm, prims, chosen, k, dtype, root, ring_only, dev=on_hos
             rec = calls[0] if calls else None
             mine = None if rec is None else (rec.sent_elements, rec.sent_msgs,
                                              rec.recv_elements, rec.recv_msgs)
+            read = None if rec is None else rec.read_elements
             # Every rank records its own plan: N plans in all, not N on rank 0.
             plan = None if algo == "native" else plan_traffic(prim, algo, n, rank, kk,
-                                                               dtype.itemsize, root)
-            got = comm.gather((mine, plan, problems), 0)
+                                                               dtype.itemsize, root, nodes)
+            got = comm.gather((mine, plan, problems, read), 0)
             if rank != 0:
                 continue
-            problems = [p for _, _, ps in got for p in ps]
+            problems = [p for g in got for p in g[2]]
             meas = _per_rank([g[0] for g in got])
+            reads = getattr(lookup(prim, algo), "reads", None)
             if algo == "native":
                 claim, exact = "native: inside the MPI library, counters see 0", meas
                 if any(any(v) for v in meas.values()):
                     problems.append(f"{prim}/native recorded traffic {meas}")
+            elif reads is not None:
+                # Data read from peers' memory, not sent: the formula registered beside the
+                # algorithm against the counters (reads, and no messages).
+                per = k_per_rank(prim, kk, n)
+                counts = split(kk, n) if prim == "reduce_scatter" else None
+                want = [reads.count(n, r, per, root, counts) for r in range(n)]
+                have = [g[3] for g in got]
+                if have != want:
+                    problems.append(f"{prim}/{algo}: read {have} elements, formula {want}")
+                if any(meas["sent_msgs"]):
+                    problems.append(f"{prim}/{algo}: sent messages {meas['sent_msgs']}")
+                claim = f"reads {reads.text} from peers' memory (no messages)"
+                rows.append((prim, algo, f"K={kk}", claim, "read " + " ".join(map(str, want)),
+                             "read " + " ".join(map(str, have)),
+                             " ".join(map(str, meas["sent_msgs"])),
+                             out.bad("MISMATCH") if problems else "ok"))
+                failures += problems
+                continue
             elif any(g[1] is None for g in got):
                 # It runs directly (it does more than ctx can record): its result is still
                 # checked against native MPI, there is just no plan to compare the counters with.

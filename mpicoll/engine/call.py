@@ -69,7 +69,7 @@ from . import nonblocking as _nb
 from .nonblocking import keep_until_complete
 from ..sched.record import PlanCache
 
-__all__ = ["Call", "check_mode", "set_check", "get_check", "ipc_flags", "next_request_tag",
+__all__ = ["Call", "refusal", "usable_algorithms", "check_mode", "set_check", "get_check", "ipc_flags", "next_request_tag",
            "CollectiveMismatchError"]
 
 _MODES = {"": "agree", "agree": "agree",
@@ -224,6 +224,38 @@ def _state(pcomm):
         pcomm.Set_attr(_keyval, st)
     return st
 
+
+
+def refusal(fn, pcomm, commutative=True, on_device=False):
+    """Why algorithm ``fn`` cannot run a call on ``pcomm``'s nodes and memory (None: it can):
+    the shm algorithms across nodes or on device arrays, hierarchical ones with a
+    non-commutative op on nodes that are not blocks of consecutive ranks."""
+    check_layout = getattr(fn, "check_layout", None)
+    if check_layout is not None:
+        why = check_layout(layout(pcomm), commutative)
+        if why:
+            return why
+    if on_device and getattr(fn, "host_only", False):
+        return (f"algorithm: {fn.primitive} algorithm {fn.algorithm!r} runs on host memory "
+                f"only; got arrays on a device")
+    return None
+
+
+def usable_algorithms(primitive, comm=None, device=False, commutative=True):
+    """The algorithms of ``primitive`` that can run a call on ``comm`` (default
+    ``MPI.COMM_WORLD``): on its nodes, on device arrays when ``device``, with a
+    non-commutative op unless ``commutative``. Collective the first time ``comm`` is used
+    by mpicoll (its private duplicate is made)."""
+    comm = MPI.COMM_WORLD if comm is None else comm
+    pcomm = private_comm(comm)
+    out = []
+    for name in algorithms(primitive):
+        fn = lookup(primitive, name)
+        if not commutative and fn.commutative_only:
+            continue
+        if refusal(fn, pcomm, commutative, device) is None:
+            out.append(name)
+    return tuple(out)
 
 class Call:
     """The state of one collective call on one rank."""
@@ -495,10 +527,10 @@ class Call:
         if auto:
             name = default_algorithm(primitive, size=self.size, nbytes=nbytes,
                                      count=count, commutative=commutative)
-        refusal = native_refusal(primitive, op) if name == "native" else None
-        if refusal:
+        refused = native_refusal(primitive, op) if name == "native" else None
+        if refused:
             if not auto:
-                raise ArgumentError(refusal, MPI.ERR_OP)
+                raise ArgumentError(refused, MPI.ERR_OP)
             name = next(n for n in algorithms(primitive) if n != "native"
                         and (commutative or not lookup(primitive, n).commutative_only)
                         and getattr(lookup(primitive, n), "check_layout", None) is None)
@@ -510,13 +542,7 @@ class Call:
                 f"and needs a commutative op; got a non-commutative user op. "
                 f"Algorithms that keep rank order: {', '.join(capable)}", MPI.ERR_OP)
         adapter = None if arr is None else adapter_of(arr)
-        check_layout = getattr(fn, "check_layout", None)
-        why = None
-        if check_layout is not None:
-            why = check_layout(layout(self.pcomm), commutative)
-        if not why and adapter is not None and getattr(fn, "host_only", False):
-            why = (f"algorithm: {primitive} algorithm {name!r} runs on host memory only; got "
-                   f"arrays on a device")
+        why = refusal(fn, self.pcomm, commutative, adapter is not None)
         if why and auto:
             # A tuning table measured elsewhere named an algorithm that cannot run this
             # call here (node-aware on these nodes, host-only on device arrays): auto

@@ -151,6 +151,11 @@ class CallTraffic:
     def recv_elements(self):
         return self.recv_bytes // self.itemsize if self.itemsize else 0
 
+    @property
+    def read_elements(self):
+        """Elements read straight from peers' memory (the shm algorithms)."""
+        return self.read_bytes // self.itemsize if self.itemsize else 0
+
     def as_dict(self):
         d = {k: getattr(self, k) for k in self.__slots__ if k not in ("nodes", "_paths")}
         d["paths"] = {p: list(c) for p, c in self.paths.items()}
@@ -158,6 +163,7 @@ class CallTraffic:
             d[k] = getattr(self, k)
         d["sent_elements"] = self.sent_elements
         d["recv_elements"] = self.recv_elements
+        d["read_elements"] = self.read_elements
         return d
 
     def __repr__(self):

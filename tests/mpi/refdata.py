@@ -100,23 +100,15 @@ def keeps_rank_order(fn, comm=MPI.COMM_WORLD):
 
 
 def usable(primitive, comm=MPI.COMM_WORLD, device=False, commutative=True):
-    """The algorithms of ``primitive`` that can run a call on ``comm``'s nodes and memory: the
-    registry's, less those that refuse the layout (the shm algorithms across nodes,
-    hierarchical with a non-commutative op on round-robin nodes) and, on ``device`` arrays,
-    the host-only ones (shm)."""
-    from mpicoll.core.topology import layout
+    """The algorithms of ``primitive`` that can run a call on ``comm``'s nodes and memory
+    (the library's own refusal: :func:`mpicoll.engine.call.refusal`). Unlike
+    :func:`mpicoll.usable_algorithms`, a non-commutative op keeps the commutative-only
+    algorithms: the tests check that they refuse it."""
+    from mpicoll.engine.call import refusal
     from mpicoll.engine.context import private_comm
-    lay = layout(private_comm(comm))
-    out = []
-    for a in mpicoll.algorithms(primitive):
-        fn = mpicoll.algorithm_info(primitive, a)
-        check = getattr(fn, "check_layout", None)
-        if check is not None and check(lay, commutative) is not None:
-            continue
-        if device and getattr(fn, "host_only", False):
-            continue
-        out.append(a)
-    return out
+    pcomm = private_comm(comm)
+    return [a for a in mpicoll.algorithms(primitive)
+            if refusal(mpicoll.algorithm_info(primitive, a), pcomm, commutative, device) is None]
 
 
 def runs_as_plan(primitive, algorithm, size=None):
