@@ -103,6 +103,12 @@ def test_sweep_is_complete_and_correct(sweeps, n):
                 assert moved is None, r
             elif r["algorithm"].startswith("native"):          # native[ring]: forced
                 assert moved == {"host": {"msgs": 0, "bytes": 0}}, r
+            elif r["algorithm"] == "shm":       # reads of peers' memory, no message
+                assert all(c["msgs"] == 0 for c in moved.values()), r
+                if prim != "barrier":
+                    (path, c), = moved.items()
+                    assert path in ("shm-cma", "shm-segment"), r
+                    assert (c.get("read_bytes", 0) > 0) is (n > 1), r
             else:
                 assert set(moved) == {"host"} and moved["host"]["msgs"] > 0, r
                 assert (moved["host"]["bytes"] > 0) is (r["bytes"] > 0), r
@@ -219,7 +225,9 @@ def test_fit_writes_a_model(tmp_path):
         {("barrier", a) for a in HAND_WRITTEN["barrier"]}
     assert all(r["model"] == "formula" for r in model["comparison"]
                if r["algorithm"] in COSTS[r["primitive"]])
-    assert all(r["measured_us"] > 0 and r["error"] is not None for r in model["comparison"])
+    # The shm algorithms read peers' memory: the message model (α, β, γ) does not price them.
+    assert all(r["measured_us"] > 0 and (r["error"] is not None) is (r["algorithm"] != "shm")
+               for r in model["comparison"])
     assert "predicted(us)" in text
     # One node (no MPICOLL_NODES): both levels written, inter = intra, and the file says so.
     assert model["layout"]["n_nodes"] == 1
@@ -467,6 +475,34 @@ def test_trace_hooks_cost_nothing_when_unset():
     finally:
         _context.trace_hook = _ops.trace_hook = None
     assert b.tolist() == [2, 2, 2] and seen[0][0] == "reduce"
+
+
+# -- shared-memory buffers ------------------------------------------------------
+
+@pytest.mark.parametrize("shared", [False, True], ids=["symmetric", "shared-result"])
+def test_symmetric_buffers(tmp_path, shared):
+    """--xp shm: every row on arrays in the node's shared memory, checked; the shm rows read
+    them in place (shm-view); with --shared-result the shm rows of allreduce and allgather
+    write one result for the node and read nothing back for it."""
+    args = ["all", "--sizes", "8,4100", "-n", "2", "-w", "1", "--xp", "shm", "-J", "out.jsonl",
+            "--csv", "out.csv", "--algorithm", "raw,native,shm,ring"]
+    proc, text = bench(3, args + (["--shared-result"] if shared else []), tmp_path)
+    assert proc.returncode == 0, text[-4000:]
+    recs = records(tmp_path / "out.jsonl")
+    prov = recs[0]
+    assert prov["xp"] == "shm" and prov["shm"]["nodes"][0]["ranks"] == 3
+    assert "# shm algorithms: peers' ordinary buffers read" in text
+    res = [r for r in recs if r["type"] == "result"]
+    assert res and all(r["wrong"] == 0 and r["checked"] for r in res)
+    assert {r["algorithm"] for r in res if r["primitive"] == "allreduce"} == \
+        {"raw", "native", "shm", "ring"}
+    for r in res:
+        if r["algorithm"] != "shm" or r["primitive"] == "barrier":
+            continue
+        (path, c), = r["moved_by"].items()
+        assert path == "shm-view" and c["msgs"] == 0, r
+        nothing_back = shared and r["primitive"] == "allgather"
+        assert ("read_bytes" in c) is not nothing_back, r
 
 
 # -- GPU options and the nccl column (CPU-only: no CuPy, a fake NCCL) -------------

@@ -154,7 +154,8 @@ class Sweep:
         self.raw_skip = None        # why the raw column could not run (same on every rank)
         self._raw_us = {}           # (primitive, bytes) -> the raw row's avg time (us)
         self.am = getattr(opts, "array_module", None) or \
-            ArrayModule(opts.xp, comm, getattr(opts, "device", None))
+            ArrayModule(opts.xp, comm, getattr(opts, "device", None),
+                        getattr(opts, "shared_result", False))
 
     def sizes(self, primitive):
         if primitive == "barrier":
@@ -223,6 +224,7 @@ class Sweep:
             case = Case(spec, nbytes, dtype=o.dtype, op=o.op, opname=o.opname, root=o.root,
                         comm=self.comm, am=self.am)
             if case.bytes in seen:          # rounding to whole blocks made a duplicate
+                self.am.release()
                 for _ in labels:
                     self.progress.step(f"{primitive} {fmt_size(nbytes)} (duplicate size)")
                 continue
@@ -230,8 +232,10 @@ class Sweep:
             iters, warmup = iterations(case.bytes, o.iters, o.warmup, o.large_bytes)
             memcpy = self.memcpy(case, iters, warmup) if case.bytes and o.memcpy else None
             for label, alg, forced in labels:
-                self.one(case, label, alg, forced, iters, warmup, memcpy)
+                with case.result_for(alg):
+                    self.one(case, label, alg, forced, iters, warmup, memcpy)
                 self.progress.step(f"{primitive} {fmt_size(case.bytes)} {label}")
+            self.am.release()
         if self.tracer is not None:
             self.tracer.trace_primitive(self, primitive, labels)
 
@@ -275,13 +279,16 @@ class Sweep:
             fn()
             self.am.sync()
         except mpicoll.ArgumentTypeError as exc:
-            if self.am.name != "numpy":     # raised on every rank (agree mode)
+            if self.am.name == "cupy":      # raised on every rank (agree mode)
                 raise SystemExit(f"--xp {self.am.name}: {exc}") from None
             raise
         finally:
             mpicoll.set_check(comm, "local")
-        mine = _summed((path, c[0], c[1]) for call in (seen.calls if seen else ())
-                       for path, c in call.paths.items())
+        calls = seen.calls if seen else ()
+        mine = _summed([(path, c[0], c[1], 0) for call in calls
+                        for path, c in call.paths.items()]
+                       + [(call.path, 0, 0, call.read_bytes) for call in calls
+                          if call.read_bytes])
         every = self.comm.allgather((case.wrong(), mine))
         return sum(w for w, _ in every), moved_by([m for _, m in every])
 
@@ -348,20 +355,24 @@ class Sweep:
 
 
 def _summed(items):
-    """{path: {"msgs", "bytes"}} of (path, messages, bytes) items, summed per path."""
+    """{path: {"msgs", "bytes"[, "read_bytes"]}} of (path, messages, bytes, bytes read from
+    peers' memory) items, summed per path."""
     total = {}
-    for path, msgs, nbytes in items:
+    for path, msgs, nbytes, read in items:
         got = total.setdefault(path, {"msgs": 0, "bytes": 0})
         got["msgs"] += msgs
         got["bytes"] += nbytes
+        if read:
+            got["read_bytes"] = got.get("read_bytes", 0) + read
     return total
 
 
 def moved_by(per_rank):
     """What moved a call's messages: ``{path: {"msgs", "bytes"}}`` summed over the ranks'
     ``{path: counts}`` of what each *sent* (each message counted once, by its sender;
-    ``CallTraffic.paths``: host, staged, cuda-aware, ipc, eager, host-copy; a ``native``
+    ``CallTraffic.paths``: host, staged, cuda-aware, ipc, eager, host-copy, and for the shm
+    algorithms shm-cma, shm-view or shm-segment with the bytes read from peers; a ``native``
     call's path with zeros: its messages are the MPI library's). None where no mpicoll
     call ran (the raw, nccl and torch columns); a run without the check records None."""
-    return _summed((path, c["msgs"], c["bytes"]) for mine in per_rank
+    return _summed((path, c["msgs"], c["bytes"], c.get("read_bytes", 0)) for mine in per_rank
                    for path, c in mine.items()) or None

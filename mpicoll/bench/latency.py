@@ -164,14 +164,14 @@ def latency(args):
     prim = args.primitive
     algos = [a for a in mpicoll.algorithms(prim) if a != "native"] \
         if args.algorithm == "all" else args.algorithm.split(",")
-    am = ArrayModule(args.xp, comm, args.device)
-    where = "host"
+    am = ArrayModule(args.xp, comm, args.device, args.shared_result)
+    where = "host" if args.xp == "numpy" else "host, symmetric arrays (mpicoll.shm.empty)"
     if args.xp == "cupy":
         dp = am.provenance()["device_path"]
         where = (f"cupy, {am.path}, transport {dp['transport']}, "
                  f"MPS {'on' if am.mps.get('mps') else 'off'}")
-    if args.torch and (prim != "allreduce" or args.xp != "numpy"):
-        raise SystemExit("--torch: allreduce on host buffers (--xp numpy) only")
+    if args.torch and (prim != "allreduce" or args.xp == "cupy"):
+        raise SystemExit("--torch: allreduce on host buffers (--xp numpy or shm) only")
     table(comm, prim, algos, [int(s) for s in args.bytes.split(",")], args.iters, args.repeats,
           am, where, args.output, torch_faces=args.torch)
     return 0

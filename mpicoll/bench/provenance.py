@@ -134,8 +134,24 @@ def header_lines(prov):
     for k in ("mpicoll_check", "timing", "xp"):
         if k in prov:
             lines.append(f"# {k}: {prov[k]}")
+    lines += shm_lines(prov)
     lines += gpu_lines(prov)
     return lines
+
+
+def shm_lines(prov):
+    """'#' lines on how the shm algorithms reach peers' memory (host buffers)."""
+    shm = prov.get("shm")
+    if not shm:
+        return []
+    how = ("in one copy (cross-memory attach)" if shm["path"] == "cma" else
+           "through the scratch segment: " + "; ".join(
+               f"{d['host']}: {d['why']}" for d in shm["nodes"] if not d["cma"]))
+    line = (f"# shm algorithms: peers' ordinary buffers read {how}; segment at most "
+            f"{shm['segment_max_bytes']} B per rank")
+    if shm.get("buffers"):
+        line += f"; buffers: {shm['buffers']}"
+    return [line]
 
 
 def gpu_lines(prov):

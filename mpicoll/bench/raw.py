@@ -71,7 +71,7 @@ def wanted(args):
 
 def skip_reason(am):
     """Why this rank cannot make the raw calls on ``am``'s buffers (None: it can)."""
-    if am.name == "numpy":
+    if am.name in ("numpy", "shm"):         # host buffers
         return None
     if getattr(am, "collectives", None) != "cuda-aware":
         # MPICH + CUDA UCX is CUDA-aware in point-to-point only: its collectives reduce
@@ -142,7 +142,7 @@ def call(case, comm, am=None):
             comm.Exscan(c.send, c.recv, c.op)
     else:
         raise ValueError(f"raw: no mpi4py call for {prim!r}")
-    if am is None or am.name == "numpy":
+    if am is None or am.name in ("numpy", "shm"):
         return run
     sync = am.sync
 

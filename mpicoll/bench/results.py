@@ -10,7 +10,9 @@ Result rows of the ``raw`` column (the plain mpi4py call, :mod:`.raw`) carry
 ``vs_raw`` = raw time / its time (> 1: faster than the plain mpi4py call).
 ``moved_by``: what moved the checked call's messages, ``{path: {"msgs", "bytes"}}``
 over all ranks (:func:`.harness.moved_by`; None for the raw, nccl and torch columns and
-without the check); in CSV ``path:msgs:bytes`` items joined by spaces.
+without the check), with ``read_bytes`` where the shm algorithms read peers' memory; in
+CSV ``path:msgs:bytes`` items (``path:msgs:bytes:read_bytes`` where some were read)
+joined by spaces.
 """
 import csv
 import json
@@ -31,8 +33,9 @@ def flatten(rec):
     forced = rec.get("native_forced")
     row["native_algorithm"] = forced.get("name") if forced else None
     moved = rec.get("moved_by")
-    row["moved_by"] = " ".join(f"{p}:{c['msgs']}:{c['bytes']}" for p, c in moved.items()) \
-        if moved else None
+    row["moved_by"] = " ".join(
+        f"{p}:{c['msgs']}:{c['bytes']}" + (f":{c['read_bytes']}" if "read_bytes" in c else "")
+        for p, c in moved.items()) if moved else None
     return row
 
 

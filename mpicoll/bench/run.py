@@ -38,7 +38,8 @@ def prepare(args):
     # communicators are left as they are.
     mpicoll.set_check(comm, "local")
     from .specs import ArrayModule
-    args.array_module = ArrayModule(args.xp, comm, getattr(args, "device", None))
+    args.array_module = ArrayModule(args.xp, comm, getattr(args, "device", None),
+                                    getattr(args, "shared_result", False))
     return comm
 
 

@@ -6,6 +6,8 @@ model) lives with the primitive (:mod:`mpicoll.calls`, ``Primitive.spec``);
 plug-in is measured like the others. :class:`Case` holds one primitive at one
 size on this rank and makes its call through the public face.
 """
+import contextlib
+
 import numpy as np
 
 import mpicoll
@@ -29,9 +31,18 @@ def busbw_factor(primitive, n):
 
 
 def add_xp_arguments(parser, xp_help):
-    """``--xp numpy|cupy`` and ``--device N``: the buffers :class:`ArrayModule` makes."""
-    parser.add_argument("--xp", choices=("numpy", "cupy"), default="numpy",
-                        help="array module of the buffers (default numpy); " + xp_help)
+    """``--xp numpy|shm|cupy``, ``--shared-result`` and ``--device N``: the buffers
+    :class:`ArrayModule` makes."""
+    parser.add_argument("--xp", choices=("numpy", "shm", "cupy"), default="numpy",
+                        help="array module of the buffers (default numpy); shm: NumPy arrays "
+                             "in the node's shared memory (mpicoll.shm.empty: symmetric, the "
+                             "shm algorithms read them in place; one node only); " + xp_help)
+    parser.add_argument("--shared-result", action="store_true",
+                        help="with --xp shm: the shm rows of allreduce and allgather write "
+                             "their result into one array for the whole node "
+                             "(mpicoll.shm.empty(..., shared=True): the result stays in the "
+                             "segment, nothing is copied back); the other rows keep a result "
+                             "per rank")
     parser.add_argument("--device", type=int, default=None, metavar="N",
                         help="with --xp cupy: use GPU N on every rank (default: MPICOLL_DEVICE, "
                              "else local rank mod GPU count)")
@@ -48,8 +59,11 @@ class ArrayModule:
     exchange what they got, for the provenance and the NCCL column.
     """
 
-    def __init__(self, name="numpy", comm=None, device=None):
+    def __init__(self, name="numpy", comm=None, device=None, shared_result=False):
         self.name = name
+        self.comm = comm
+        self.shared_result = False
+        self._made = []            # shm arrays made for the current size (freed by release)
         self.selection = None      # this rank's select_device() result (cupy)
         self.gpus = None           # every rank's GPU, rank order (cupy)
         self.gpu_id = None         # "host pci-bus-id": equal on two ranks = one GPU
@@ -57,10 +71,27 @@ class ArrayModule:
         self.collectives = "host"  # MPI's own collectives on them (cupy: cuda-aware, staged)
         if name == "numpy":
             self.xp = np
+        elif name == "shm":
+            self._use_shm(comm)
+            self.shared_result = shared_result
         elif name == "cupy":
             self._use_cupy(comm, device)
         else:
-            raise SystemExit(f"--xp: expected numpy or cupy; got {name!r}")
+            raise SystemExit(f"--xp: expected numpy, shm or cupy; got {name!r}")
+        if shared_result and name != "shm":
+            raise SystemExit("--shared-result: only with --xp shm (node-shared arrays)")
+
+    def _use_shm(self, comm):
+        from mpi4py import MPI
+        comm = comm if comm is not None else MPI.COMM_WORLD
+        node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+        one = comm.allreduce(int(node.Get_size() == comm.Get_size()), op=MPI.MIN)
+        node.Free()
+        if not one:
+            raise SystemExit("--xp shm: the ranks must share one node (shared-memory arrays "
+                             "are per node)")
+        self.xp = np
+        self.comm = comm
 
     def _use_cupy(self, comm, device):
         from mpi4py import MPI
@@ -100,9 +131,17 @@ class ArrayModule:
         self.mps = mps_status(comm)      # collective: ranks sharing a GPU, MPS on or off
 
     def provenance(self):
-        """What the provenance records about the buffers (GPU details with cupy only)."""
+        """What the provenance records about the buffers (collective): on the host, how the
+        shm algorithms reach peers' memory (and why not in one copy); GPU details with cupy."""
         if self.name != "cupy":
-            return {"xp": self.name}
+            from mpi4py import MPI
+            shm = mpicoll.shm.report(self.comm if self.comm is not None else MPI.COMM_WORLD)
+            shm.pop("windows", None)
+            if self.name == "shm":
+                shm["buffers"] = ("symmetric (mpicoll.shm.empty)" + (
+                    "; shm rows of allreduce/allgather: one result per node (shared=True)"
+                    if self.shared_result else ""))
+            return {"xp": self.name, "shm": shm}
         rt = self.xp.cuda.runtime
         return {"xp": "cupy", "device_path": self._path["device_path"],
                 "cuda_aware_report": self._path["report"], "mps": self.mps,
@@ -111,8 +150,27 @@ class ArrayModule:
                         "cuda_driver": _cuda_version(rt.driverGetVersion),
                         "ranks": self.gpus}}
 
-    def empty(self, n, dtype):
+    def empty(self, n, dtype, shared=False):
+        """``n`` elements (with ``--xp shm``: collective, in the node's shared memory;
+        ``shared``: one array for the whole node)."""
+        if self.name == "shm":
+            a = mpicoll.shm.empty(n, dtype, comm=self.comm, shared=shared)
+            self._made.append(a)
+            return a
         return self.xp.empty(n, dtype=dtype)
+
+    def empty_on(self, mine, n, dtype):
+        """:meth:`empty` where ``mine`` (a buffer only some ranks have), else None; with
+        ``--xp shm`` made on every rank alike (collective), returned where ``mine``."""
+        if self.name == "shm":
+            a = self.empty(n, dtype)
+            return a if mine else None
+        return self.empty(n, dtype) if mine else None
+
+    def release(self):
+        """Free the shared-memory arrays made since the last release (collective)."""
+        while self._made:
+            mpicoll.shm.free(self._made.pop())
 
     def to_host(self, a):
         return a if self.xp is np else self.xp.asnumpy(a)
@@ -157,6 +215,10 @@ class Case:
         self.bytes = self.count * self.dtype.itemsize
         self.send = self.recv = None
         spec.alloc(self)
+        # --shared-result: the shm row of allreduce/allgather writes one result for the node
+        self.shared_recv = None
+        if getattr(am, "shared_result", False) and spec.name in ("allreduce", "allgather"):
+            self.shared_recv = am.empty(self.recv.size, self.dtype, shared=True)
         # Reduction pattern: rank r holds (g + r) mod M at global index g.
         cap = _cap(self.dtype)
         exact_sum = self.dtype.kind in "iu"          # integer sums wrap exactly
@@ -173,6 +235,19 @@ class Case:
 
     def busbw_factor(self):
         return self.spec.busbw(self.n)
+
+    @contextlib.contextmanager
+    def result_for(self, algorithm):
+        """The output ``algorithm``'s row uses inside the block: the node-shared one for the
+        shm row with ``--shared-result``, else the case's own."""
+        if self.shared_recv is None or algorithm != "shm":
+            yield
+            return
+        own, self.recv = self.recv, self.shared_recv
+        try:
+            yield
+        finally:
+            self.recv = own
 
     def call(self, algorithm, comm=None):
         """A zero-argument callable making one call of ``algorithm`` through the public face

@@ -67,7 +67,7 @@ class GatherSpec(Spec):
 
     def alloc(self, c):
         c.send = c.am.empty(c.block, c.dtype)
-        c.recv = c.am.empty(c.count, c.dtype) if c.rank == c.root else None
+        c.recv = c.am.empty_on(c.rank == c.root, c.count, c.dtype)
 
     def input_fn(self, c):
         return lambda g: blocks_data(c.rank, g, c.dtype)

@@ -73,7 +73,7 @@ class ReduceSpec(Spec):
 
     def alloc(self, c):
         c.send = c.am.empty(c.count, c.dtype)
-        c.recv = c.am.empty(c.count, c.dtype) if c.rank == c.root else None
+        c.recv = c.am.empty_on(c.rank == c.root, c.count, c.dtype)
 
     def input_fn(self, c):
         return c.red_input

@@ -83,7 +83,7 @@ class ScatterSpec(Spec):
         return (n - 1) / n
 
     def alloc(self, c):
-        c.send = c.am.empty(c.count, c.dtype) if c.rank == c.root else None
+        c.send = c.am.empty_on(c.rank == c.root, c.count, c.dtype)
         c.recv = c.am.empty(c.block, c.dtype)
 
     def input_fn(self, c):

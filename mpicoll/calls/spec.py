@@ -78,7 +78,10 @@ class Spec:
         return self.call_count(case) * case.dtype.itemsize
 
     def alloc(self, case):
-        """Allocate ``case.send`` and ``case.recv`` (None where this rank has none)."""
+        """Allocate ``case.send`` and ``case.recv`` (None where this rank has none) with
+        ``case.am.empty(n, dtype)``, or ``case.am.empty_on(mine, n, dtype)`` for a buffer
+        some ranks only have: every rank makes the same calls (shared-memory buffers are
+        made collectively)."""
         raise NotImplementedError
 
     def io(self, case):
