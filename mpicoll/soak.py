@@ -4,6 +4,7 @@
 
     mpiexec -n 4 python -m mpicoll.soak --calls 10000 --seed 1
     mpiexec -n 4 python -m mpicoll.soak --calls 10000 --check     # in checked mode
+    mpiexec -n 4 python -m mpicoll.soak --calls 10000 --prefer shm  # shared-memory algorithms
 
 Each call draws (the same on every rank) a primitive, one of its algorithms
 (``native`` and ``auto`` included), a dtype, a count (0 to ``--max-count``,
@@ -75,9 +76,10 @@ def _data(rng, count, dtype, opname):
     return out
 
 
-def _draw(rng, size, max_count, layout=None):
+def _draw(rng, size, max_count, layout=None, prefer=None):
     """One random case, the same on every rank; ``layout``: the communicator's nodes (the
-    algorithms that cannot run on them -- the shm ones across nodes -- are not drawn)."""
+    algorithms that cannot run on them -- the shm ones across nodes -- are not drawn);
+    ``prefer``: the algorithm taken wherever the drawn primitive has one by that name."""
     import mpicoll
 
     def runs(fn, commutative):
@@ -87,6 +89,8 @@ def _draw(rng, size, max_count, layout=None):
     names = [a for a in mpicoll.algorithms(prim)
              if runs(mpicoll.algorithm_info(prim, a), True)] + ["auto"]
     algo = names[rng.integers(len(names))]
+    if prefer in names:
+        algo = prefer
     dtype = DTYPES[rng.integers(len(DTYPES))]
     kind = np.dtype(dtype).kind
     opname = None
@@ -369,9 +373,11 @@ def _stray(comm):
 
 
 def soak(comm=None, calls=10000, seed=1, max_count=20000, p2p=True, check=None,
-         progress=None, max_errors=10):
+         progress=None, max_errors=10, prefer=None):
     """Run the soak on ``comm`` (default COMM_WORLD); return the summary dict (same on every rank).
 
+    ``prefer``: an algorithm name run wherever the drawn primitive has it (``"shm"``: the
+    shared-memory algorithms on every call of a primitive that has one).
     ``check``: None (leave the mode alone) or a mode for :func:`mpicoll.engine.call.set_check`.
     ``progress``: called as ``progress(i, summary_so_far)`` on rank 0 every tenth of the run.
     """
@@ -384,7 +390,7 @@ def soak(comm=None, calls=10000, seed=1, max_count=20000, p2p=True, check=None,
     old_mode = set_check(comm, check) if check is not None else None
     pcomm = private_comm(comm)
     node_layout = layout(pcomm)
-    errors, mismatches, leaked, p2p_bad = [], 0, 0, 0
+    errors, mismatches, leaked, p2p_bad, preferred = [], 0, 0, 0, 0
     by_prim = {}
     rss = []
     every = max(1, calls // 10)
@@ -406,7 +412,9 @@ def soak(comm=None, calls=10000, seed=1, max_count=20000, p2p=True, check=None,
     with _Tracker() as tracker:
         for i in range(calls):
             rng = np.random.default_rng([seed, i])
-            case = _draw(rng, size, max_count, node_layout)
+            case = _draw(rng, size, max_count, node_layout, prefer)
+            if case["algorithm"] == prefer:
+                preferred += 1
             if p2p:
                 inbox = np.full(2, -1, dtype=np.int64)
                 out = np.array([i, rank], dtype=np.int64)
@@ -485,6 +493,7 @@ def soak(comm=None, calls=10000, seed=1, max_count=20000, p2p=True, check=None,
         rss_final_bytes_max=int(mx[10]),
         rss_samples_mib=rss_mib,          # largest rank's RSS after each tenth of the run
         calls_per_primitive=counts,
+        prefer=prefer, calls_with_preferred=preferred,
         # Shared windows alive on this rank (the shm algorithms' scratch segment) before
         # and after the run: a growing count would be a leak.
         shm_windows=[shm_before["windows"], shm_after["windows"]],
@@ -600,6 +609,9 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--max-count", type=int, default=20000, help="largest count drawn (elements)")
     ap.add_argument("--no-p2p", action="store_true", help="no interleaved user point-to-point")
+    ap.add_argument("--prefer", metavar="ALGORITHM",
+                    help="run this algorithm wherever the drawn primitive has one (e.g. shm: "
+                         "the shared-memory algorithms on every call of allreduce, bcast, ...)")
     ap.add_argument("--check", action="store_true", help="run in checked mode (MPICOLL_CHECK=1)")
     ap.add_argument("--rss-limit-mib", type=float, default=16.0,
                     help="largest resident-memory growth counted as flat (MiB, default 16)")
@@ -623,7 +635,7 @@ def main(argv=None):
               f"{s['leaked_requests']} leaked requests, {s['seconds']} s", flush=True)
     summary = soak(calls=args.calls, seed=args.seed, max_count=args.max_count,
                    p2p=not args.no_p2p, check="checked" if args.check else None,
-                   progress=progress)
+                   progress=progress, prefer=args.prefer)
     ok = clean(summary, int(args.rss_limit_mib * (1 << 20)))
     summary["clean"] = ok
     if rank == 0:
@@ -636,6 +648,7 @@ def main(argv=None):
               f"mismatches={summary['mismatches']} leaked_requests={summary['leaked_requests']} "
               f"stray={summary['stray_messages_private'] + summary['stray_messages_user']} "
               f"rss_growth={summary['rss_growth_bytes_max'] / 2**20:.1f} MiB "
+              f"shm_windows={summary['shm_windows'][1]} ({summary['shm_bytes'][1]} B) "
               f"in {summary['seconds']} s", flush=True)
     return 0 if ok else 1
 

@@ -4,6 +4,8 @@ with the native collective; no leaked request, no stray message, one private
 communicator. The full run (10 000 calls at N = 4) is ``python -m mpicoll.soak``;
 its recorded result is benchmarks/soak.md.
 """
+import os
+
 import pytest
 from mpi4py import MPI
 
@@ -45,6 +47,28 @@ def test_short_soak_checked_on_a_split_comm():
         check(s)
         assert s["check"] == "checked"
         assert mpicoll.engine.call.get_check(comm) == mpicoll.engine.call.check_mode()   # restored
+    finally:
+        comm.Free()
+
+
+def test_short_soak_shm():
+    """The shm algorithms wherever a primitive has one, on a communicator on one node (its
+    private duplicate made while MPICOLL_NODES is empty): nothing left in shared memory."""
+    old = os.environ.get("MPICOLL_NODES")
+    os.environ["MPICOLL_NODES"] = ""
+    comm = world.Dup()
+    try:
+        mpicoll.barrier(comm=comm)          # its private duplicate (and layout), now
+    finally:
+        if old is None:
+            del os.environ["MPICOLL_NODES"]
+        else:
+            os.environ["MPICOLL_NODES"] = old
+    try:
+        s = soak(comm, calls=CALLS // 2, seed=13, max_count=4000, prefer="shm")
+        check(s)
+        assert s["prefer"] == "shm" and s["calls_with_preferred"] > CALLS // 4, s
+        assert s["shm_windows"][1] <= s["shm_windows"][0], s
     finally:
         comm.Free()
 
