@@ -6,6 +6,9 @@
 - ``exit``: rank 1 calls ``sys.exit(3)`` while the others wait;
 - ``late``: rank 1 raises after a few good collectives, while the others are in the next;
 - ``agreed``: rank 1 passes a bad root; mpicoll raises ArgumentError on every rank;
+- ``shm-raise`` / ``shm-die``: rank 1 raises (or its process ends, ``os._exit``) inside an
+  shm allreduce, after the ranks have exchanged where their buffers are, while the others
+  read its memory and wait in the node barrier;
 - ``ok``: everyone finishes (exit 0).
 
 Imported as a module (``python -m mpicoll.bench ... --import tests/failing_rank.py``) with
@@ -34,6 +37,19 @@ def main():
         raise RuntimeError(f"boom from rank {rank}")
     if rank == bad and mode == "exit":
         sys.exit(3)
+    if mode.startswith("shm-"):
+        from mpicoll.device import shm
+        barrier = shm.Peers.barrier
+
+        def dying(self):
+            if rank == bad:
+                if mode == "shm-die":
+                    os._exit(9)
+                raise RuntimeError(f"boom inside the shm allreduce on rank {rank}")
+            barrier(self)
+        shm.Peers.barrier = dying
+        x = np.full(1 << 16, rank + 1.0)
+        mpicoll.allreduce(x, algorithm="shm")
     if mode == "agreed":
         mpicoll.bcast(x, root=size + 7 if rank == bad else 0)
     y = mpicoll.allreduce(x)            # the others wait here for the failed rank

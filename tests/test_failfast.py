@@ -31,6 +31,16 @@ def test_raising_rank_ends_the_job(n):
     assert "done" not in out
 
 
+@pytest.mark.parametrize("mode", ["shm-raise", "shm-die"])
+def test_rank_failing_inside_an_shm_call_ends_the_job(mode):
+    """The others are reading the failed rank's memory or waiting in the node barrier."""
+    proc, out = run(3, [sys.executable, SCRIPT, mode], env={"MPICOLL_NODES": ""})
+    assert proc.returncode != 0, out
+    if mode == "shm-raise":
+        assert "[rank 1] RuntimeError: boom inside the shm allreduce on rank 1" in out, out
+    assert "done" not in out
+
+
 def test_raising_alone():
     proc, out = run(1, [sys.executable, SCRIPT, "raise"])
     assert proc.returncode != 0 and out.count("Traceback (most recent call last)") == 1, out
