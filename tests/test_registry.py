@@ -171,8 +171,10 @@ def test_toy_algorithm_in_the_bench(toy):
     assert direct and all(r["model"] == "none" and r["predicted_us"] is None for r in direct)
     # Node-aware algorithms are priced from their plans on the run's layout (two-level model).
     assert {r["model"] for r in rows if r["algorithm"] == "hierarchical"} == {"plan"}
-    assert {r["model"] for r in rows
-            if r["algorithm"] not in ("toy_linear", "direct_ring", "hierarchical")} == {"formula"}
+    # The shm algorithms read peers' memory: no message to price.
+    assert {r["model"] for r in rows if r["algorithm"] == "shm"} == {"none"}
+    assert {r["model"] for r in rows if r["algorithm"] not in (
+        "toy_linear", "direct_ring", "hierarchical", "shm")} == {"formula"}
     planned = re.search(r"# model plan \(no formula in mpicoll/bench/costs.py\): ([^\n]*)", out)
     assert planned and "allreduce/toy_linear," in planned.group(1), out
 

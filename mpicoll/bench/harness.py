@@ -153,9 +153,14 @@ class Sweep:
         self.raw = rawcol.wanted(opts) if raw is None else bool(raw)
         self.raw_skip = None        # why the raw column could not run (same on every rank)
         self._raw_us = {}           # (primitive, bytes) -> the raw row's avg time (us)
+        from mpicoll.core.topology import layout
+        from mpicoll.engine.context import private_comm
+        self.one_node_host = None           # what auto sees (set with the buffers below)
         self.am = getattr(opts, "array_module", None) or \
             ArrayModule(opts.xp, comm, getattr(opts, "device", None),
                         getattr(opts, "shared_result", False))
+        self.one_node_host = (self.am.name != "cupy"
+                              and layout(private_comm(comm)).n_nodes == 1)
 
     def sizes(self, primitive):
         if primitive == "barrier":
@@ -171,6 +176,25 @@ class Sweep:
                      if a not in ("nccl", rawcol.LABEL) and not torchdist.is_label(a)]
         plan = {p: algorithm_labels(p, requested, self.native_forced,
                                     strict=len(primitives) == 1) for p in primitives}
+        # Algorithms that cannot run here (the shm ones on device buffers or across nodes)
+        # get a skip line with the reason instead of a row.
+        from mpicoll.core.registry import lookup
+        from mpicoll.engine.call import refusal
+        from mpicoll.engine.context import private_comm
+        pcomm = private_comm(self.comm)
+        commutative = self.opts.op.is_commutative if getattr(self.opts, "op", None) else True
+        self.refused = []
+        for p in primitives:
+            keep = []
+            for label, alg, forced in plan[p]:
+                why = None
+                if alg in mpicoll.algorithms(p) and alg != "native":
+                    why = refusal(lookup(p, alg), pcomm, commutative, self.am.name == "cupy")
+                if why:
+                    self.refused.append((p, label, why))
+                else:
+                    keep.append((label, alg, forced))
+            plan[p] = keep
         if self.raw:
             self.raw_skip = rawcol.agreed_skip_reason(self.comm, self.am)
             if self.raw_skip is None:
@@ -202,6 +226,12 @@ class Sweep:
             if self.rank == 0:
                 self.echo(f"# {self.raw_skip}")
         for p in primitives:
+            for q, label, why in self.refused:
+                if q == p:
+                    self.sink.write({"type": "skip", "primitive": p, "algorithm": label,
+                                     "reason": why})
+                    if self.rank == 0:
+                        self.echo(f"# {p} {label}: skipped, {why.removeprefix('algorithm: ')}")
             for label, skipped in self.ref_skips.items():
                 for q, why in skipped:
                     if q != p:
@@ -344,7 +374,8 @@ class Sweep:
         """What ``algorithm="auto"`` would run for this call (recorded, never fatal)."""
         try:
             return default_algorithm(case.spec.name, size=self.n, nbytes=case.call_nbytes,
-                                     count=case.call_count, commutative=commutative)
+                                     count=case.call_count, commutative=commutative,
+                                     one_node_host=self.one_node_host)
         except Exception as exc:  # noqa: BLE001 - e.g. a broken MPICOLL_TUNING file
             return f"error: {exc}"
 

@@ -98,24 +98,43 @@ def _chunk(itemsize):
 
 def _reduce_range(ctx, shm, peers, i, lo, hi, own, out, tmp):
     """``out = in_0 (op) in_1 (op) ...`` over the node's ranks, elements ``[lo, hi)`` of their
-    array ``i`` (``own``: this rank's own elements of that range), in cache-sized chunks."""
-    op = ctx.op
-    user = op_ufunc(op) is None
+    array ``i`` (``own``: this rank's own elements of that range), in cache-sized chunks.
+
+    Built-in ops combine the first two operands straight into ``out`` (a peer's chunk read
+    in place, or copied into ``out`` / ``tmp`` by cross-memory attach): no extra copy.
+    User ops write their second operand (MPI's ``Reduce_local``), so it is always a
+    private copy, never a peer's memory."""
+    user = op_ufunc(ctx.op) is None
     dtype = out.dtype
     step = _chunk(out.itemsize)
     direct = peers.mode[i] != "cma"
+    n, me = shm.size, shm.rank
+
+    def operand(q, c0, c1, into):
+        if q == me:
+            return own[c0:c1]
+        if direct:
+            return ctx.read_from(peers, q, i, lo + c0, lo + c1, None, dtype)
+        return ctx.read_from(peers, q, i, lo + c0, lo + c1, into, dtype)
+
     for c0 in range(0, hi - lo, step):
         c1 = min(hi - lo, c0 + step)
         o = out[c0:c1]
         t = tmp[:c1 - c0]
-        for q in range(shm.size):
-            if q == shm.rank:
+        if n == 1:
+            o[...] = own[c0:c1]
+            continue
+        if not user:
+            res = ctx.reduce(operand(0, c0, c1, o), operand(1, c0, c1, t), o)
+            for q in range(2, n):
+                res = ctx.reduce(o, operand(q, c0, c1, t), o)
+            continue
+        for q in range(n):
+            if q == me:
                 d = own[c0:c1]
-                if user and q:
+                if q:
                     t[...] = d
                     d = t
-            elif direct and not user:
-                d = ctx.read_from(peers, q, i, lo + c0, lo + c1, None, dtype)
             else:
                 d = ctx.read_from(peers, q, i, lo + c0, lo + c1, t, dtype)
             if q == 0:

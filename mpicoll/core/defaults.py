@@ -7,7 +7,9 @@ one block for gather/scatter/allgather/alltoall, the mean block Σcounts/N
 for gatherv/scatterv/allgatherv). Alltoallv's counts are each rank's own,
 so its rule looks at N only (every rank must choose the same).
 
-A measured table comes first: ``auto`` picks the algorithm that
+On one node with host arrays, allreduce from 8 MiB and reduce_scatter from
+4 MiB (the whole vector) take the ``shm`` algorithms (:data:`SHM_FROM`,
+measured in ``benchmarks/shm.md``). Then a measured table: ``auto`` picks the algorithm that
 ``python -m mpicoll.bench tune`` measured fastest for this primitive, world
 size and ``nbytes`` range. The table is the file named by ``MPICOLL_TUNING``
 (``none`` or ``off``: rules only), else ``mpicoll/core/tuning/default.json``,
@@ -22,7 +24,7 @@ import os
 from .errors import ArgumentError
 from .registry import algorithms, lookup
 
-__all__ = ["default_algorithm", "DEFAULTS_TABLE", "tuned_algorithm", "tuning_table",
+__all__ = ["default_algorithm", "DEFAULTS_TABLE", "SHM_FROM", "tuned_algorithm", "tuning_table",
            "TABLE_FORMAT", "DEFAULT_TUNING_PATH"]
 
 TABLE_FORMAT = "mpicoll-tuning/1"
@@ -37,11 +39,13 @@ LONG = 512 * 1024     # bytes: bandwidth-bound above this
 DEFAULTS_TABLE = {
     "bcast": "binomial below 12 KiB or N < 8, else scatter_allgather",
     "reduce": "rabenseifner for commutative ops from 2 KiB when count >= 2^⌊log2 N⌋, else binomial",
-    "allreduce": "recursive_doubling up to 2 KiB or for non-commutative ops, else ring",
+    "allreduce": "shm from 8 MiB on one node with host arrays; recursive_doubling up to "
+                 "2 KiB or for non-commutative ops, else ring",
     "gather": "binomial",
     "scatter": "binomial",
     "allgather": "recursive_doubling when N·n < 80 KiB, else ring",
-    "reduce_scatter": "recursive_halving up to 512 KiB, else pairwise; reduce_scatterv for non-commutative ops",
+    "reduce_scatter": "shm from 4 MiB on one node with host arrays; recursive_halving up to "
+                      "512 KiB, else pairwise; reduce_scatterv for non-commutative ops",
     "alltoall": "bruck for blocks up to 256 B when N >= 8, else pairwise",
     "barrier": "dissemination",
     "gatherv": "binomial",
@@ -110,10 +114,21 @@ def tuned_algorithm(primitive, *, size, nbytes=0, commutative=True):
     return name
 
 
-def default_algorithm(primitive, *, size, nbytes=0, count=0, commutative=True, table=True):
-    """Name of the algorithm ``auto`` resolves to for this call (tuned table, then rules;
-    ``table=False``: the rules only -- they never pick an algorithm that needs a node
-    layout or, for a non-commutative op, a commutative one)."""
+#: primitive -> bytes from which ``auto`` takes the shm algorithm on one node with host
+#: arrays (measured: benchmarks/shm.md).
+SHM_FROM = {"allreduce": 8 << 20, "reduce_scatter": 4 << 20}
+
+
+def default_algorithm(primitive, *, size, nbytes=0, count=0, commutative=True, table=True,
+                      one_node_host=False):
+    """Name of the algorithm ``auto`` resolves to for this call (shm where it is measured
+    faster, then the tuned table, then rules; ``table=False``: the rules only -- they never
+    pick an algorithm that needs a node layout or, for a non-commutative op, a commutative
+    one). ``one_node_host``: every rank on one node, host arrays (the shm algorithms can
+    run)."""
+    if one_node_host and size > 1 and nbytes >= SHM_FROM.get(primitive, 1 << 62) \
+            and "shm" in algorithms(primitive):
+        return "shm"
     tuned = table and tuned_algorithm(primitive, size=size, nbytes=nbytes,
                                       commutative=commutative)
     if tuned:

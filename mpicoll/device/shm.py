@@ -86,6 +86,12 @@ def _process_vm_readv():
     return _readv or None
 
 
+def address_of(a):
+    """The address of a contiguous host array's first byte (a fraction of ``a.ctypes.data``'s
+    cost: this runs several times per call)."""
+    return MPI.buffer(a).address if a.nbytes else a.__array_interface__["data"][0]
+
+
 def cma_read(pid, address, dst, nbytes=None):
     """Copy ``nbytes`` (default: all of ``dst``) from ``address`` in process ``pid`` into the
     host array ``dst``: one copy, by the kernel. OSError (with the errno) if refused."""
@@ -93,7 +99,7 @@ def cma_read(pid, address, dst, nbytes=None):
     if not nbytes:
         return
     fn = _process_vm_readv()
-    local, remote = _Iovec(dst.ctypes.data, nbytes), _Iovec(address, nbytes)
+    local, remote = _Iovec(address_of(dst), nbytes), _Iovec(address, nbytes)
     done = 0
     while done < nbytes:          # the kernel may copy less than asked (it says how much)
         got = fn(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
@@ -327,7 +333,7 @@ def locate(a):
     """(window, byte offset) of a host array that lies in a shared window, else None."""
     if not isinstance(a, np.ndarray) or not _windows:
         return None
-    ptr = a.ctypes.data
+    ptr = address_of(a)
     with _lock:
         for w in _windows.values():
             if w.local is not None and w.start <= ptr and ptr + a.nbytes <= w.start + w.nbytes:
@@ -372,66 +378,85 @@ class Peers:
     _WORDS = 6          # address, bytes, window key (pid, id), offset, itemsize
 
     def __init__(self, shm, arrays, outputs=(), same=None, unread=()):
+        # Plain Python lists throughout: a small call's cost is this bookkeeping.
         self.shm = shm
-        self.arrays = list(arrays)
-        k = len(self.arrays)
-        mine = np.full((k, self._WORDS), -1, np.int64)
-        for i, a in enumerate(self.arrays):
+        arrays = self.arrays = list(arrays)
+        k, w, n = len(arrays), self._WORDS, shm.size
+        mine = [-1] * (k * w)
+        own_wins = {}               # array index -> (window, offset) on this rank
+        for i, a in enumerate(arrays):
             if a is None:
                 continue
-            mine[i, :2] = a.ctypes.data, a.nbytes
-            mine[i, 5] = a.itemsize
-            got = locate(a)
+            j = i * w
+            mine[j], mine[j + 1], mine[j + 5] = address_of(a), a.nbytes, a.itemsize
+            got = locate(a) if _windows else None
             if got is not None and got[0].pids == shm.pids:
-                mine[i, 2:5] = got[0].key[0], got[0].key[1], got[1]
-        every = np.empty((shm.size, k, self._WORDS), np.int64)
-        shm.node.Allgather(mine, every)
-        self.every = every
+                own_wins[i] = got
+                mine[j + 2], mine[j + 3], mine[j + 4] = got[0].key[0], got[0].key[1], got[1]
+        every = np.empty(n * k * w, np.int64)
+        shm.node.Allgather(np.array(mine, np.int64), every)
+        rows = every.tolist()
+        # cols[i][q]: the words of rank q's array i
+        self.cols = cols = [[rows[(q * k + i) * w:(q * k + i + 1) * w] for q in range(n)]
+                            for i in range(k)]
         if same:
             self._check_same(same)
-        self.itemsize = [int(every[:, i, 5].max()) for i in range(k)]
+        self.itemsize = [max(c[5] for c in col) for col in cols]
         self.views = [None] * k
-        self.mode = []
+        self.mode = mode = []
+        wins = []
+        cma = "cma" if shm.cma else "segment"
+        # No window on this rank and an array in every slot: none can be a view (a view
+        # needs every rank's array in one window), so skip the search.
+        plain = not _windows and all(a is not None for a in arrays)
         for i in range(k):
             if i in unread:
-                self.mode.append("unread")
+                mode.append("unread")
                 continue
-            col = every[:, i]
-            have = col[:, 1] >= 0
-            keys = {(int(c[2]), int(c[3]), int(c[4])) for c in col[have]}
-            if len(keys) == 1 and -1 not in next(iter(keys)):
-                win = next((w for w in list(_windows.values())
-                            if w.key == next(iter(keys))[:2]), None)
+            if plain:
+                mode.append(cma)
+                continue
+            col = cols[i]
+            keys = {(c[2], c[3], c[4]) for c in col if c[1] >= 0}
+            key = next(iter(keys)) if len(keys) == 1 else None
+            if key is not None and key[0] != -1:
+                win = own_wins[i][0] if i in own_wins else next(
+                    (x for x in list(_windows.values()) if x.key == key[:2]), None)
                 if win is not None:
-                    self.mode.append("view")
-                    off = next(iter(keys))[2]
-                    self.views[i] = [win.parts[q][off:off + int(col[q, 1])] if have[q] else None
-                                     for q in range(shm.size)]
+                    wins.append(win)
+                    mode.append("view")
+                    off = key[2]
+                    self.views[i] = [win.parts[q][off:off + col[q][1]] if col[q][1] >= 0
+                                     else None for q in range(n)]
                     continue
-            self.mode.append("cma" if shm.cma else "segment")
+            mode.append(cma)
+        # The windows whose memory a barrier makes consistent: the call's
+        self._wins = wins
         # The scratch segment, where some array goes through it: one region per array, at
         # the same offset on every rank (sized by the largest rank's array).
         self.seg, self.seg_off = None, [0] * k
-        if "segment" in self.mode:
+        if "segment" in mode:
             total = 0
             for i in range(k):
-                if self.mode[i] == "segment":
+                if mode[i] == "segment":
                     self.seg_off[i] = total
-                    total += -(-max(int(every[:, i, 1].max()), 0) // 64) * 64
+                    total += -(-max(max(c[1] for c in cols[i]), 0) // 64) * 64
             self.seg = shm.segment(total)
             if self.seg is None:
                 raise TooBig(total)
+            self._wins.insert(0, self.seg)
             for i in range(k):
-                if self.mode[i] == "segment" and i not in outputs:
+                if mode[i] == "segment" and i not in outputs:
                     self.publish(i)
             shm.node.Barrier()           # the inputs are in the segment
+        self._wins = list(dict.fromkeys(self._wins))
 
     def _check_same(self, same):
         # Every rank reads its peers' arrays as if they were the size of its own: a rank
         # that passed another size would have it read past the end of a peer's buffer. Every
         # rank holds the whole table, so every rank raises the same error (nothing hangs).
         for i, name in same.items():
-            have = [(q, int(b)) for q, b in enumerate(self.every[:, i, 1]) if b >= 0]
+            have = [(q, c[1]) for q, c in enumerate(self.cols[i]) if c[1] >= 0]
             if len({b for _, b in have}) > 1:
                 told = ", ".join(f"{b} on rank {q}" for q, b in have)
                 raise ArgumentError(f"{name}: the shm algorithm needs the same number of bytes "
@@ -459,21 +484,12 @@ class Peers:
 
     def barrier(self):
         """A node barrier, with the shared windows' memory made consistent around it."""
-        wins = self._windows()
+        wins = self._wins
         for w in wins:
             w.sync()
         self.shm.node.Barrier()
         for w in wins:
             w.sync()
-
-    def _windows(self):
-        out = [self.seg] if self.seg is not None else []
-        for i, m in enumerate(self.mode):
-            if m == "view":
-                got = locate(self.arrays[i]) if self.arrays[i] is not None else None
-                if got is not None and got[0] not in out:
-                    out.append(got[0])
-        return out
 
     def get(self, q, i, lo, hi, dst=None, dtype=None):
         """Elements ``[lo, hi)`` of node rank ``q``'s array ``i``: into ``dst`` (returned), or,
@@ -484,7 +500,7 @@ class Peers:
         if mode == "cma":
             if dst is None:
                 raise ValueError("cma reads need a destination")
-            cma_read(self.shm.pids[q], int(self.every[q, i, 0]) + lo * isz, dst, nbytes)
+            cma_read(self.shm.pids[q], self.cols[i][q][0] + lo * isz, dst, nbytes)
             return dst
         if mode == "view":
             raw = self.views[i][q][lo * isz:hi * isz]

@@ -524,9 +524,12 @@ class Call:
                 f"or 'auto'; got {describe(name)}")
         commutative = True if op is None else op.is_commutative
         auto = name == "auto"
+        adapter = None if arr is None else adapter_of(arr)
         if auto:
             name = default_algorithm(primitive, size=self.size, nbytes=nbytes,
-                                     count=count, commutative=commutative)
+                                     count=count, commutative=commutative,
+                                     one_node_host=adapter is None
+                                     and layout(self.pcomm).n_nodes == 1)
         refused = native_refusal(primitive, op) if name == "native" else None
         if refused:
             if not auto:
@@ -541,7 +544,6 @@ class Call:
                 f"algorithm: {primitive} algorithm {name!r} combines data out of rank order "
                 f"and needs a commutative op; got a non-commutative user op. "
                 f"Algorithms that keep rank order: {', '.join(capable)}", MPI.ERR_OP)
-        adapter = None if arr is None else adapter_of(arr)
         why = refusal(fn, self.pcomm, commutative, adapter is not None)
         if why and auto:
             # A tuning table measured elsewhere named an algorithm that cannot run this

@@ -265,3 +265,20 @@ def test_sizes_that_differ_over_the_node_are_refused_on_every_rank(cma):
         # and the communicator still works
         assert np.array_equal(mpicoll.allreduce(np.ones(3), comm=c, algorithm="shm"),
                               np.full(3, N))
+
+
+def test_auto_takes_shm_for_large_calls_on_one_node():
+    """auto: shm from SHM_FROM bytes on one node with host arrays, never across nodes."""
+    from mpicoll.core.defaults import SHM_FROM
+    big = np.ones(SHM_FROM["allreduce"] // 8)
+    with env() as c, mpicoll.traffic() as t:
+        got = mpicoll.allreduce(big, comm=c)
+        mpicoll.allreduce(big[:1000], comm=c)
+    assert np.array_equal(got, np.full(big.size, N))
+    assert [r.algorithm for r in t.calls] == ["shm" if N > 1 else t.calls[0].algorithm,
+                                              t.calls[1].algorithm]
+    assert t.calls[1].algorithm != "shm"
+    if N > 1:
+        with on_nodes("1") as c, mpicoll.traffic() as t:
+            got = mpicoll.allreduce(big, comm=c)
+        assert np.array_equal(got, np.full(big.size, N)) and t.calls[0].algorithm != "shm"
