@@ -399,10 +399,12 @@ def soak(comm=None, calls=10000, seed=1, max_count=20000, p2p=True, check=None,
     import mpicoll
     mpicoll.allreduce(np.zeros(1), comm=comm)
     comm.Allreduce(MPI.IN_PLACE, np.zeros(1), MPI.SUM)
-    # The shm algorithms' node memory is made once per communicator (its communicator and
-    # scratch segment, sized for the largest call here): before the handle probe.
+    # The shm algorithms' node memory is made once per communicator (its communicator, the
+    # mailbox and the scratch segment, sized for the largest call here): before the handle
+    # probe.
     if node_layout.n_nodes == 1:
         node = node_shm(pcomm, node_layout.members[0])
+        node.mailbox()
         if not node.cma:
             node.segment(2 * size * max_count * 16)
     shm_before = shm_stats()

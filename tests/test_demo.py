@@ -188,8 +188,9 @@ def check_table(out, n, k=5, root=0, algos=None, device=False):
     # elements each rank reads, from what each rank's result needs that it does not hold.
     closed_reads = {
         "bcast": [0 if r == root else k for r in range(n)],
-        "allreduce": [(n - 1) * c[r] + (k - c[r]) for r in range(n)],   # its slice, then the rest
-        "reduce": [(n - 1) * c[r] + (k - c[r] if r == root else 0) for r in range(n)],
+        # K elements are a small call (the mailbox): each reducing rank reads every peer's
+        "allreduce": [(n - 1) * k] * n,
+        "reduce": [(n - 1) * k if r == root else 0 for r in range(n)],
         "reduce_scatter": [(n - 1) * c[r] for r in range(n)],
         "gather": [(n - 1) * b if r == root else 0 for r in range(n)],
         "scatter": [0 if r == root else b for r in range(n)],

@@ -386,9 +386,15 @@ def test_bench_cpu_job(finished_jobs):
     assert _load_json(d, "provenance.json")["slurm"]["SLURM_JOB_NUM_NODES"] == "2"
     rows = _bench_results(d, ["bench.jsonl"], 1)
     import mpicoll
-    want = {(p, a) for p in mpicoll.PRIMITIVES for a in mpicoll.algorithms(p)}
+    # Two nodes: the shm algorithms cannot run; the bench skips them with the reason.
+    want = {(p, a) for p in mpicoll.PRIMITIVES for a in mpicoll.algorithms(p) if a != "shm"}
     got = {(r["primitive"], r["algorithm"]) for r in rows}
     assert want <= got, f"missing primitive x algorithm rows: {sorted(want - got)}"
+    skips = {(r["primitive"], r["algorithm"]): r["reason"]
+             for r in _jsonl(os.path.join(d, "bench.jsonl")) if r["type"] == "skip"}
+    for p in mpicoll.PRIMITIVES:
+        if "shm" in mpicoll.algorithms(p):
+            assert "every rank must be on one node" in skips[(p, "shm")], skips
     with open(os.path.join(d, "bench.csv")) as f:
         assert len(f.read().splitlines()) == len(rows) + 1
 

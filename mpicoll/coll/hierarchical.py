@@ -122,6 +122,9 @@ class Group:
     def read_from(self, peers, q, i, lo, hi, dst=None, dtype=None):
         return self.ctx.read_from(peers, q, i, lo, hi, dst, dtype)
 
+    def read_box(self, box, q, k, lo, hi, dtype):
+        return self.ctx.read_box(box, q, k, lo, hi, dtype)
+
     def set_path(self, path):
         self.ctx.set_path(path)
 

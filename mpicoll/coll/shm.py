@@ -16,6 +16,16 @@ result is ``in_0 (op) in_1 (op) ... in_{N-1}``, computed by one rank (the
 owner of its slice) and copied by the others, so results are bitwise
 identical on every rank and non-commutative ops are fine.
 
+Small calls (at most ``MAILBOX_BYTES`` = 16 KiB written per rank) take a
+shorter way: each rank copies its data into its slot of a double-buffered
+mailbox segment and one node barrier follows; then every rank reads the slots
+it needs in place (:class:`mpicoll.device.shm.Mailbox`): no exchange of
+addresses, no system call, one synchronisation. There every rank that needs a
+reduction computes all of it (``(N-1)·n`` read), which at these sizes costs
+less than a second barrier. Ranks decide by their own sizes: in ``local``
+check mode a call whose sizes differ across ranks on both sides of the
+threshold is not caught (the default agreement step catches it first).
+
 Costs below: α_s per synchronisation (the exchange, a barrier), β_r per byte
 read from a peer, γ per byte reduced, n bytes per rank's vector (or block),
 N ranks of one node. Limits: host memory only (NumPy arrays); every rank of
@@ -29,10 +39,10 @@ point-to-point algorithm instead, on every rank alike.
 import numpy as np
 
 from ..core.blocks import offsets, split
-from ..core.errors import NotSchedulable
+from ..core.errors import ArgumentError, NotSchedulable
 from ..core.ops import op_ufunc
 from ..core.registry import lookup, register
-from ..device.shm import CHUNK, Peers, TooBig, locate
+from ..device.shm import CHUNK, MAILBOX_BYTES, Peers, TooBig, locate
 
 __all__ = ["check_layout", "Reads"]
 
@@ -54,15 +64,21 @@ class Reads:
     copies; symmetric arrays and node-shared results read less), where ``count`` is
     the call's per-rank count (a block for gather, allgather, scatter and alltoall,
     the whole vector otherwise) and ``counts`` reduce_scatter's; ``text``: the same
-    as a formula (K the count, b a block, s_r rank r's slice of split(K, N)). The
-    demo's traffic table and the tests read them: they are the β_r terms of the
-    algorithm's Cost.
+    as a formula (K the count, b a block, s_r rank r's slice of split(K, N)).
+    ``small``/``small_text``: the same for calls that go through the mailbox (at most
+    ``MAILBOX_BYTES`` written per rank), where they differ. The demo's traffic table
+    and the tests read them: they are the β_r terms of the algorithm's Cost.
     """
 
-    __slots__ = ("count", "text")
+    __slots__ = ("count", "text", "small", "small_text")
 
-    def __init__(self, count, text):
+    def __init__(self, count, text, small=None, small_text=None):
         self.count, self.text = count, text
+        self.small, self.small_text = small or count, small_text or text
+
+    def at(self, nbytes):
+        """(count, text) for a call writing ``nbytes`` per rank (the mailbox or not)."""
+        return (self.small, self.small_text) if _small(nbytes) else (self.count, self.text)
 
 
 def _shm(reads):
@@ -90,6 +106,57 @@ def _begin(ctx, arrays, outputs=(), same=None, unread=()):
     peers = Peers(shm, arrays, outputs, same, unread)
     ctx.set_path(peers.path)
     return shm, peers
+
+
+def _node(ctx):
+    """This call's node memory; NotSchedulable while a plan is being recorded."""
+    node_memory = getattr(ctx, "node_memory", None)
+    if node_memory is None:
+        raise NotSchedulable("the shm algorithms read peers' memory: they have no plan")
+    return node_memory()
+
+
+def _small(nbytes):
+    """True when a call of ``nbytes`` (what one rank writes) goes through the mailbox."""
+    return nbytes <= MAILBOX_BYTES
+
+
+def _post(ctx, data, declared, name):
+    """Post ``data`` into this rank's mailbox slot (after the barrier every rank's is
+    readable); ``declared``: this rank's size, which must be every rank's (``name``: the
+    argument). Returns (node memory, mailbox, slot)."""
+    shm = _node(ctx)
+    box = shm.mailbox()
+    ctx.set_path("shm-mailbox")
+    k = box.post(data, declared)
+    told = box.declared(k)
+    if len(set(told)) > 1:             # every rank holds the table: every rank raises
+        raise ArgumentError(f"{name}: the shm algorithm needs the same number of bytes on "
+                            f"every rank of the node; got " + ", ".join(
+                                f"{b} on rank {q}" for q, b in enumerate(told)))
+    return shm, box, k
+
+
+def _reduce_slots(ctx, shm, box, k, lo, hi, out):
+    """``out = slot_0 (op) slot_1 (op) ...``: bytes ``[lo, hi)`` of every rank's slot, in
+    rank order (user ops work on private copies: they write their second operand)."""
+    n, dt = shm.size, out.dtype
+    if n == 1 or op_ufunc(ctx.op) is not None:
+        if n == 1:
+            out[...] = ctx.read_box(box, 0, k, lo, hi, dt)
+            return
+        ctx.reduce(ctx.read_box(box, 0, k, lo, hi, dt), ctx.read_box(box, 1, k, lo, hi, dt),
+                   out)
+        for q in range(2, n):
+            ctx.reduce(out, ctx.read_box(box, q, k, lo, hi, dt), out)
+        return
+    out[...] = ctx.read_box(box, 0, k, lo, hi, dt)
+    t = np.empty_like(out)
+    for q in range(1, n):
+        t[...] = ctx.read_box(box, q, k, lo, hi, dt)
+        res = ctx.reduce(out, t, out)
+        if res is not out:
+            out[...] = res
 
 
 def _chunk(itemsize):
@@ -154,15 +221,22 @@ def _p2p(primitive, algorithm, ctx, *args):
 
 @register("allreduce", "shm")
 @_shm(Reads(lambda n, r, k, root, counts: k + (n - 2) * _slice(n, r, k),
-             "K + (N-2)·s_r (= 2(N-1)/N·K on even slices)"))
+             "K + (N-2)·s_r (= 2(N-1)/N·K on even slices)",
+             lambda n, r, k, root, counts: (n - 1) * k, "(N-1)·K (small: every peer's vector)"))
 def allreduce_shm(ctx, sendbuf, recvbuf, op):
     """Each rank reduces its slice reading its peers' inputs, then copies the others' slices.
 
     Cost: α_s + 2α_s + 2(N-1)/N·nβ_r + (N-1)/N·nγ (one exchange, two barriers; on
     symmetric arrays the reads are in place, and with a node-shared ``recvbuf``
-    the second copy and a barrier go). Any op, rank order kept.
+    the second copy and a barrier go). Small calls: α_s + nβ (the copy into the
+    mailbox) + (N-1)nβ_r + (N-1)nγ. Any op, rank order kept.
     """
     src = recvbuf if sendbuf is None else sendbuf
+    if _small(recvbuf.nbytes) and not _in_node_shared(recvbuf):
+        shm, box, k = _post(ctx, src, src.nbytes, "sendbuf" if sendbuf is not None
+                            else "recvbuf")
+        _reduce_slots(ctx, shm, box, k, 0, recvbuf.nbytes, recvbuf)
+        return
     try:
         shm, peers = _begin(ctx, [src, recvbuf], outputs=(1,),
                              same={0: "sendbuf" if sendbuf is not None else "recvbuf",
@@ -186,6 +260,13 @@ def allreduce_shm(ctx, sendbuf, recvbuf, op):
     peers.barrier()                     # no rank reads this rank's buffers any more
 
 
+def _in_node_shared(a):
+    """True when ``a`` is one array for the whole node (``mpicoll.shm.empty(...,
+    shared=True)``)."""
+    got = locate(a)
+    return got is not None and got[0].shared
+
+
 def _node_shared(peers, i):
     """True when array ``i`` is one array for the whole node (``mpicoll.shm.empty(...,
     shared=True)`` on every rank): what one rank writes, every rank holds."""
@@ -203,8 +284,16 @@ def _node_shared(peers, i):
 def reduce_scatter_shm(ctx, sendbuf, recvbuf, counts, op):
     """Each rank reduces its own block reading its peers' inputs.
 
-    Cost: 2α_s + (N-1)/N·nβ_r + (N-1)/N·nγ (n: the whole vector). Any op, rank order.
+    Cost: 2α_s + (N-1)/N·nβ_r + (N-1)/N·nγ (n: the whole vector); small calls
+    α_s + nβ + (N-1)/N·nβ_r + (N-1)/N·nγ. Any op, rank order.
     """
+    if _small(sendbuf.nbytes):
+        shm, box, k = _post(ctx, sendbuf, sendbuf.nbytes, "sendbuf")
+        bounds = offsets(counts)
+        isz = sendbuf.itemsize
+        _reduce_slots(ctx, shm, box, k, bounds[shm.rank] * isz, bounds[shm.rank + 1] * isz,
+                      recvbuf)
+        return
     try:
         shm, peers = _begin(ctx, [sendbuf], same={0: "sendbuf"})
     except TooBig:
@@ -222,14 +311,22 @@ def reduce_scatter_shm(ctx, sendbuf, recvbuf, counts, op):
 @register("reduce", "shm")
 @_shm(Reads(lambda n, r, k, root, counts: (n - 1) * _slice(n, r, k)
              + (k - _slice(n, r, k) if r == root else 0),
-             "(N-1)·s_r, the root K - s_r more"))
+             "(N-1)·s_r, the root K - s_r more",
+             lambda n, r, k, root, counts: (n - 1) * k if r == root else 0,
+             "(N-1)·K on the root (small: it reduces alone)"))
 def reduce_shm(ctx, sendbuf, recvbuf, op, root):
     """Each rank reduces a slice reading its peers' inputs; the root copies the slices.
 
     Cost: 3α_s + (N-1)/N·nβ_r on every rank + (N-1)/N·nβ_r more on the root
-    + (N-1)/N·nγ. Any op, rank order kept.
+    + (N-1)/N·nγ; small calls α_s + nβ + (N-1)n(β_r + γ) on the root. Any op, rank
+    order kept.
     """
     n_el = sendbuf.size
+    if _small(sendbuf.nbytes):
+        shm, box, k = _post(ctx, sendbuf, sendbuf.nbytes, "sendbuf")
+        if shm.rank == root:
+            _reduce_slots(ctx, shm, box, k, 0, sendbuf.nbytes, recvbuf)
+        return
     try:
         shm, peers0 = _begin(ctx, [sendbuf], same={0: "sendbuf"})
     except TooBig:
@@ -258,8 +355,13 @@ def reduce_shm(ctx, sendbuf, recvbuf, op, root):
 def bcast_shm(ctx, buf, root):
     """Every rank copies the root's buffer straight from its memory.
 
-    Cost: 2α_s + nβ_r on every rank but the root.
+    Cost: 2α_s + nβ_r on every rank but the root (small calls: α_s + nβ on the root).
     """
+    if _small(buf.nbytes):
+        shm, box, k = _post(ctx, buf if ctx.rank == root else None, buf.nbytes, "buf")
+        if shm.rank != root:
+            buf[...] = ctx.read_box(box, root, k, 0, buf.nbytes, buf.dtype).reshape(buf.shape)
+        return
     try:
         shm, peers = _begin(ctx, [buf], same={0: "buf"})
     except TooBig:
@@ -275,8 +377,19 @@ def bcast_shm(ctx, buf, root):
 def gather_shm(ctx, sendbuf, recvbuf, root):
     """The root copies every rank's block straight from its memory.
 
-    Cost: 2α_s + (N-1)nβ_r on the root.
+    Cost: 2α_s + (N-1)nβ_r on the root (small calls: α_s + nβ on every rank).
     """
+    if _small(sendbuf.nbytes):
+        shm, box, k = _post(ctx, sendbuf, sendbuf.nbytes, "sendbuf")
+        if shm.rank == root:
+            c = sendbuf.size
+            for q in range(shm.size):
+                if q == root:
+                    ctx.copy(recvbuf[q * c:(q + 1) * c], sendbuf)
+                else:
+                    recvbuf[q * c:(q + 1) * c] = ctx.read_box(box, q, k, 0, sendbuf.nbytes,
+                                                              recvbuf.dtype)
+        return
     try:
         shm, peers = _begin(ctx, [sendbuf], same={0: "sendbuf"})
     except TooBig:
@@ -297,8 +410,18 @@ def gather_shm(ctx, sendbuf, recvbuf, root):
 def scatter_shm(ctx, sendbuf, recvbuf, root):
     """Every rank copies its block straight from the root's buffer.
 
-    Cost: 2α_s + nβ_r on every rank but the root.
+    Cost: 2α_s + nβ_r on every rank but the root (small calls: α_s + Nnβ on the
+    root).
     """
+    if _small(recvbuf.nbytes * ctx.size):
+        shm, box, k = _post(ctx, sendbuf if ctx.rank == root else None, recvbuf.nbytes,
+                            "recvbuf")
+        nb, r = recvbuf.nbytes, shm.rank
+        if r == root:
+            ctx.copy(recvbuf, sendbuf[r * recvbuf.size:(r + 1) * recvbuf.size])
+        else:
+            recvbuf[...] = ctx.read_box(box, root, k, r * nb, (r + 1) * nb, recvbuf.dtype)
+        return
     try:
         shm, peers = _begin(ctx, [sendbuf, recvbuf], same={1: "recvbuf"}, unread=(1,))
     except TooBig:
@@ -317,8 +440,15 @@ def allgather_shm(ctx, sendbuf, recvbuf):
     """Every rank copies every peer's block straight from its memory.
 
     Cost: 2α_s + (N-1)nβ_r (with a node-shared ``recvbuf``: each rank writes its own
-    block, nβ, and nothing is read).
+    block, nβ, and nothing is read). Small calls: α_s + nβ + (N-1)nβ_r.
     """
+    if _small(sendbuf.nbytes) and not _in_node_shared(recvbuf):
+        shm, box, k = _post(ctx, sendbuf, sendbuf.nbytes, "sendbuf")
+        c = sendbuf.size
+        for q in range(shm.size):
+            recvbuf[q * c:(q + 1) * c] = (sendbuf if q == shm.rank else ctx.read_box(
+                box, q, k, 0, sendbuf.nbytes, recvbuf.dtype))
+        return
     try:
         shm, peers = _begin(ctx, [sendbuf, recvbuf], same={0: "sendbuf", 1: "recvbuf"})
     except TooBig:
@@ -337,8 +467,18 @@ def allgather_shm(ctx, sendbuf, recvbuf):
 def alltoall_shm(ctx, sendbuf, recvbuf):
     """Every rank copies its block from every peer's buffer straight from its memory.
 
-    Cost: 2α_s + (N-1)nβ_r (n: one block).
+    Cost: 2α_s + (N-1)nβ_r (n: one block); small calls α_s + Nnβ + (N-1)nβ_r.
     """
+    if _small(sendbuf.nbytes):
+        shm, box, k = _post(ctx, sendbuf, sendbuf.nbytes, "sendbuf")
+        n, r = shm.size, shm.rank
+        c = sendbuf.size // n
+        nb = c * sendbuf.itemsize
+        for q in range(n):
+            recvbuf[q * c:(q + 1) * c] = (sendbuf[r * c:(r + 1) * c] if q == r else
+                                          ctx.read_box(box, q, k, r * nb, (r + 1) * nb,
+                                                       recvbuf.dtype))
+        return
     try:
         shm, peers = _begin(ctx, [sendbuf], same={0: "sendbuf"})
     except TooBig:

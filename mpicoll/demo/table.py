@@ -200,13 +200,14 @@ def show_traffic(out, comm, prims, chosen, k, dtype, root, ring_only, dev=on_hos
                 # algorithm against the counters (reads, and no messages).
                 per = k_per_rank(prim, kk, n)
                 counts = split(kk, n) if prim == "reduce_scatter" else None
-                want = [reads.count(n, r, per, root, counts) for r in range(n)]
+                count_of, text = reads.at(kk * dtype.itemsize)
+                want = [count_of(n, r, per, root, counts) for r in range(n)]
                 have = [g[3] for g in got]
                 if have != want:
                     problems.append(f"{prim}/{algo}: read {have} elements, formula {want}")
                 if any(meas["sent_msgs"]):
                     problems.append(f"{prim}/{algo}: sent messages {meas['sent_msgs']}")
-                claim = f"reads {reads.text} from peers' memory (no messages)"
+                claim = f"reads {text} from peers' memory (no messages)"
                 rows.append((prim, algo, f"K={kk}", claim, "read " + " ".join(map(str, want)),
                              "read " + " ".join(map(str, have)),
                              " ".join(map(str, meas["sent_msgs"])),

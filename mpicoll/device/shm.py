@@ -42,7 +42,7 @@ from ..core.env import getenv
 from ..core.errors import ArgumentError
 
 __all__ = ["NodeShm", "Peers", "TooBig", "node_shm", "empty", "zeros", "free", "locate", "stats",
-           "probe", "cma_read", "shm_max", "CHUNK"]
+           "probe", "cma_read", "shm_max", "CHUNK", "Mailbox", "MAILBOX_BYTES"]
 
 #: Bytes reduced per pass (two operands and the result stay in cache).
 CHUNK = 1 << 18
@@ -232,6 +232,7 @@ class NodeShm:
         self.pids = tuple(self.node.allgather(os.getpid()))
         self.cma, self.why = probe(self.node)
         self.scratch = None                # the scratch segment (a _Window), grown on demand
+        self.box = None                    # the mailbox of small calls (a Mailbox)
 
     @property
     def path(self):
@@ -251,12 +252,74 @@ class NodeShm:
             self.scratch = seg = _Window(self.node, min(size, max(nbytes, shm_max())))
         return seg
 
+    def mailbox(self):
+        """The :class:`Mailbox` of small calls (made on first use: collective)."""
+        if self.box is None:
+            self.box = Mailbox(self)
+        return self.box
+
     def free(self):
+        if self.box is not None:
+            self.box.window.free()
+            self.box = None
         if self.scratch is not None:
             self.scratch.free()
             self.scratch = None
         if self.node != MPI.COMM_NULL and not MPI.Is_finalized():
             self.node.Free()
+
+
+#: Bytes a rank writes into its mailbox slot at most (small calls: :class:`Mailbox`).
+MAILBOX_BYTES = 1 << 14
+
+
+class Mailbox:
+    """Two slots per rank in a shared window, for small calls: one barrier per call.
+
+    A small call writes what its peers need into this rank's slot (with its size in a
+    header), then one node barrier (with ``Win.Sync`` around it), after which every
+    rank reads its peers' slots in place. No exchange of addresses and no second
+    barrier: calls alternate between the two slots, and a rank writes a slot again only
+    two calls later, after the next call's barrier, which no rank passes before it has
+    finished reading this call's slots. Every rank of the node makes the same sequence
+    of mailbox calls (collective calls of the same sizes), so they agree on the slot.
+    """
+
+    HEADER = 64                     # bytes before the data: its size (an int64), aligned
+
+    def __init__(self, shm):
+        self.shm = shm
+        self.slot_bytes = self.HEADER + MAILBOX_BYTES
+        self.window = _Window(shm.node, 2 * self.slot_bytes)
+        self.calls = 0
+
+    def post(self, data, declared):
+        """Write this rank's ``data`` (a host array or None) into its slot for this call, with
+        ``declared`` (the size this rank's call has, for :meth:`declared`), then the node
+        barrier; returns the slot index for :meth:`read`."""
+        k = self.calls & 1
+        self.calls += 1
+        base = k * self.slot_bytes
+        part = self.window.local
+        if data is not None and data.nbytes:
+            at = base + self.HEADER
+            part[at:at + data.nbytes].view(data.dtype)[...] = data.reshape(-1)
+        part[base:base + 8].view(np.int64)[0] = declared
+        w = self.window
+        w.sync()
+        self.shm.node.Barrier()
+        w.sync()
+        return k
+
+    def declared(self, k):
+        """What each rank declared in slot ``k`` of this call (its call's size)."""
+        base = k * self.slot_bytes
+        return [int(p[base:base + 8].view(np.int64)[0]) for p in self.window.parts]
+
+    def read(self, q, k, lo, hi, dtype):
+        """Bytes ``[lo, hi)`` of rank ``q``'s slot ``k``, in place, as ``dtype``."""
+        at = k * self.slot_bytes + self.HEADER
+        return self.window.parts[q][at + lo:at + hi].view(dtype)
 
 
 _keyval = None

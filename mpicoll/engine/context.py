@@ -308,6 +308,14 @@ class Ctx:
         self._read((hi - lo) * peers.itemsize[i])
         return got
 
+    def read_box(self, box, q, k, lo, hi, dtype):
+        """Bytes ``[lo, hi)`` of node rank ``q``'s mailbox slot ``k`` (a :class:`~mpicoll.
+        device.shm.Mailbox`), in place, as ``dtype``; counted as read from a peer."""
+        got = box.read(q, k, lo, hi, dtype)
+        if q != box.shm.rank:
+            self._read(hi - lo)
+        return got
+
     def set_path(self, path):
         """Name the path of this call's data in the traffic record (e.g. ``shm-cma``)."""
         self.path = path

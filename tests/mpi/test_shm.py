@@ -58,7 +58,9 @@ def check_primitives(c, make, expect_path, counts=COUNTS, dt="float64"):
         with mpicoll.traffic() as t:
             got = mpicoll.allreduce(x, op=MPI.SUM, comm=c, algorithm="shm")
         assert np.array_equal(got, red), f"allreduce n={n}"
-        assert n == 0 or path_of(t) == expect_path, f"path n={n}"
+        from mpicoll.device.shm import MAILBOX_BYTES
+        want = "shm-mailbox" if n * np.dtype(dt).itemsize <= MAILBOX_BYTES else expect_path
+        assert n == 0 or path_of(t) == want, f"path n={n}"
         for root in range(N):
             res = mpicoll.reduce(x, None, MPI.SUM, root, comm=c, algorithm="shm")
             if RANK == root:
@@ -150,22 +152,37 @@ def test_node_shared_result(n):
             mpicoll.shm.free(a)
 
 
-def test_read_bytes_follow_the_cost_formulas():
-    """traffic() counts the bytes each rank reads from its peers: the docstrings' β_r terms."""
-    n = 1001
+@pytest.mark.parametrize("n", [1001, 5001], ids=["mailbox", "large"])
+def test_read_bytes_follow_the_cost_formulas(n):
+    """traffic() counts the bytes each rank reads from its peers: the docstrings' β_r terms,
+    for small calls (through the mailbox: every reducing rank reads every peer's vector)
+    and large ones (each rank reduces its slice)."""
+    from mpicoll.device.shm import MAILBOX_BYTES
+    small = 8 * n <= MAILBOX_BYTES
     x = np.arange(n, dtype=np.float64) + RANK
     sizes = [len(p) for p in np.array_split(np.arange(n), N)]
     with env() as c, mpicoll.traffic() as t:
         mpicoll.allreduce(x, comm=c, algorithm="shm")
+        mpicoll.reduce(x, None, MPI.SUM, N - 1, comm=c, algorithm="shm")
         mpicoll.bcast(x.copy(), 0, comm=c, algorithm="shm")
         mpicoll.allgather(x, comm=c, algorithm="shm")
         mpicoll.alltoall(np.zeros(N * 5), comm=c, algorithm="shm")
-    ar, bc, ag, a2 = t.calls
-    assert ar.read_bytes == 8 * ((N - 1) * sizes[RANK] + (n - sizes[RANK]))
+    ar, rd, bc, ag, a2 = t.calls
+    mine = sizes[RANK]
+    if small:
+        assert ar.read_bytes == 8 * (N - 1) * n and ar.path == "shm-mailbox"
+        assert rd.read_bytes == (8 * (N - 1) * n if RANK == N - 1 else 0)
+    else:
+        assert ar.read_bytes == 8 * ((N - 1) * mine + (n - mine)) and ar.path != "shm-mailbox"
+        assert rd.read_bytes == 8 * ((N - 1) * mine + (n - mine if RANK == N - 1 else 0))
     assert bc.read_bytes == (0 if RANK == 0 else 8 * n)
     assert ag.read_bytes == 8 * (N - 1) * n
     assert a2.read_bytes == 8 * (N - 1) * 5
-    assert ar.sent_msgs == bc.sent_msgs == ag.sent_msgs == a2.sent_msgs == 0
+    assert not any(r.sent_msgs for r in t.calls)
+    # the registered formulas say the same
+    for rec, prim in ((ar, "allreduce"), (rd, "reduce")):
+        count, _ = mpicoll.algorithm_info(prim, "shm").reads.at(8 * n)
+        assert rec.read_bytes == 8 * count(N, RANK, n, N - 1 if prim == "reduce" else 0, None)
 
 
 def test_non_commutative_op_keeps_rank_order():
@@ -212,7 +229,7 @@ def test_fallback_above_the_segment_cap():
         big, little = t.calls
         assert big.read_bytes == 0
         assert (big.sent_msgs > 0) == (N > 1)
-        assert little.sent_msgs == 0 and little.path == "shm-segment"
+        assert little.sent_msgs == 0 and little.path == "shm-mailbox"    # small: the mailbox
 
 
 def test_refused_across_nodes_on_every_rank():
