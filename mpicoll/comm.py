@@ -78,7 +78,7 @@ def {name}(self, {params}):
 def {iname}(self, {params}):
     return _start(self, ({bufs}), ({others}), ({names}))
 
-def {name}_init(self, {params}info=None):
+def {name}_init(self, {params}info=_INFO_NULL):
     return _init(self, ({names}))
 '''
 
@@ -137,6 +137,7 @@ def _faces(primitive, method):
                            bufs="".join(b + ", " for b in bufs),
                            others="".join(o.name + ", " for o in others),
                            names="".join(p.name + ", " for p in params))
+    ns["_INFO_NULL"] = MPI.INFO_NULL           # mpi4py's default (info is not used)
     exec(compile(code, f"<mpicoll.comm: {name}>", "exec"), ns)
     faces = ns[name], ns[iname], ns[name + "_init"]
     faces[0].__doc__ = f"mpi4py's ``{name}``, run by mpicoll's {pname} algorithm."
