@@ -107,7 +107,7 @@ def test_sweep_is_complete_and_correct(sweeps, n):
                 assert all(c["msgs"] == 0 for c in moved.values()), r
                 if prim != "barrier":
                     (path, c), = moved.items()
-                    assert path in ("shm-cma", "shm-segment"), r
+                    assert path in ("shm-cma", "shm-segment", "shm-mailbox"), r
                     assert (c.get("read_bytes", 0) > 0) is (n > 1), r
             else:
                 assert set(moved) == {"host"} and moved["host"]["msgs"] > 0, r
@@ -484,7 +484,7 @@ def test_symmetric_buffers(tmp_path, shared):
     """--xp shm: every row on arrays in the node's shared memory, checked; the shm rows read
     them in place (shm-view); with --shared-result the shm rows of allreduce and allgather
     write one result for the node and read nothing back for it."""
-    args = ["all", "--sizes", "8,4100", "-n", "2", "-w", "1", "--xp", "shm", "-J", "out.jsonl",
+    args = ["all", "--sizes", "8,200000", "-n", "2", "-w", "1", "--xp", "shm", "-J", "out.jsonl",
             "--csv", "out.csv", "--algorithm", "raw,native,shm,ring"]
     proc, text = bench(3, args + (["--shared-result"] if shared else []), tmp_path)
     assert proc.returncode == 0, text[-4000:]
@@ -500,9 +500,11 @@ def test_symmetric_buffers(tmp_path, shared):
         if r["algorithm"] != "shm" or r["primitive"] == "barrier":
             continue
         (path, c), = r["moved_by"].items()
-        assert path == "shm-view" and c["msgs"] == 0, r
-        nothing_back = shared and r["primitive"] == "allgather"
-        assert ("read_bytes" in c) is not nothing_back, r
+        # small calls go through the mailbox, except into a node-shared result
+        nothing_back = shared and r["primitive"] in ("allgather", "allreduce")
+        small = r["bytes"] <= 16384 and not nothing_back
+        assert path == ("shm-mailbox" if small else "shm-view") and c["msgs"] == 0, r
+        assert ("read_bytes" in c) is not (nothing_back and r["primitive"] == "allgather"), r
 
 
 # -- GPU options and the nccl column (CPU-only: no CuPy, a fake NCCL) -------------
