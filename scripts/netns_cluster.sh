@@ -4,7 +4,7 @@
 # layout detection, intra- vs inter-node traffic - without a second machine.
 #
 #   scripts/netns_cluster.sh up 3 [--rate 1gbit [--burst 2mbit]]  # mpc-h1..mpc-h3 = 10.77.0.11..13
-#   scripts/netns_cluster.sh mpiexec -hosts mpc-h1:2,mpc-h2:2 -n 4 python tests/netns_probe.py
+#   scripts/netns_cluster.sh mpiexec -hosts mpc-h1:2,mpc-h2:2 -n 4 python tests/support/netns_probe.py
 #   scripts/netns_cluster.sh exec mpc-h2 ip -br addr      # a command inside one host
 #   scripts/netns_cluster.sh slurm up                     # slurmctld + one slurmd per host
 #   eval "$(scripts/netns_cluster.sh slurm env)"; sbatch -N 2 jobs/bench_cpu.sh

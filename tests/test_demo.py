@@ -15,7 +15,7 @@ import pytest
 
 import mpicoll
 import mpicoll.gpu
-from launch import HERE_MPI, ROOT, run_mpi, timed_out
+from launch import ROOT, SUPPORT, run_mpi, timed_out
 
 TIMEOUT = 120
 FAST = ["--sleep-scale", "0.05"]
@@ -466,11 +466,11 @@ def test_demo_device_gpu_without_gpu_fails_fast():
     assert "== " not in proc.stdout                         # nothing ran
 
 
-#: Runs the demo with ``cupy`` replaced by a CPU stand-in (tests/mpi/fakedevice.py): device
+#: Runs the demo with ``cupy`` replaced by a CPU stand-in (tests/support/fakedevice.py): device
 #: arrays that refuse implicit conversion to NumPy, as CuPy's do, one fake "GPU" per node.
 FAKE_GPU = f"""
 import sys, types
-sys.path.insert(0, {HERE_MPI!r})
+sys.path.insert(0, {SUPPORT!r})
 import fakedevice
 fakedevice.install()
 cp = types.ModuleType('cupy')

@@ -12,7 +12,7 @@ import pytest
 from launch import ROOT, run_mpi, timed_out
 
 TIMEOUT = 90          # seconds before the launcher kills a hung job (the jobs end in about one)
-SCRIPT = os.path.join(ROOT, "tests", "failing_rank.py")
+SCRIPT = os.path.join(ROOT, "tests", "support", "failing_rank.py")
 
 
 def run(n, argv, **kw):

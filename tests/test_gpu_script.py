@@ -286,7 +286,7 @@ def test_mps_that_cannot_serve_is_stopped_and_the_run_is_packed(tmp_path):
     assert back == ["RUN.md", "proof.tar.gz", "steps.tsv"]
 
 
-FAKE_CUPY = os.path.join(ROOT, "tests", "fake_cupy")
+FAKE_CUPY = os.path.join(ROOT, "tests", "support", "fake_cupy")
 
 
 def _fake_libucx(tmp_path):
@@ -307,7 +307,7 @@ def _fake_libucx(tmp_path):
 
 
 def test_the_whole_proof_passes_on_the_stand_ins(tmp_path):
-    """Every step of the proof, run for real on CPU stand-ins: CuPy (tests/fake_cupy: fake
+    """Every step of the proof, run for real on CPU stand-ins: CuPy (tests/support/fake_cupy: fake
     device arrays, IPC through shared memory; the torch columns are skipped on them, with the
     reason, where torch is installed: it cannot view them through DLPack),
     the libucx wheel (the mpich wheel's UCX: the aware transport's exports), an MPS control

@@ -2,7 +2,7 @@
 
 The test modules come from mpi4py's source distribution for the installed
 version, fetched with pip into ``build/mpi4py-tests/`` on first use (they are
-not kept in this repository); ``tests/mpi4py_suite.py`` runs them under
+not kept in this repository); ``tests/support/mpi4py_suite.py`` runs them under
 mpiexec with the world communicator replaced by the drop-in (see its
 docstring). A failed download skips with the reason, except under ``CI=true``,
 where it fails.
@@ -20,7 +20,7 @@ Default (CI): three bounded launches, sized for a 2-core machine:
   every primitive that has one (the report must show them run);
 
 on MPICH (this venv), and N=2 with those two type codes on Open MPI (the
-venv of ``tests/mpifamily.py``; skipped with the reason where it cannot be
+venv of ``tests/support/mpifamily.py``; skipped with the reason where it cannot be
 built).
 
 ``MPICOLL_MPI4PY_FULL=1``: every module, class and type code at N = 1..5 on
@@ -39,7 +39,7 @@ import pytest
 
 from launch import ROOT, run_mpi, timed_out
 
-RUNNER = os.path.join(ROOT, "tests", "mpi4py_suite.py")
+RUNNER = os.path.join(ROOT, "tests", "support", "mpi4py_suite.py")
 CACHE = os.path.join(ROOT, "build", "mpi4py-tests")
 FULL = os.environ.get("MPICOLL_MPI4PY_FULL", "") not in ("", "0")
 ON_CI = os.environ.get("CI", "").lower() in ("true", "1", "yes")

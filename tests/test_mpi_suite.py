@@ -3,7 +3,7 @@
 Each (family, size) is one ``mpiexec -n N python -m mpi4py -m pytest --with-mpi``
 launch with that family's interpreter and launcher: this one's for its own MPI,
 otherwise a venv with the other family's PyPI wheel, built on first use
-(``tests/mpifamily.py``; skipped with the reason where it cannot be built).
+(``tests/support/mpifamily.py``; skipped with the reason where it cannot be built).
 Nothing may hang: ``python -m mpi4py`` turns a failing rank into MPI_Abort,
 tests/mpi/conftest.py stops a rank at its first failure (the others may be
 waiting in that test's collectives) and aborts the job, ``MPIEXEC_TIMEOUT``

@@ -5,7 +5,7 @@ they give results that differ in their last bits: forcing two different
 algorithms must give two different results (forcing that silently did nothing
 would give the library's default twice), the same algorithm the same result,
 and the library's variables must read back as before afterwards. Each family
-runs with its own interpreter (tests/mpifamily.py: this one, or a venv with the
+runs with its own interpreter (tests/support/mpifamily.py: this one, or a venv with the
 other family's wheel, skipped with the reason where it cannot be built); MPICOLL_TEST_MPI
 picks the families as for the MPI suite.
 """

@@ -4,7 +4,7 @@
 10.77.0.11..13); the module-scoped ``cluster`` fixture brings them up once and takes everything
 down afterwards (``down``, in a ``finally``). Each test launches through the script's
 ``mpiexec`` wrapper (hydra with the namespaces as hosts, TCP between them) and reads the JSON
-lines of tests/netns_probe.py: the namespace and address of every rank, what
+lines of tests/support/netns_probe.py: the namespace and address of every rank, what
 ``Split_type(COMM_TYPE_SHARED)`` and mpicoll's layout detection say, a 1 KiB ping-pong, an
 allreduce checked against numpy.
 
@@ -39,7 +39,7 @@ import pytest
 from launch import ROOT, mpi_env, run_bounded
 
 SCRIPT = os.path.join(ROOT, "scripts", "netns_cluster.sh")
-PROBE = os.path.join(ROOT, "tests", "netns_probe.py")
+PROBE = os.path.join(ROOT, "tests", "support", "netns_probe.py")
 LOCK = "/tmp/mpicoll-netns.lock"
 HOSTS = 3
 UNSUPPORTED = 77      # the script's exit code without root / namespace support
@@ -99,8 +99,8 @@ def run_across(hosts_spec, argv, timeout=120, *, env=None, mpiexec_args=(), cwd=
     ("mpc-h1:2,mpc-h2:1,mpc-h3:2"; the rank count is the sum).
 
     Goes through ``scripts/netns_cluster.sh mpiexec`` (hydra, the namespaces as hosts, TCP between
-    them). Bounded like tests/launch.py's ``run_mpi``: ``MPIEXEC_TIMEOUT`` lets hydra end a hung
-    job; 30 s later mpiexec's process group is killed (hydra gives each proxy a session of its
+    them). Bounded like tests/support/launch.py's ``run_mpi``: ``MPIEXEC_TIMEOUT`` lets hydra
+    end a hung job; 30 s later mpiexec's process group is killed (hydra gives each proxy a session of its
     own, but proxies and ranks end within a second of mpiexec; the cluster's ``down`` ends
     whatever might still run inside a namespace). Returns the CompletedProcess with ``elapsed``
     and ``timed_out`` added.
@@ -113,7 +113,7 @@ def run_across(hosts_spec, argv, timeout=120, *, env=None, mpiexec_args=(), cwd=
 
 
 def probe_records(text):
-    """The ``PROBE {...}`` lines of tests/netns_probe.py, in rank order."""
+    """The ``PROBE {...}`` lines of tests/support/netns_probe.py, in rank order."""
     recs = [json.loads(m) for m in re.findall(r"^PROBE (\{.*\})$", text, re.M)]
     return sorted(recs, key=lambda r: r["rank"])
 

@@ -3,7 +3,7 @@
     mpiexec -n 2 python benchmarks/standin/device_latency.py [--transport staged,ipc]
         [--bytes 8] [--algorithm ring,recursive_doubling] [-n 500] [--repeats 5]
 
-The buffers are tests/mpi/fakedevice.py's fake device arrays (NumPy memory
+The buffers are tests/support/fakedevice.py's fake device arrays (NumPy memory
 behind an array type mpicoll treats as device memory; with IPC on, in
 /dev/shm allocations a peer maps as CUDA IPC maps a peer's block). What
 this measures is the Python and MPI cost of mpicoll's device path --
@@ -21,9 +21,9 @@ import sys
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "mpi"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "support"))
 
-import fakedevice as fd  # noqa: E402  (a test module: found through the path above)
+import fakedevice as fd  # noqa: E402  (a test helper: found through the path above)
 from mpi4py import MPI  # noqa: E402
 
 from mpicoll.device import arrays as _device  # noqa: E402

@@ -9,6 +9,9 @@ and then calls ``MPI_Abort``, which ends every rank, whatever the launcher
 ``python -m mpi4py``. A rank stuck inside an MPI call is ended by
 pytest-timeout's thread method (``--timeout-method=thread``) and the launcher's
 ``MPIEXEC_TIMEOUT``.
+
+The helpers the tests import (refdata, fakedevice) live in tests/support/, put on the
+path here.
 """
 import os
 import sys
@@ -18,6 +21,8 @@ import pytest
 from mpi4py import MPI
 
 sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "support"))      # refdata, fakedevice
 
 # Small device calls run on host copies by default (mpicoll.engine.host_copy): the tests of the
 # device transports (staged, aware, ipc) need their messages to go through them, so the

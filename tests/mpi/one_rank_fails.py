@@ -5,6 +5,8 @@ The last rank fails the first test before its barrier; the other ranks pass it (
 barrier is matched by the last rank's barrier in the second test) and then wait in the
 second test's barrier, while the last rank waits for a message that comes after it:
 a deadlock, unless the failed rank stops and takes the job down (tests/mpi/conftest.py).
+So it stays here, beside that conftest, not in tests/support: elsewhere the conftest does not
+apply and the job hangs.
 """
 import pytest
 from mpi4py import MPI

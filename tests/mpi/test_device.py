@@ -2,7 +2,7 @@
 
 Array kinds (``MPICOLL_TEST_XP``):
 
-- ``fake-staged`` / ``fake-aware`` (default, CPU): tests/mpi/fakedevice.py's
+- ``fake-staged`` / ``fake-aware`` (default, CPU): tests/support/fakedevice.py's
   stand-in for CuPy, with mpicoll forced onto the staged path (pinned host
   copies; the stand-in counts any device pointer MPI sees) or the CUDA-aware
   path (MPI follows ``__cuda_array_interface__``, here host memory);
@@ -71,7 +71,7 @@ def kind(request):
     name = request.param
     if name.startswith("cupy"):
         dev, host = _cupy_kind()          # (imports CuPy: its stand-in turns fake IPC on)
-    was_ipc = fd.ADAPTER.ipc_enabled      # on under the CuPy stand-in (tests/fake_cupy)
+    was_ipc = fd.ADAPTER.ipc_enabled      # on under the CuPy stand-in (tests/support/fake_cupy)
     if name.startswith("cupy"):
         _device.set_cuda_aware(None)
         # The transport the run asks for (MPICOLL_GPU_TRANSPORT: gpu_proof.sh runs each).

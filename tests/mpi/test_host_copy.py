@@ -1,6 +1,6 @@
 """Small calls on device arrays (blocking, nonblocking, persistent) run on host copies.
 
-On the CPU stand-in (tests/mpi/fakedevice.py): the path each call takes, the
+On the CPU stand-in (tests/support/fakedevice.py): the path each call takes, the
 copies it makes (one to the host of the inputs, one back of the results),
 the threshold (``MPICOLL_GPU_HOST_COPY``), the memo, and how such calls meet
 ranks on other paths. test_device.py's ``fake-host-copy`` kind runs the whole

@@ -1,6 +1,6 @@
 """The ``ipc`` transport (mpicoll.device.ipc) on the CPU stand-in of CUDA IPC.
 
-tests/mpi/fakedevice.py with IPC on keeps fake device memory in ``/dev/shm``
+tests/support/fakedevice.py with IPC on keeps fake device memory in ``/dev/shm``
 allocations; an exported handle names one, and a peer maps it, as CUDA IPC
 maps a peer's ``cudaMalloc`` block. Each test makes its own communicator,
 its ranks on the nodes it chooses (``MPICOLL_NODES``, read when the private

@@ -5,7 +5,7 @@ Each test changes one thing the memo rests on and checks the call notices:
 new data, a reshaped or read-only buffer, another algorithm in the
 environment, a bad argument or a different call on one rank, a traffic
 recorder, a large message; for device arrays (the CPU stand-in of
-tests/mpi/fakedevice.py), the transport the steps were bound to.
+tests/support/fakedevice.py), the transport the steps were bound to.
 """
 import gc
 import weakref

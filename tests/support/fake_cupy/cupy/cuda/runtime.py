@@ -30,8 +30,8 @@ def setDevice(dev):
 
 def getDeviceProperties(dev):
     _check(dev)
-    return {"name": b"Stand-in GPU (tests/fake_cupy, CPU memory)", "totalGlobalMem": 1 << 34,
-            "major": 0, "minor": 0, "multiProcessorCount": 1}
+    return {"name": b"Stand-in GPU (tests/support/fake_cupy, CPU memory)",
+            "totalGlobalMem": 1 << 34, "major": 0, "minor": 0, "multiProcessorCount": 1}
 
 
 def deviceGetPCIBusId(dev):

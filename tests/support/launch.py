@@ -18,8 +18,10 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HERE_MPI = os.path.join(ROOT, "tests", "mpi")
+#: Test helpers and stand-ins (this module among them): tests/support.
+SUPPORT = os.path.join(ROOT, "tests", "support")
 
 #: Open MPI on a 2-core machine as root: allowed, oversubscribed. Open MPI 5 (PRRTE)
 #: reads the PRTE_ variable, Open MPI 4 the OMPI_ one; MPICH reads neither.

@@ -4,8 +4,8 @@ Run under mpiexec, given the ``test/`` directory of mpi4py's source
 distribution for the installed version (``tests/test_mpi4py_suite.py``
 fetches it; nothing of it is kept in this repository)::
 
-    mpiexec -n 3 python tests/mpi4py_suite.py build/mpi4py-tests/mpi4py-4.1.2/test
-    mpiexec -n 3 python tests/mpi4py_suite.py DIR --modules cco_buf,cco_vec --json out.json
+    mpiexec -n 3 python tests/support/mpi4py_suite.py build/mpi4py-tests/mpi4py-4.1.2/test
+    mpiexec -n 3 python tests/support/mpi4py_suite.py DIR --modules cco_buf,cco_vec --json out.json
 
 How the communicator is replaced, without editing a line of mpi4py's tests:
 every test module does ``from mpi4py import MPI`` and names the world

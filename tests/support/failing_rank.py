@@ -1,6 +1,6 @@
 """A tiny MPI program for tests/test_failfast.py: one rank fails, the others would wait.
 
-``python tests/failing_rank.py MODE`` under mpiexec, main wrapped in run_main:
+``python tests/support/failing_rank.py MODE`` under mpiexec, main wrapped in run_main:
 
 - ``raise``: rank 1 (or 0 alone) raises before a collective the others are already in;
 - ``exit``: rank 1 calls ``sys.exit(3)`` while the others wait;
@@ -11,7 +11,7 @@
   read its memory and wait in the node barrier;
 - ``ok``: everyone finishes (exit 0).
 
-Imported as a module (``python -m mpicoll.bench ... --import tests/failing_rank.py``) with
+Imported as a module (``python -m mpicoll.bench ... --import tests/support/failing_rank.py``) with
 ``MPICOLL_TEST_FAIL_ON_IMPORT=1``, rank 1 raises at import: an injected failure.
 """
 import os
