@@ -45,7 +45,10 @@ def docname(primitive, algorithm):
 
 def image_names(primitive, algorithm):
     """The diagram files of an algorithm's page, beside the page: one per size (names
-    unique over the gallery, as Sphinx copies every image into one ``_images`` folder)."""
+    unique over the gallery, as Sphinx copies every image into one ``_images`` folder);
+    none for an algorithm without a plan (:func:`has_plan`)."""
+    if not has_plan(primitive, algorithm):
+        return []
     return [f"{primitive}-{algorithm}-n{n}.png" for n in SIZES]
 
 
@@ -147,8 +150,7 @@ def _page(primitive, algorithm, captions, problems):
                   "directly on the call's arrays, reading its peers' memory on the node "
                   "(:mod:`mpicoll.device.shm`), synchronised by node barriers; "
                   "``mpicoll.traffic()`` counts what it reads.", ""]
-    for n, image in zip(SIZES, image_names(primitive, algorithm)
-                        if has_plan(primitive, algorithm) else ()):
+    for n, image in zip(SIZES, image_names(primitive, algorithm)):
         if n in problems:
             lines += [f"*N = {n}: no diagram* ({_escape(problems[n])}).", ""]
             continue

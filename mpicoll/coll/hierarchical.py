@@ -321,8 +321,17 @@ def _configure(base):
         variant.check_layout = base.check_layout
         if intra == "shm":
             variant.host_only = True
+            variant.check_layout = _check_layout_shm
         return variant
     return configure
+
+
+def _check_layout_shm(lay, commutative):
+    """As :func:`_check_layout`, and every node in one shared-memory domain (intra=shm)."""
+    split = lay.memory_split()
+    if split:
+        return f"algorithm: hierarchical:intra=shm reads peers' memory inside a node; {split}"
+    return _check_layout(lay, commutative)
 
 
 def _check_layout(lay, commutative):

@@ -54,6 +54,9 @@ def check_layout(layout, commutative):
         return ("algorithm: the shm algorithms read peers' memory, so every rank must be on "
                 f"one node; this communicator spans {layout.n_nodes} nodes "
                 f"({layout.describe()}): use a node-aware algorithm (hierarchical)")
+    split = layout.memory_split()
+    if split:
+        return f"algorithm: the shm algorithms read peers' memory; {split}"
     return None
 
 

@@ -36,9 +36,9 @@ _keyval = None
 class Layout:
     """The node of every rank of one communicator (immutable, equal on every rank)."""
 
-    __slots__ = ("nodes", "members", "leaders", "contiguous", "source")
+    __slots__ = ("nodes", "members", "leaders", "contiguous", "source", "memory")
 
-    def __init__(self, nodes, source="shared-memory"):
+    def __init__(self, nodes, source="shared-memory", memory=None):
         # Renumber nodes by first appearance (= by their lowest rank).
         first = {}
         for n in nodes:
@@ -53,6 +53,22 @@ class Layout:
         self.contiguous = list(self.nodes) == sorted(self.nodes)
         #: where the layout came from: "shared-memory" or "MPICOLL_NODES=..."
         self.source = source
+        #: the real shared-memory domain of every rank (a simulated layout's nodes may
+        #: span several: MPICOLL_NODES on ranks of several hosts)
+        self.memory = self.nodes if memory is None else tuple(memory)
+
+    def shares_memory(self, ranks):
+        """True when ``ranks`` all lie in one real shared-memory domain."""
+        return len({self.memory[r] for r in ranks}) <= 1
+
+    def memory_split(self):
+        """None when every node of this layout lies in one shared-memory domain; else a
+        sentence naming the first node that does not (for refusals)."""
+        for n, m in enumerate(self.members):
+            if not self.shares_memory(m):
+                return (f"node {n} (ranks {' '.join(map(str, m))}) of {self.describe()} "
+                        f"spans {len({self.memory[r] for r in m})} shared-memory domains")
+        return None
 
     @property
     def n_nodes(self):
@@ -140,23 +156,27 @@ def _agreed_spec(pcomm):
     return spec
 
 
+def _memory_domains(pcomm):
+    """Every rank's shared-memory domain (its lowest rank of ``pcomm`` sharing memory with
+    it): collective over ``pcomm``."""
+    local = pcomm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        leader = local.allreduce(pcomm.Get_rank(), op=MPI.MIN)
+    finally:
+        local.Free()
+    return pcomm.allgather(leader)
+
+
 def detect(pcomm):
     """Find the layout of ``pcomm`` (collective over it) and attach it; return it."""
     global _keyval
     size = pcomm.Get_size()
     spec = _agreed_spec(pcomm)
+    memory = _memory_domains(pcomm) if size > 1 else [0]
     if spec:
-        lay = Layout(_simulated(spec, pcomm), f"MPICOLL_NODES={spec}")
-    elif size == 1:
-        lay = Layout([0])
+        lay = Layout(_simulated(spec, pcomm), f"MPICOLL_NODES={spec}", memory)
     else:
-        local = pcomm.Split_type(MPI.COMM_TYPE_SHARED)
-        try:
-            # The leader of my node: the lowest rank of pcomm sharing memory with me.
-            leader = local.allreduce(pcomm.Get_rank(), op=MPI.MIN)
-        finally:
-            local.Free()
-        lay = Layout(pcomm.allgather(leader))
+        lay = Layout(memory)
     if _keyval is None:
         _keyval = MPI.Comm.Create_keyval()
     pcomm.Set_attr(_keyval, lay)
