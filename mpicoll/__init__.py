@@ -10,11 +10,12 @@ Three faces of one core:
   NumPy arrays.
 
 ``mpicoll.algorithms(primitive)`` lists each primitive's algorithms
-(``native`` is the MPI library's own); ``mpicoll.traffic()`` counts the
-messages and bytes they send.
+(``native`` is the MPI library's own); ``mpicoll.register`` adds one (a
+plug-in for the demo, the bench and ``python -m mpicoll.verify``);
+``mpicoll.traffic()`` counts the messages and bytes they send.
 """
 from ._errors import ArgumentError, ArgumentTypeError
-from ._registry import PRIMITIVES, algorithms
+from ._registry import PRIMITIVES, algorithms, register
 from ._context import traffic, Traffic, CallTraffic
 from ._defaults import DEFAULTS_TABLE, default_algorithm
 from .collectives import (bcast, reduce, allreduce, gather, allgather, scatter,
@@ -34,7 +35,8 @@ from .monitored import monitored_barrier, BarrierTimeoutError
 
 __version__ = "0.1.0"
 
-__all__ = ["PRIMITIVES", "algorithms", "algorithm_info", "traffic", "Traffic", "CallTraffic",
+__all__ = ["PRIMITIVES", "algorithms", "algorithm_info", "register", "traffic", "Traffic",
+           "CallTraffic",
            "ArgumentError", "ArgumentTypeError", "DEFAULTS_TABLE", "default_algorithm",
            "bcast", "reduce", "allreduce", "gather", "allgather", "scatter",
            "reduce_scatter_block", "reduce_scatter", "alltoall", "barrier", "P2PComm",

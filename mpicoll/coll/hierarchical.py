@@ -388,7 +388,21 @@ def _check_layout(lay, commutative):
     return None
 
 
+def _variants(base):
+    """``variants()`` of ``base``: the names of its configured variants (every intra
+    option, every flat inter algorithm registered now), for tools that sweep them."""
+    inter_of = "allgatherv" if base.primitive == "allgather" else base.primitive
+
+    def variants():
+        name = base.algorithm
+        flat = [a for a in algorithms(inter_of) if a not in ("native", "hierarchical")]
+        return ([f"{name}:intra={i}" for i in _INTRA if i != "binomial"]
+                + [f"{name}:inter={a}" for a in flat])
+    return variants
+
+
 for _fn in (allreduce_hierarchical, reduce_hierarchical, bcast_hierarchical,
             allgather_hierarchical):
     _fn.check_layout = _check_layout
     _fn.configure = _configure(_fn)
+    _fn.variants = _variants(_fn)

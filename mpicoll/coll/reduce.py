@@ -144,7 +144,7 @@ def _root_folded(k):
 
 @register("reduce", "rabenseifner", commutative_only=True, cost=Cost(
     "2⌈log2 p⌉α + 2(p-1)/p·nβ + (p-1)/p·nγ, plus α + nβ + nγ when N ≠ p, plus α + nβ "
-    "when the root is folded",
+    "when the root is folded", where={"root_folded": _root_folded},
     alpha=lambda k: 2 * lg(k.p) + k.fold + _root_folded(k),
     beta=lambda k: 2 * (k.p - 1) * k.n / k.p + (k.fold + _root_folded(k)) * k.n,
     gamma=lambda k: (k.p - 1) * k.n / k.p + k.fold * k.n, exact=_rab_exact,
