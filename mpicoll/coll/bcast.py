@@ -117,8 +117,8 @@ def _pipeline_exact(k):
 
 @register("bcast", "pipeline", cost=Cost(
     "(N - 2 + S)(α + (n/S)β)", where={"S": _segments},
-    alpha=lambda k: k.N - 2 + _segments(k),
-    beta=lambda k: (k.N - 2 + _segments(k)) * k.n / _segments(k),
+    alpha=lambda k: k.N - 2 + _segments(k) if k.N > 1 else 0,
+    beta=lambda k: (k.N - 2 + _segments(k)) * k.n / _segments(k) if k.N > 1 else 0,
     # the busiest rank is a middle one: it receives and forwards every segment
     msgs=lambda k: (2 if k.N > 2 else 1) * _segments(k),
     elems=lambda k: (2 if k.N > 2 else 1) * k.n, exact=_pipeline_exact))

@@ -12,7 +12,7 @@ Costs: α per message, β per byte, γ per byte reduced, n bytes in total.
 """
 from .._registry import register
 from ._common import offsets, pof2_below, fold_rank, unfold_rank, first_rank
-from .cost import Cost, even, lg, pof2
+from .cost import Cost, lg, pof2
 from .reduce import binomial_reduce
 
 
@@ -71,17 +71,19 @@ def reduce_scatter_ring(ctx, sendbuf, recvbuf, counts, op):
 
 
 @register("reduce_scatter", "recursive_halving", commutative_only=True, cost=Cost(
-    "⌈log2 p⌉α + (p-1)/p·nβ + (p-1)/p·nγ", alpha=lambda k: lg(k.p),
-    beta=lambda k: (k.p - 1) * k.n / k.p, gamma=lambda k: (k.p - 1) * k.n / k.p,
-    exact=_equal_pow2))
+    "⌈log2 p⌉α + (p-1)/p·nβ + (p-1)/p·nγ, plus 2α + (N+1)/N·nβ + nγ when N ≠ p",
+    alpha=lambda k: lg(k.p) + 2 * k.fold,
+    beta=lambda k: (k.p - 1) * k.n / k.p + k.fold * (k.N + 1) * k.n / k.N,
+    gamma=lambda k: (k.p - 1) * k.n / k.p + k.fold * k.n, exact=_equal_pow2))
 def reduce_scatter_recursive_halving(ctx, sendbuf, recvbuf, counts, op):
     """Recursive halving: in step k, swap half of the live range with rank XOR p/2^k.
 
-    Cost: ⌈log2 p⌉α + (p-1)/p·nβ + (p-1)/p·nγ with p = 2^⌊log2 N⌋ = N and
-    equal blocks. When N != p the first 2(N-p) ranks fold pairwise (α + nβ +
-    nγ) and get their block back (α + (n/N)β); the halving steps then split
-    by the folded ranks' blocks, so halves are uneven. Best for short and
-    medium messages. Commutative only.
+    Cost: ⌈log2 p⌉α + (p-1)/p·nβ + (p-1)/p·nγ, plus 2α + (N+1)/N·nβ + nγ when
+    N ≠ p, with p = 2^⌊log2 N⌋; exact for N = p and equal blocks. When N != p
+    the first 2(N-p) ranks fold pairwise (α + nβ + nγ) and get their block
+    back (α + (n/N)β); the halving steps then split by the folded ranks'
+    blocks, so halves are uneven (the formula is an estimate there). Best for
+    short and medium messages. Commutative only.
     """
     size, rank = ctx.size, ctx.rank
     pof2 = pof2_below(size)
