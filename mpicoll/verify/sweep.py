@@ -363,6 +363,9 @@ def report(summary, out=print, max_n=None):
         f"algorithm (its own rule: commutative ops only, rank order on these nodes), "
         f"{sum(1 for r in summary.results if r.status == 'unverified')} unverified; the declared "
         f"cost checked exactly in {costed} ({summary.seconds:.0f} s)")
+    natives = sorted({r.case.primitive for r in summary.results})
+    out(f"not swept: native ({', '.join(natives)}): the MPI library's own collective has no "
+        f"plan")
     nocost = sorted({f"{r.case.primitive}/{r.case.algorithm}" for r in summary.results
                      if r.cost == "none"})
     if nocost:
