@@ -75,7 +75,7 @@ def _sym(s):
 
 # A request is a list (cheaper to make and read than an object; one per message half):
 R_RANK, R_SEND, R_A, R_B, R_PEER, R_PC, R_DONE, R_PARTNER, R_PREV, R_POST, R_END, R_WAITING, \
-    R_NB, R_DATA, R_KNOW, R_CHK = range(16)
+    R_NB, R_DATA, R_KNOW, R_CHK, R_NEXT, R_BLOCKED = range(18)
 
 
 class Executor:
@@ -205,6 +205,7 @@ class Executor:
         write = self._write
         nwait = self.nwait
         wait = self.wait
+        events = self.events[r]
         while pc < n:
             if wait[r] is not None:
                 if nwait[r]:
@@ -271,7 +272,7 @@ class Executor:
                     raise Failure("operands", f"{self._at(r, pc)}: element {bad} combines "
                                               f"{d(L[bad])} (lower) with {d(H[bad])} (higher)")
                 write(r, t, t + m, res, chk[tgt.buf], pc)
-                self.events[r].append(m)
+                events.append(m)
                 pc += 1
             elif k == ISEND or k == IRECV:
                 slot = op[3]
@@ -324,7 +325,8 @@ class Executor:
         N = self.N
         if not 0 <= peer < N:
             raise Failure("peer", f"{self._at(r, pc)}: no rank {peer} among {N}")
-        q = [r, is_send, a, b, peer, pc, False, None, None, None, None, False, nb, None, 0, chk]
+        q = [r, is_send, a, b, peer, pc, False, None, None, None, None, False, nb, None, 0, chk,
+             None, None]
         if self.npend[r] and b > a:
             self._busy(r, a, b, not is_send, pc)
         if nb:
@@ -332,7 +334,9 @@ class Executor:
         last = self.last[r]
         self.events[r].append(q)
         if is_send:
-            q[R_PREV] = last[0]
+            prev = q[R_PREV] = last[0]
+            if prev is not None:
+                prev[R_NEXT] = q
             last[0] = q
             q[R_KNOW] = self.know[r]
             key = r * N + peer
@@ -348,7 +352,9 @@ class Executor:
                 queue = self.sendq[key] = deque()
             queue.append(q)
         else:
-            q[R_PREV] = last[1]
+            prev = q[R_PREV] = last[1]
+            if prev is not None:
+                prev[R_NEXT] = q
             last[1] = q
             key = peer * N + r
             waiting = self.sendq.get(key)
@@ -498,14 +504,8 @@ def timing(ex):
     """
     N = ex.N
     events = ex.events
-    nxt = {}                            # id(request) -> the next one of its rank and kind
-    for evs in events:
-        for x in evs:
-            if x.__class__ is list and x[R_PREV] is not None:
-                nxt[id(x[R_PREV])] = x
     pos = [0] * N
     t = [(0, 0, 0)] * N
-    blocked = {}                        # id(request) -> ranks waiting for its message's end
     ready = deque(r for r in range(N) if events[r])
     queued = [True] * N
 
@@ -552,14 +552,12 @@ def timing(ex):
                 if x[2] > g:
                     g = x[2]
             m[R_END] = rq[R_END] = (a + 1, b + m[R_B] - m[R_A], g)
-            w = blocked.pop(id(m), None)
-            if w:
-                woken.extend(w)
-            w = blocked.pop(id(rq), None)
-            if w:
-                woken.extend(w)
-            todo.append(nxt.get(id(m)))
-            todo.append(nxt.get(id(rq)))
+            if m[R_BLOCKED]:                # ranks waiting for this message's end
+                woken.extend(m[R_BLOCKED])
+            if rq[R_BLOCKED]:
+                woken.extend(rq[R_BLOCKED])
+            todo.append(m[R_NEXT])
+            todo.append(rq[R_NEXT])
 
     while ready:
         r = ready.popleft()
@@ -576,9 +574,9 @@ def timing(ex):
                 stop = False
                 for q in x:
                     if q[R_END] is None:
-                        got = blocked.get(id(q))
+                        got = q[R_BLOCKED]
                         if got is None:
-                            blocked[id(q)] = [r]
+                            q[R_BLOCKED] = [r]
                         elif r not in got:
                             got.append(r)
                         stop = True

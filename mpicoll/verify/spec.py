@@ -26,6 +26,7 @@ initial value as the expected one, so a write that changes them fails as an
 overwrite of a final element.
 """
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 import numpy as np
 from mpi4py import MPI
@@ -134,8 +135,10 @@ class Case:
         return replace(self, **kw)
 
 
+@lru_cache(maxsize=512)
 def layout_of(spec, N):
-    """The :class:`Layout` of ``N`` ranks for a layout name, or None for one node."""
+    """The :class:`Layout` of ``N`` ranks for a layout name, or None for one node (immutable,
+    so shared between cases)."""
     if not spec:
         return None
     kind, _, k = spec.partition(":")
