@@ -78,7 +78,7 @@ def test_ci_subset_of_the_sweep_passes():
 CAUGHT_AT = {"wrong_neighbour": 3, "one_round_short": 2, "swapped_operands": 2,
              "swapped_partner_operands": 2, "no_root_offset": 2, "missing_final_copy": 2,
              "missing_result_copy": 1, "xor_pairing": 3, "send_then_receive": 2,
-             "wrong_fold_partner": 3, "bruck_round_short": 2, "forward_before_arrival": 2,
+             "wrong_fold_partner": 3, "bruck_round_short": 2, "forward_before_arrival": 3,
              "wrong_docstring_cost": 1}
 
 
@@ -92,6 +92,7 @@ def test_every_seeded_fault_is_caught():
     assert kinds["swapped_operands"] == "operands"
     assert kinds["missing_final_copy"] == "result"
     assert kinds["wrong_docstring_cost"] == "cost"
+    assert kinds["forward_before_arrival"] == "race"
     # the mutants were registered for the run only
     assert all(m.registered_as not in _REGISTRY[m.primitive] for m in MUTATIONS)
 

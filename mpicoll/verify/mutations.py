@@ -85,7 +85,9 @@ MUTATIONS = (
              "    while k < size:\n        # Blocks", "    while 2 * k < size:\n        # Blocks"),
     Mutation("forward_before_arrival", "bcast", "pipeline",
              "a segment forwarded before its receive completed",
-             "ctx.wait(r)\n", "pass\n"),
+             "ctx.wait(r)\n            if has_next:\n                sends.append(ctx.isend(s, nxt))",
+             "if has_next:\n                sends.append(ctx.isend(s, nxt))\n            "
+             "ctx.wait(r)"),
     Mutation("wrong_docstring_cost", "allreduce", "ring",
              "the declared latency 2Nα instead of 2(N-1)α", cost=_wrong_ring_cost),
 )

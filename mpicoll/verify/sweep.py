@@ -13,19 +13,23 @@ anywhere, a plug-in included, is swept without being named here.
   0, 1, N - 1, N + 1, a prime above 3N/2 and 8N + 5; blocks (gather,
   allgather, scatter, alltoall and the v-collectives, whose buffers are N
   blocks) 0, 1, N - 1, N + 1, 7 and 13 up to N = 64, then 0, 1 and 3;
-- every root up to N = 16, then roots 0, 1, N/2, N - 1 and one drawn with ``seed``;
-- ops: built-in, commutative user op, non-commutative user op (where the
-  algorithm takes one) up to N = 64, then built-in and non-commutative;
+- every root up to N = 8, then roots 0, N - 1 and one drawn with ``seed``;
+- ops: built-in and non-commutative user op (where the algorithm takes
+  one), and up to N = 64 a commutative user op (it writes its second
+  operand) for two of the roots; above N = 64 each count is run once, the
+  roots and ops taking turns;
 - in place and out of place, equal and ragged v-counts with packed and
   gapped displacements, item sizes 8 and 64 KiB (for algorithms whose plans
   depend on it), node layouts block, cyclic, uneven and scattered for the
-  node-aware algorithms — every combination up to N = 64, one of each kind
-  above (out of place, ragged counts with gaps);
+  node-aware algorithms: every combination up to N = 8, taking turns above
+  (each value meets many counts, roots and ops); the node-aware variants
+  (``variants()``) up to N = 32, taking turns;
 - above N = 64, an algorithm whose plans total more than ``BIG`` operations
   at N = 2^k (a ring, a pairwise exchange: O(N^2) in all) is run once per
   N — count N at powers of two (N + 1 next to them; blocks of 1 and 3), the
-  built-in op, one root — and above 513 ranks at powers of two only: its
-  recording and execution take tens of seconds per case at N = 1024.
+  built-in op, one root — and above 257 ranks at powers of two only: its
+  recording and execution take seconds per case at N = 512 and about 20 s
+  at N = 1024.
 
 :func:`run` verifies the cases (in ``jobs`` processes) and :func:`report`
 prints a table: per algorithm and range of N, the number of cases passed,
@@ -205,8 +209,8 @@ def cases(primitive, algorithm, max_n=1024, seed=0, min_n=1):
             continue
         small = N <= 64
         big = not small and plan_ops(primitive, algorithm, 1 << (N - 1).bit_length()) > BIG
-        if big and N > 513 and N != 1 << (N - 1).bit_length():
-            continue                # O(N^2) plans: above 513 ranks, the power of two only
+        if big and N > 257 and N != 1 << (N - 1).bit_length():
+            continue                # O(N^2) plans: above 257 ranks, powers of two only
         ns = counts(primitive, N, small)
         ops = _ops(primitive, fn, small)
         roots = _roots(primitive, N, rng)
@@ -221,7 +225,11 @@ def cases(primitive, algorithm, max_n=1024, seed=0, min_n=1):
             roots = sorted({0, N - 1, rng.randrange(N)})
         inplace, vshapes, layouts, itemsizes = _secondary(primitive, algorithm, N, small,
                                                           variant)
-        main = [(root, n, op) for root in roots for n in ns for op in ops]
+        if small:
+            main = [(root, n, op) for root in roots for n in ns for op in ops]
+        else:
+            # every count once, the roots and ops taking turns (each meets several counts)
+            main = [(roots[i % len(roots)], n, ops[i % len(ops)]) for i, n in enumerate(ns)]
         if small and "sum" in ops:
             # a commutative user op writes its second operand: other plans, same grid
             main += [(root, n, "user") for root in roots[:2] for n in ns]
