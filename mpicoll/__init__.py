@@ -14,7 +14,8 @@ The public face only (re-exports; no logic here):
 ``mpicoll.algorithms(primitive)`` lists each primitive's algorithms
 (``native`` is the MPI library's own), ``mpicoll.usable_algorithms`` those
 that can run on a communicator's nodes and memory; ``mpicoll.traffic()`` counts the
-messages and bytes they send; ``mpicoll.register`` adds an algorithm,
+messages and bytes they send; ``mpicoll.register`` adds an algorithm (a
+plug-in for the demo, the bench and ``python -m mpicoll.verify``),
 ``mpicoll.define_primitive`` a primitive.
 """
 from . import api as _api

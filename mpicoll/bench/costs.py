@@ -1,4 +1,11 @@
-"""The α-β-γ cost of each hand-written algorithm, as its docstring states it.
+"""The α-β-γ cost of each hand-written algorithm, as its declaration states it.
+
+The formulas are not written here: every algorithm declares its cost beside
+itself (``@register(..., cost=Cost(...))``, :mod:`mpicoll.coll.cost`), the
+docstring's ``Cost:`` formula as functions, and ``python -m mpicoll.verify``
+checks each declaration against the algorithm's recorded plans up to 1024
+ranks. :data:`COSTS` reads them for the algorithms whose messages the
+two-level split below knows.
 
 ``cost(primitive, algorithm, N, n, alpha, beta, gamma)`` -> seconds, with
 ``n`` in each primitive's own unit (the ``nbytes`` mpicoll's ``auto`` sees):
@@ -36,6 +43,10 @@ estimate (a step counted across nodes when any of its pairs crosses).
 from functools import lru_cache
 from math import ceil, log2
 
+from mpicoll.coll.cost import Call
+from mpicoll.sched import inspect as _inspect  # noqa: F401  (fills the registry)
+from mpicoll.core.registry import lookup
+
 __all__ = ["COSTS", "cost", "has_cost", "link_split", "has_link_split", "cost2"]
 
 
@@ -45,74 +56,6 @@ def _lg(n):
 
 def _p(n):
     return 1 << (n.bit_length() - 1)
-
-
-def _fold(N):
-    return 0 if N == _p(N) else 1
-
-
-def _pipeline(N, n, a, b, g):
-    s = max(1, ceil(n / 65536))
-    return (N - 2 + s) * (a + n / s * b) if N > 1 else 0.0
-
-
-COSTS = {
-    "bcast": {
-        "linear": lambda N, n, a, b, g: (N - 1) * (a + n * b),
-        "binomial": lambda N, n, a, b, g: _lg(N) * (a + n * b),
-        "scatter_allgather": lambda N, n, a, b, g: (_lg(N) + N - 1) * a + 2 * (N - 1) / N * n * b,
-        "pipeline": _pipeline,
-    },
-    "reduce": {
-        "linear": lambda N, n, a, b, g: (N - 1) * (a + n * b + n * g),
-        "binomial": lambda N, n, a, b, g: _lg(N) * (a + n * b + n * g),
-        "rabenseifner": lambda N, n, a, b, g: (
-            2 * _lg(_p(N)) * a + 2 * (_p(N) - 1) / _p(N) * n * b + (_p(N) - 1) / _p(N) * n * g
-            + _fold(N) * (a + n * b + n * g)),
-    },
-    "allreduce": {
-        "reduce_bcast": lambda N, n, a, b, g: 2 * _lg(N) * (a + n * b) + _lg(N) * n * g,
-        "recursive_doubling": lambda N, n, a, b, g: (
-            _lg(_p(N)) * (a + n * b + n * g) + _fold(N) * (2 * (a + n * b) + n * g)),
-        "ring": lambda N, n, a, b, g: (
-            2 * (N - 1) * a + 2 * (N - 1) / N * n * b + (N - 1) / N * n * g),
-        "rabenseifner": lambda N, n, a, b, g: (
-            2 * _lg(_p(N)) * a + 2 * (_p(N) - 1) / _p(N) * n * b + (_p(N) - 1) / _p(N) * n * g
-            + _fold(N) * (2 * (a + n * b) + n * g)),
-    },
-    "gather": {
-        "linear": lambda N, n, a, b, g: (N - 1) * a + (N - 1) * n * b,
-        "binomial": lambda N, n, a, b, g: _lg(N) * a + (N - 1) * n * b,
-    },
-    "allgather": {
-        "ring": lambda N, n, a, b, g: (N - 1) * (a + n * b),
-        "recursive_doubling": lambda N, n, a, b, g: (
-            _lg(_p(N)) * a + (_p(N) - 1) / _p(N) * N * n * b
-            + _fold(N) * (2 * a + (N + 1) * n * b)),
-        "bruck": lambda N, n, a, b, g: _lg(N) * a + (N - 1) * n * b,
-        "gather_bcast": lambda N, n, a, b, g: 2 * _lg(N) * a + (N - 1) * n * b + _lg(N) * N * n * b,
-    },
-    "scatter": {
-        "linear": lambda N, n, a, b, g: (N - 1) * (a + n * b),
-        "binomial": lambda N, n, a, b, g: _lg(N) * a + (N - 1) * n * b,
-    },
-    "reduce_scatter": {
-        "ring": lambda N, n, a, b, g: (N - 1) * (a + n / N * b + n / N * g),
-        "recursive_halving": lambda N, n, a, b, g: (
-            _lg(_p(N)) * a + (_p(N) - 1) / _p(N) * n * (b + g) + _fold(N) * (2 * a + n * b + n * g)),
-        "pairwise": lambda N, n, a, b, g: (N - 1) * a + (N - 1) / N * n * (b + g),
-        "reduce_scatterv": lambda N, n, a, b, g: _lg(N) * (a + n * b + n * g) + (N - 1) * a + n * b,
-    },
-    "alltoall": {
-        "pairwise": lambda N, n, a, b, g: (N - 1) * (a + n * b),
-        "bruck": lambda N, n, a, b, g: _lg(N) * a + _lg(N) * (N / 2) * n * b,
-    },
-    "barrier": {
-        "linear": lambda N, n, a, b, g: 2 * (N - 1) * a,
-        "binomial": lambda N, n, a, b, g: 2 * _lg(N) * a,
-        "dissemination": lambda N, n, a, b, g: _lg(N) * a,
-    },
-}
 
 
 def has_cost(primitive, algorithm):
@@ -297,6 +240,30 @@ LINKS = {
         "dissemination": lambda N, K, n: _S().shift_all(K, _lg(N), 0),
     },
 }
+
+
+def _formula(decl):
+    """``(N, n, α, β, γ) -> seconds`` of a declared :class:`~mpicoll.coll.cost.Cost`
+    (``n`` in bytes: the formula is read with one-byte elements)."""
+    def formula(N, n, a, b, g):
+        return decl.time(Call(N, n, itemsize=1, counts=[n] * N), a, b, g)
+    return formula
+
+
+def _costs():
+    """The formulas of the algorithms the two-level split covers, from their declarations."""
+    table = {}
+    for primitive, algs in LINKS.items():
+        for algorithm in algs:
+            decl = getattr(lookup(primitive, algorithm), "cost", None)
+            if decl is not None:
+                table.setdefault(primitive, {})[algorithm] = _formula(decl)
+    return table
+
+
+#: ``COSTS[primitive][algorithm](N, n, α, β, γ)``: seconds, read off each algorithm's
+#: declared cost (:mod:`mpicoll.coll.cost`, beside the algorithm).
+COSTS = _costs()
 
 
 def has_link_split(primitive, algorithm):

@@ -16,8 +16,7 @@ rank's load::
 Each maximum is over the ranks separately. At powers of two it gives the
 built-in formulas of :mod:`.costs` (tests/test_registry.py checks that) but
 the pipeline's, whose fill time is waiting along a chain of ranks, which a
-per-rank load does not see (reduce_scatterv's formula rounds the
-(N-1)/N·nβ of its scatterv up to nβ).
+per-rank load does not see.
 
 Two levels (:func:`link_price`, :func:`plan_time2`): on a node
 :class:`~mpicoll.core.topology.Layout` every message is priced by its link.

@@ -14,6 +14,7 @@ from mpi4py import MPI
 from ._common import aliases
 from ..core.blocks import pof2_below, fold_rank, unfold_rank, first_rank
 from .bcast import binomial_bcast
+from .cost import Cost, lg
 from .gather import binomial_gather
 
 
@@ -23,7 +24,8 @@ def allgather_native(ctx, sendbuf, recvbuf):
     ctx.mpi.Allgather(MPI.IN_PLACE if aliases(sendbuf, recvbuf) else sendbuf, recvbuf)
 
 
-@register("allgather", "ring")
+@register("allgather", "ring", cost=Cost(
+    "(N-1)(α + nβ)", alpha=lambda k: k.N - 1, beta=lambda k: (k.N - 1) * k.n))
 def allgather_ring(ctx, sendbuf, recvbuf):
     """Ring: in step s every rank forwards block rank - s to its right neighbour.
 
@@ -37,15 +39,24 @@ def allgather_ring(ctx, sendbuf, recvbuf):
         ctx.sendrecv(recvbuf[sb * c:(sb + 1) * c], right, recvbuf[rb * c:(rb + 1) * c], left)
 
 
-@register("allgather", "recursive_doubling")
+def _carried(k):
+    """F = Σ_{k<log2 p} min(2^k, N-p): the extra blocks the folded virtual ranks carry."""
+    rem = k.N - k.p
+    return sum(min(1 << j, rem) for j in range(lg(k.p)))
+
+
+@register("allgather", "recursive_doubling", cost=Cost(
+    "⌈log2 p⌉α + (p-1)nβ, plus 2α + (N + 1 + F)nβ when N ≠ p", where={"F": _carried},
+    alpha=lambda k: lg(k.p) + 2 * k.fold,
+    beta=lambda k: (k.p - 1 + k.fold * (k.N + 1 + _carried(k))) * k.n))
 def allgather_recursive_doubling(ctx, sendbuf, recvbuf):
     """Recursive doubling: in step k, swap everything held with rank XOR 2^k.
 
-    Cost: ⌈log2 p⌉α + (p-1)nβ with p = 2^⌊log2 N⌋ = N. When N != p the
-    first 2(N-p) ranks fold pairwise first (α + nβ) and get the whole result
-    back at the end (α + Nnβ); folded virtual ranks carry two blocks, so the
-    doubling phase moves [(p-1) + Σ_{k<log2 p} min(2^k, N-p)]·nβ.
-    Best for short messages.
+    Cost: ⌈log2 p⌉α + (p-1)nβ, plus 2α + (N + 1 + F)nβ when N ≠ p, with
+    p = 2^⌊log2 N⌋ and F = Σ_{k<log2 p} min(2^k, N-p). When N != p the first
+    2(N-p) ranks fold pairwise first (α + nβ) and get the whole result back
+    at the end (α + Nnβ); folded virtual ranks carry two blocks, so the
+    doubling phase moves F blocks more. Best for short messages.
     """
     size, rank, c = ctx.size, ctx.rank, sendbuf.size
     ctx.copy(recvbuf[rank * c:(rank + 1) * c], sendbuf)
@@ -73,7 +84,8 @@ def allgather_recursive_doubling(ctx, sendbuf, recvbuf):
             ctx.send(recvbuf, rank - 1)
 
 
-@register("allgather", "bruck")
+@register("allgather", "bruck", cost=Cost(
+    "⌈log2 N⌉α + (N-1)nβ", alpha=lambda k: lg(k.N), beta=lambda k: (k.N - 1) * k.n))
 def allgather_bruck(ctx, sendbuf, recvbuf):
     """Bruck: in step k, send the first min(2^k, N-2^k) blocks held to rank - 2^k.
 
@@ -94,7 +106,9 @@ def allgather_bruck(ctx, sendbuf, recvbuf):
     ctx.copy(recvbuf[:rank * c], tmp[split_at:])
 
 
-@register("allgather", "gather_bcast")
+@register("allgather", "gather_bcast", cost=Cost(
+    "2⌈log2 N⌉α + (N-1)nβ + ⌈log2 N⌉Nnβ", alpha=lambda k: 2 * lg(k.N),
+    beta=lambda k: (k.N - 1) * k.n + lg(k.N) * k.N * k.n))
 def allgather_gather_bcast(ctx, sendbuf, recvbuf):
     """Binomial gather to rank 0, then binomial broadcast of the N blocks.
 

@@ -18,7 +18,12 @@ from ..core.registry import register
 from ..core.blocks import offsets
 from ._vcommon import block, exchange, native, span, subtotal, unpack
 from .bcast import binomial_bcast
-from .gatherv import binomial_gatherv
+from .cost import Cost, lg
+from .gatherv import _equal_blocks, binomial_gatherv
+
+
+def _some(k):
+    return None if k.counts and max(k.counts) > 0 else "every block is empty"
 
 
 @register("allgatherv", "native")
@@ -28,7 +33,10 @@ def allgatherv_native(ctx, sendbuf, recvbuf, counts, displs):
            [recvbuf, (list(counts), list(displs))], outputs=(1,))
 
 
-@register("allgatherv", "ring")
+@register("allgatherv", "ring", cost=Cost(
+    "(N-1)α + (N-1)·m_max·β", where={"m_max": lambda k: max(k.counts)},
+    alpha=lambda k: k.N - 1, beta=lambda k: (k.N - 1) * max(k.counts), exact=_some,
+    load_exact=_equal_blocks))
 def allgatherv_ring(ctx, sendbuf, recvbuf, counts, displs):
     """Ring: in step s every rank forwards block rank - s to its right neighbour, in place.
 
@@ -45,12 +53,15 @@ def allgatherv_ring(ctx, sendbuf, recvbuf, counts, displs):
                  block(recvbuf, counts, displs, rb), left)
 
 
-@register("allgatherv", "bruck")
+@register("allgatherv", "bruck", cost=Cost(
+    "⌈log2 N⌉α + (m - m_rank)β", where={"m_rank": lambda k: k.counts[0]},
+    alpha=lambda k: lg(k.N), beta=lambda k: k.m - k.counts[0], exact=_equal_blocks))
 def allgatherv_bruck(ctx, sendbuf, recvbuf, counts, displs):
     """Bruck: in step k, send the first min(2^k, N-2^k) blocks held to rank - 2^k.
 
-    Cost: ⌈log2 N⌉α + (m - m_rank)β, for any N and any counts (each rank
-    receives every other block exactly once); ⌈log2 N⌉ steps, plus copying
+    Cost: ⌈log2 N⌉α + (m - m_rank)β, for any N and equal counts (each rank
+    receives every other block exactly once; with unequal blocks a step lasts
+    as long as the larger of its halves); ⌈log2 N⌉ steps, plus copying
     the result out of a temporary of m elements (blocks in order rank,
     rank + 1, ...). Short messages, uneven counts.
     """
@@ -74,7 +85,10 @@ def allgatherv_bruck(ctx, sendbuf, recvbuf, counts, displs):
         unpack(ctx, recvbuf, tmp, counts, displs, order)
 
 
-@register("allgatherv", "gatherv_bcast")
+@register("allgatherv", "gatherv_bcast", cost=Cost(
+    "2⌈log2 N⌉α + (m - m_0)β + ⌈log2 N⌉mβ", where={"m_0": lambda k: k.counts[0]},
+    alpha=lambda k: 2 * lg(k.N), beta=lambda k: k.m - k.counts[0] + lg(k.N) * k.m,
+    exact=_equal_blocks))
 def allgatherv_gatherv_bcast(ctx, sendbuf, recvbuf, counts, displs):
     """Binomial gatherv to rank 0 (blocks back to back), binomial bcast of the m elements.
 

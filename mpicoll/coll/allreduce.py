@@ -14,6 +14,7 @@ from ..core.ops import op_ufunc
 from ..core.registry import register
 from ..core.blocks import split, offsets, pof2_below, fold_rank, unfold_rank
 from .bcast import binomial_bcast
+from .cost import Cost, even, lg
 from .reduce import binomial_reduce, halving_reduce_scatter
 
 
@@ -24,7 +25,9 @@ def allreduce_native(ctx, sendbuf, recvbuf, op):
     ctx.mpi.Allreduce(MPI.IN_PLACE if sendbuf is None else sendbuf, recvbuf, op)
 
 
-@register("allreduce", "reduce_bcast")
+@register("allreduce", "reduce_bcast", cost=Cost(
+    "2⌈log2 N⌉(α + nβ) + ⌈log2 N⌉nγ", alpha=lambda k: 2 * lg(k.N),
+    beta=lambda k: 2 * lg(k.N) * k.n, gamma=lambda k: lg(k.N) * k.n))
 def allreduce_reduce_bcast(ctx, sendbuf, recvbuf, op):
     """Binomial reduce to rank 0, then binomial broadcast.
 
@@ -74,12 +77,15 @@ def _fold_out(ctx, recvbuf, rem):
             ctx.send(recvbuf, rank - 1)
 
 
-@register("allreduce", "recursive_doubling")
+@register("allreduce", "recursive_doubling", cost=Cost(
+    "⌈log2 p⌉(α + nβ + nγ), plus 2(α + nβ) + nγ when N ≠ p",
+    alpha=lambda k: lg(k.p) + 2 * k.fold, beta=lambda k: (lg(k.p) + 2 * k.fold) * k.n,
+    gamma=lambda k: (lg(k.p) + k.fold) * k.n))
 def allreduce_recursive_doubling(ctx, sendbuf, recvbuf, op):
     """Recursive doubling: in step k, exchange the whole vector with rank XOR 2^k.
 
-    Cost: ⌈log2 p⌉(α + nβ + nγ) with p = 2^⌊log2 N⌋, plus 2(α + nβ) + nγ to
-    fold ranks when N != p. Best for short messages. Any op: both partners
+    Cost: ⌈log2 p⌉(α + nβ + nγ), plus 2(α + nβ) + nγ when N ≠ p, with
+    p = 2^⌊log2 N⌋ (the extra ranks fold in and out). Best for short messages. Any op: both partners
     combine lower-rank data first, so results are identical and ordered.
     """
     pof2, rem, spare, v = _fold_start(ctx, sendbuf, recvbuf, op)
@@ -101,7 +107,10 @@ def allreduce_recursive_doubling(ctx, sendbuf, recvbuf, op):
     _fold_out(ctx, recvbuf, rem)
 
 
-@register("allreduce", "ring", commutative_only=True)
+@register("allreduce", "ring", commutative_only=True, cost=Cost(
+    "2(N-1)α + 2(N-1)/N·nβ + (N-1)/N·nγ", alpha=lambda k: 2 * (k.N - 1),
+    beta=lambda k: 2 * (k.N - 1) * k.n / k.N, gamma=lambda k: (k.N - 1) * k.n / k.N,
+    exact=even))
 def allreduce_ring(ctx, sendbuf, recvbuf, op):
     """Ring: a reduce-scatter ring then an allgather ring, as in the seed.
 
@@ -138,13 +147,22 @@ def allreduce_ring(ctx, sendbuf, recvbuf, op):
         ctx.sendrecv(chunk(recvbuf, rank + 1 - s), right, chunk(recvbuf, rank - s), left)
 
 
-@register("allreduce", "rabenseifner", commutative_only=True)
+def _rab_exact(k):
+    return None if k.n % k.p == 0 else f"uneven chunks ({k.n} elements in {k.p})"
+
+
+@register("allreduce", "rabenseifner", commutative_only=True, cost=Cost(
+    "2⌈log2 p⌉α + 2(p-1)/p·nβ + (p-1)/p·nγ, plus 2(α + nβ) + nγ when N ≠ p",
+    alpha=lambda k: 2 * lg(k.p) + 2 * k.fold,
+    beta=lambda k: 2 * (k.p - 1) * k.n / k.p + 2 * k.fold * k.n,
+    gamma=lambda k: (k.p - 1) * k.n / k.p + k.fold * k.n, exact=_rab_exact))
 def allreduce_rabenseifner(ctx, sendbuf, recvbuf, op):
     """Rabenseifner: recursive-halving reduce-scatter + recursive-doubling allgather.
 
-    Cost: 2⌈log2 p⌉α + 2(p-1)/p·nβ + (p-1)/p·nγ with p = 2^⌊log2 N⌋, plus
-    2(α + nβ) + nγ to fold ranks when N != p. Best for long messages at large
-    N (log latency, optimal bandwidth). Commutative ops only.
+    Cost: 2⌈log2 p⌉α + 2(p-1)/p·nβ + (p-1)/p·nγ, plus 2(α + nβ) + nγ when
+    N ≠ p, with p = 2^⌊log2 N⌋ (the extra ranks fold in and out). Best for
+    long messages at large N (log latency, optimal bandwidth). Commutative
+    ops only.
     """
     pof2, rem, spare, v = _fold_start(ctx, sendbuf, recvbuf, op)
     if v >= 0:

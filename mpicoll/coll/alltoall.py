@@ -8,6 +8,12 @@ Per rank, N = 2 (blocks of one element)::
 Costs: α per message, β per byte, n bytes per block (N blocks per rank).
 """
 from ..core.registry import register
+from .cost import Cost, lg
+
+
+def _bruck_blocks(k):
+    """B = Σ_j #{i < N : bit j of i set}: the blocks every rank forwards in all."""
+    return sum(bin(i).count("1") for i in range(k.N))
 
 
 @register("alltoall", "native")
@@ -16,7 +22,8 @@ def alltoall_native(ctx, sendbuf, recvbuf):
     ctx.mpi.Alltoall(sendbuf, recvbuf)
 
 
-@register("alltoall", "pairwise")
+@register("alltoall", "pairwise", cost=Cost(
+    "(N-1)(α + nβ)", alpha=lambda k: k.N - 1, beta=lambda k: (k.N - 1) * k.n))
 def alltoall_pairwise(ctx, sendbuf, recvbuf):
     """Pairwise exchange: in step i, send to rank+i and receive from rank-i.
 
@@ -30,7 +37,9 @@ def alltoall_pairwise(ctx, sendbuf, recvbuf):
         ctx.sendrecv(sendbuf[dst * c:(dst + 1) * c], dst, recvbuf[src * c:(src + 1) * c], src)
 
 
-@register("alltoall", "bruck")
+@register("alltoall", "bruck", cost=Cost(
+    "⌈log2 N⌉α + B·nβ", where={"B": _bruck_blocks}, alpha=lambda k: lg(k.N),
+    beta=lambda k: _bruck_blocks(k) * k.n))
 def alltoall_bruck(ctx, sendbuf, recvbuf):
     """Bruck: in step k, forward every block whose index has bit k set to rank+2^k.
 

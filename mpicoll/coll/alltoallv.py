@@ -10,11 +10,22 @@ Algorithms take ``(ctx, sendbuf, recvbuf, sendcounts, sdispls, recvcounts,
 rdispls)``, all of them this rank's own: rank i's ``sendcounts[j]`` equals
 rank j's ``recvcounts[i]`` (MPI's rule). In place, the API layer hands the
 algorithms a snapshot of ``recvbuf`` as ``sendbuf``.
-Costs: α per message, β per byte, s and r the bytes this rank sends and
-receives (Σ sendcounts, Σ recvcounts), b the largest block.
+Costs: α per message, β per byte, s and r the bytes this rank sends to and
+receives from the other ranks, b the largest block.
 """
 from ..core.registry import register
 from ._vcommon import block, exchange, native
+from .cost import Cost
+
+
+def _equal(k):
+    """``exact``: every block the same, nonempty."""
+    flat = [c for row in k.counts for c in row]
+    return None if min(flat) == max(flat) > 0 else "blocks of unequal or zero counts"
+
+
+def _block(k):
+    return max(c for row in k.counts for c in row)
 
 
 @register("alltoallv", "native")
@@ -24,7 +35,9 @@ def alltoallv_native(ctx, sendbuf, recvbuf, sendcounts, sdispls, recvcounts, rdi
            [recvbuf, (list(recvcounts), list(rdispls))], outputs=(1,))
 
 
-@register("alltoallv", "pairwise")
+@register("alltoallv", "pairwise", cost=Cost(
+    "(N-1)α + (N-1)·b·β", where={"b": _block}, alpha=lambda k: k.N - 1,
+    beta=lambda k: (k.N - 1) * _block(k), exact=_equal))
 def alltoallv_pairwise(ctx, sendbuf, recvbuf, sendcounts, sdispls, recvcounts, rdispls):
     """Pairwise exchange: in step i, send to rank + i and receive from rank - i.
 
@@ -40,7 +53,12 @@ def alltoallv_pairwise(ctx, sendbuf, recvbuf, sendcounts, sdispls, recvcounts, r
                  block(recvbuf, recvcounts, rdispls, src), src)
 
 
-@register("alltoallv", "linear")
+@register("alltoallv", "linear", cost=Cost(
+    "(N-1)α + max(s, r)β", where={"s": lambda k: (k.N - 1) * _block(k),
+                                  "r": lambda k: (k.N - 1) * _block(k)},
+    alpha=lambda k: k.N - 1, beta=lambda k: (k.N - 1) * _block(k),
+    # every rank posts its N-1 receives and N-1 sends apart (no sendrecv)
+    msgs=lambda k: 2 * (k.N - 1), elems=lambda k: 2 * (k.N - 1) * _block(k), exact=_equal))
 def alltoallv_linear(ctx, sendbuf, recvbuf, sendcounts, sdispls, recvcounts, rdispls):
     """Every receive and every send posted at once, then one wait (MPICH's "scattered").
 

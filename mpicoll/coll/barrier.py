@@ -6,6 +6,7 @@ all three leave at t≈2.
 Costs in messages of zero bytes: α each.
 """
 from ..core.registry import register
+from .cost import Cost, lg
 
 
 @register("barrier", "native")
@@ -14,7 +15,7 @@ def barrier_native(ctx):
     ctx.mpi.Barrier()
 
 
-@register("barrier", "linear")
+@register("barrier", "linear", cost=Cost("2(N-1)α", alpha=lambda k: 2 * (k.N - 1)))
 def barrier_linear(ctx):
     """Everyone reports to rank 0, which then releases everyone.
 
@@ -30,7 +31,7 @@ def barrier_linear(ctx):
         ctx.recv(token, 0)
 
 
-@register("barrier", "binomial")
+@register("barrier", "binomial", cost=Cost("2⌈log2 N⌉α", alpha=lambda k: 2 * lg(k.N)))
 def barrier_binomial(ctx):
     """Binomial gather of empty messages to rank 0, then a binomial release.
 
@@ -54,7 +55,7 @@ def barrier_binomial(ctx):
         mask >>= 1
 
 
-@register("barrier", "dissemination")
+@register("barrier", "dissemination", cost=Cost("⌈log2 N⌉α", alpha=lambda k: lg(k.N)))
 def barrier_dissemination(ctx):
     """Dissemination: in round k, signal rank + 2^k and wait for rank - 2^k.
 

@@ -10,6 +10,7 @@ n bytes in ``buf``, N ranks.
 """
 from ..core.registry import register
 from ..core.blocks import split, offsets
+from .cost import Cost, even, lg, segments
 
 #: Segment size of the pipelined chain (bytes).
 PIPELINE_SEGMENT_BYTES = 1 << 16
@@ -21,7 +22,8 @@ def bcast_native(ctx, buf, root):
     ctx.mpi.Bcast(buf, root)
 
 
-@register("bcast", "linear")
+@register("bcast", "linear", cost=Cost(
+    "(N-1)(α + nβ)", alpha=lambda k: k.N - 1, beta=lambda k: (k.N - 1) * k.n))
 def bcast_linear(ctx, buf, root):
     """Root sends the whole buffer to every other rank.
 
@@ -51,7 +53,8 @@ def binomial_bcast(ctx, buf, root):
         mask >>= 1
 
 
-@register("bcast", "binomial")
+@register("bcast", "binomial", cost=Cost(
+    "⌈log2 N⌉(α + nβ)", alpha=lambda k: lg(k.N), beta=lambda k: lg(k.N) * k.n))
 def bcast_binomial(ctx, buf, root):
     """Binomial tree: in step k, every rank holding the data sends to rank + 2^k.
 
@@ -61,7 +64,9 @@ def bcast_binomial(ctx, buf, root):
     binomial_bcast(ctx, buf, root)
 
 
-@register("bcast", "scatter_allgather")
+@register("bcast", "scatter_allgather", cost=Cost(
+    "(⌈log2 N⌉ + N - 1)α + 2(N-1)/N·nβ", alpha=lambda k: lg(k.N) + k.N - 1,
+    beta=lambda k: 2 * (k.N - 1) * k.n / k.N, exact=even))
 def bcast_scatter_allgather(ctx, buf, root):
     """Van de Geijn: binomial scatter of N chunks, then a ring allgather.
 
@@ -97,7 +102,26 @@ def bcast_scatter_allgather(ctx, buf, root):
         ctx.sendrecv(span(sc, sc + 1), right, span(rc, rc + 1), left)
 
 
-@register("bcast", "pipeline")
+def _segments(k):
+    return segments(k.nbytes, PIPELINE_SEGMENT_BYTES)
+
+
+def _pipeline_exact(k):
+    if k.N < 2:
+        return "one rank: nothing moves"
+    seg = max(1, PIPELINE_SEGMENT_BYTES // max(1, k.itemsize))
+    if _segments(k) > 1 and k.n % seg:
+        return f"the last of {_segments(k)} segments is shorter"
+    return None
+
+
+@register("bcast", "pipeline", cost=Cost(
+    "(N - 2 + S)(α + (n/S)β)", where={"S": _segments},
+    alpha=lambda k: k.N - 2 + _segments(k) if k.N > 1 else 0,
+    beta=lambda k: (k.N - 2 + _segments(k)) * k.n / _segments(k) if k.N > 1 else 0,
+    # the busiest rank is a middle one: it receives and forwards every segment
+    msgs=lambda k: (2 if k.N > 2 else 1) * _segments(k),
+    elems=lambda k: (2 if k.N > 2 else 1) * k.n, exact=_pipeline_exact))
 def bcast_pipeline(ctx, buf, root):
     """Segmented chain root -> root+1 -> ... : segments flow like a pipeline.
 

@@ -12,6 +12,7 @@ from ..core.registry import register
 from mpi4py import MPI
 
 from ._common import aliases
+from .cost import Cost, lg
 
 
 @register("gather", "native")
@@ -21,7 +22,8 @@ def gather_native(ctx, sendbuf, recvbuf, root):
     ctx.mpi.Gather(MPI.IN_PLACE if in_place else sendbuf, recvbuf, root)
 
 
-@register("gather", "linear")
+@register("gather", "linear", cost=Cost(
+    "(N-1)α + (N-1)nβ", alpha=lambda k: k.N - 1, beta=lambda k: (k.N - 1) * k.n))
 def gather_linear(ctx, sendbuf, recvbuf, root):
     """Every rank sends its block straight to the root (receives posted at once).
 
@@ -66,7 +68,8 @@ def binomial_gather(ctx, sendbuf, recvbuf, root):
         ctx.copy(recvbuf[:root * c], tmp[k:])
 
 
-@register("gather", "binomial")
+@register("gather", "binomial", cost=Cost(
+    "⌈log2 N⌉α + (N-1)nβ", alpha=lambda k: lg(k.N), beta=lambda k: (k.N - 1) * k.n))
 def gather_binomial(ctx, sendbuf, recvbuf, root):
     """Binomial tree: subtrees forward their collected blocks up the tree.
 

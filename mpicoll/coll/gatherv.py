@@ -16,6 +16,18 @@ from mpi4py import MPI
 
 from ..core.registry import register
 from ._vcommon import block, native, span, subtotal, unpack
+from .cost import Cost, lg
+
+
+def _equal_blocks(k):
+    """``exact`` for the v-collectives' formulas: every block the same, nonempty."""
+    if k.counts and min(k.counts) == max(k.counts) > 0:
+        return None
+    return "blocks of unequal or zero counts"
+
+
+def _nonempty(k):
+    return None if k.counts and min(k.counts) > 0 else "empty blocks send nothing"
 
 
 @register("gatherv", "native")
@@ -28,7 +40,9 @@ def gatherv_native(ctx, sendbuf, recvbuf, counts, displs, root):
            [recvbuf, (list(counts), list(displs))], root, outputs=(1,))
 
 
-@register("gatherv", "linear")
+@register("gatherv", "linear", cost=Cost(
+    "(N-1)α + (m - m_root)β", where={"m_root": lambda k: k.counts[k.root]},
+    alpha=lambda k: k.N - 1, beta=lambda k: k.m - k.counts[k.root], exact=_nonempty))
 def gatherv_linear(ctx, sendbuf, recvbuf, counts, displs, root):
     """Every rank sends its block straight to its place on the root (receives posted at once).
 
@@ -106,7 +120,9 @@ def binomial_gatherv(ctx, sendbuf, recvbuf, counts, displs, root):
     ctx.send(tmp, parent)
 
 
-@register("gatherv", "binomial")
+@register("gatherv", "binomial", cost=Cost(
+    "⌈log2 N⌉α + (m - m_root)β", where={"m_root": lambda k: k.counts[k.root]},
+    alpha=lambda k: lg(k.N), beta=lambda k: k.m - k.counts[k.root], exact=_equal_blocks))
 def gatherv_binomial(ctx, sendbuf, recvbuf, counts, displs, root):
     """Binomial tree: subtrees forward their collected blocks, back to back, up the tree.
 

@@ -45,6 +45,8 @@ from .gather import binomial_gather, gather_linear
 from .reduce import binomial_reduce, reduce_binomial, reduce_linear, reduce_rabenseifner
 from .allreduce import allreduce_rabenseifner, allreduce_recursive_doubling
 from .shm import bcast_shm, gather_shm, reduce_shm
+from .cost import Call, Phases
+from .gather import gather_binomial
 
 __all__ = ["Group", "SMALL", "phases", "default_inter"]
 
@@ -153,19 +155,86 @@ def default_inter(primitive, nbytes, commutative):
     return allgatherv_bruck if small else allgatherv_ring        # allgather
 
 
+# -- declared costs: the flat algorithms' own, phase by phase -----------------
+
+#: The registered flat algorithm of each intra phase (their declared costs).
+_INTRA_COST = {
+    "binomial": {"reduce": reduce_binomial, "bcast": bcast_binomial, "gather": gather_binomial},
+    "linear": {"reduce": reduce_linear, "bcast": bcast_linear, "gather": gather_linear},
+}
+
+
+def _shape(k):
+    """(M nodes, L ranks per node, why the phases do not add up or None)."""
+    lay = k.layout
+    if lay is None:
+        return 1, k.N, None
+    sizes = sorted({len(m) for m in lay.members})
+    if len(sizes) > 1:
+        return lay.n_nodes, sizes[-1], f"nodes of unequal sizes {sizes}"
+    return lay.n_nodes, sizes[0], None
+
+
+def _head(k):
+    """(the root's node, the root's place in its node)."""
+    if k.layout is None:
+        return 0, k.root
+    node = k.layout.nodes[k.root]
+    return node, k.layout.members[node].index(k.root)
+
+
+def _phases_of(primitive):
+    def phases(k):
+        M, L, why = _shape(k)
+        intra = _INTRA_COST[k.options.get("intra", "binomial")]
+        nbytes = k.n * k.itemsize
+        inter = _inter(primitive, k.options.get("inter"), nbytes, k.commutative)
+        cost = lambda fn: getattr(fn, "cost", None)      # noqa: E731
+        c = dict(commutative=k.commutative, itemsize=k.itemsize)
+        parts = []
+        if primitive == "allreduce":
+            parts.append((cost(intra["reduce"]), Call(L, k.n, **c)))
+            if M > 1:
+                parts.append((cost(inter), Call(M, k.n, **c)))
+            parts.append((cost(intra["bcast"]), Call(L, k.n, **c)))
+        elif primitive == "reduce":
+            node, at = _head(k)
+            parts.append((cost(intra["reduce"]), Call(L, k.n, root=at, **c)))
+            if M > 1:
+                parts.append((cost(inter), Call(M, k.n, root=node, **c)))
+                if at and not k.commutative and why is None:
+                    why = "the root's node forwards to a head other than its first rank"
+        elif primitive == "bcast":
+            node, at = _head(k)
+            if M > 1:
+                parts.append((cost(inter), Call(M, k.n, root=node, **c)))
+            parts.append((cost(intra["bcast"]), Call(L, k.n, root=at, **c)))
+        else:                           # allgather
+            parts.append((cost(intra["gather"]), Call(L, k.n, **c)))
+            if M > 1:
+                parts.append((cost(inter), Call(M, L * k.n, counts=[L * k.n] * M, **c)))
+            parts.append((cost(intra["bcast"]), Call(L, k.N * k.n, **c)))
+        return parts, why
+    return phases
+
+
 def _inter(primitive, inter, nbytes, commutative):
     if inter is None:
         return default_inter(primitive, nbytes, commutative)
     return lookup("allgatherv" if primitive == "allgather" else primitive, inter)
 
 
-@register("allreduce", "hierarchical")
+@register("allreduce", "hierarchical", cost=Phases(
+    "intra reduce (L ranks) + inter allreduce (M leaders) + intra bcast (L ranks)",
+    _phases_of("allreduce")))
 def allreduce_hierarchical(ctx, sendbuf, recvbuf, op, inter=None, intra="binomial"):
     """Node-aware: reduce inside each node, allreduce among node leaders, broadcast inside.
 
-    Cost: 2⌈log2 L⌉(α + nβ) + ⌈log2 L⌉nγ inside nodes plus the inter
-    algorithm on M leaders (default recursive doubling below 64 KiB:
-    ⌈log2 M⌉(α' + nβ' + nγ); Rabenseifner above). Only leaders cross nodes.
+    Cost: intra reduce (L ranks) + inter allreduce (M leaders) + intra bcast
+    (L ranks), each phase its algorithm's own cost: 2⌈log2 L⌉(α + nβ) +
+    ⌈log2 L⌉nγ inside nodes (binomial) plus the inter algorithm on M leaders
+    (default recursive doubling below 64 KiB: ⌈log2 M⌉(α' + nβ' + nγ);
+    Rabenseifner above); exact on nodes of equal size. Only leaders cross nodes.
     Any op on block placements (rank order kept); see the module docstring.
     """
     lay = ctx.layout
@@ -182,14 +251,17 @@ def allreduce_hierarchical(ctx, sendbuf, recvbuf, op, inter=None, intra="binomia
     parts["bcast"](local, recvbuf, 0)
 
 
-@register("reduce", "hierarchical")
+@register("reduce", "hierarchical", cost=Phases(
+    "intra reduce (L ranks) + inter reduce (M heads)", _phases_of("reduce")))
 def reduce_hierarchical(ctx, sendbuf, recvbuf, op, root, inter=None, intra="binomial"):
     """Node-aware: reduce inside each node to its head, then among heads to the root.
 
-    Heads: the root on its node, the lowest rank elsewhere. Cost:
-    ⌈log2 L⌉(α + nβ + nγ) inside nodes plus the inter algorithm on M heads
-    (default binomial below 64 KiB: ⌈log2 M⌉(α' + nβ' + nγ); Rabenseifner
-    above for commutative ops). Any op on block placements.
+    Heads: the root on its node, the lowest rank elsewhere. Cost: intra reduce
+    (L ranks) + inter reduce (M heads), each phase its algorithm's own cost:
+    ⌈log2 L⌉(α + nβ + nγ) inside nodes (binomial) plus the inter algorithm on
+    M heads (default binomial below 64 KiB: ⌈log2 M⌉(α' + nβ' + nγ);
+    Rabenseifner above for commutative ops); exact on nodes of equal size.
+    Any op on block placements.
     """
     lay = ctx.layout
     heads = _heads(lay, root)
@@ -206,13 +278,16 @@ def reduce_hierarchical(ctx, sendbuf, recvbuf, op, root, inter=None, intra="bino
         fn(Group(ctx, heads), part, recvbuf if ctx.rank == root else None, op, lay.nodes[root])
 
 
-@register("bcast", "hierarchical")
+@register("bcast", "hierarchical", cost=Phases(
+    "inter bcast (M heads) + intra bcast (L ranks)", _phases_of("bcast")))
 def bcast_hierarchical(ctx, buf, root, inter=None, intra="binomial"):
     """Node-aware: broadcast among node heads (the root and each node's lowest rank), then inside.
 
-    Cost: the inter algorithm on M heads (default binomial below 64 KiB:
-    ⌈log2 M⌉(α' + nβ'); scatter + allgather above) plus ⌈log2 L⌉(α + nβ)
-    inside nodes. No reduction, so no limits on ops or placements.
+    Cost: inter bcast (M heads) + intra bcast (L ranks), each phase its
+    algorithm's own cost: the inter algorithm on M heads (default binomial
+    below 64 KiB: ⌈log2 M⌉(α' + nβ'); scatter + allgather above) plus
+    ⌈log2 L⌉(α + nβ) inside nodes (binomial); exact on nodes of equal size.
+    No reduction, so no limits on ops or placements.
     """
     lay = ctx.layout
     heads = _heads(lay, root)
@@ -223,13 +298,18 @@ def bcast_hierarchical(ctx, buf, root, inter=None, intra="binomial"):
     _INTRA[intra]["bcast"](local, buf, head)
 
 
-@register("allgather", "hierarchical")
+@register("allgather", "hierarchical", cost=Phases(
+    "intra gather (L ranks) + inter allgatherv (M leaders) + intra bcast (L ranks)",
+    _phases_of("allgather")))
 def allgather_hierarchical(ctx, sendbuf, recvbuf, inter=None, intra="binomial"):
     """Node-aware: gather inside each node, allgatherv of node blocks among leaders, broadcast inside.
 
-    Cost: ⌈log2 L⌉α + (L-1)nβ (gather) and ⌈log2 L⌉(α + Nnβ) (broadcast of
-    the whole result) inside nodes, plus the inter allgatherv of M node
-    blocks (default Bruck below 64 KiB per rank, ring above). Any placement:
+    Cost: intra gather (L ranks) + inter allgatherv (M leaders) + intra bcast
+    (L ranks), each phase its algorithm's own cost: ⌈log2 L⌉α + (L-1)nβ
+    (gather) and ⌈log2 L⌉(α + Nnβ) (broadcast of the whole result) inside
+    nodes (binomial), plus the inter allgatherv of M node blocks (default
+    Bruck below 64 KiB per rank, ring above); exact on nodes of equal size.
+    Any placement:
     nodes that are not blocks of consecutive ranks cost the leader one local
     permutation of the result.
     """
@@ -303,7 +383,7 @@ def _configure(base):
         inter = options.get("inter")
         commutative_only = False
         if inter is not None:
-            flat = [a for a in algorithms(inter_of) if a not in ("native", "hierarchical")]
+            flat = _flat_inter(inter_of)
             if inter not in flat:
                 raise ArgumentError(
                     f"algorithm: {name!r}: inter must be a flat {inter_of} algorithm, one of "
@@ -322,8 +402,16 @@ def _configure(base):
         if intra == "shm":
             variant.host_only = True
             variant.check_layout = _check_layout_shm
+        variant.cost = base.cost
         return variant
     return configure
+
+
+def _flat_inter(primitive):
+    """The algorithms an inter phase may take: flat point-to-point ones (not native, not
+    node-aware, not the shm ones, which read memory the leaders of other nodes lack)."""
+    return [a for a in algorithms(primitive) if a not in ("native", "hierarchical")
+            and getattr(lookup(primitive, a), "check_layout", None) is None]
 
 
 def _check_layout_shm(lay, commutative):
@@ -343,7 +431,21 @@ def _check_layout(lay, commutative):
     return None
 
 
+def _variants(base):
+    """``variants()`` of ``base``: the names of its configured variants (every intra
+    option, every flat inter algorithm registered now), for tools that sweep them."""
+    inter_of = "allgatherv" if base.primitive == "allgather" else base.primitive
+
+    def variants():
+        name = base.algorithm
+        flat = _flat_inter(inter_of)
+        return ([f"{name}:intra={i}" for i in _INTRA if i != "binomial"]
+                + [f"{name}:inter={a}" for a in flat])
+    return variants
+
+
 for _fn in (allreduce_hierarchical, reduce_hierarchical, bcast_hierarchical,
             allgather_hierarchical):
     _fn.check_layout = _check_layout
     _fn.configure = _configure(_fn)
+    _fn.variants = _variants(_fn)

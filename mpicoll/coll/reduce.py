@@ -12,6 +12,7 @@ Algorithms never write ``sendbuf`` and read it before writing ``recvbuf``
 """
 from ..core.registry import register
 from ..core.blocks import split, offsets, pof2_below, fold_rank, unfold_rank
+from .cost import Cost, lg
 
 
 @register("reduce", "native")
@@ -20,7 +21,9 @@ def reduce_native(ctx, sendbuf, recvbuf, op, root):
     ctx.mpi.Reduce(sendbuf, recvbuf, op, root)
 
 
-@register("reduce", "linear")
+@register("reduce", "linear", cost=Cost(
+    "(N-1)(α + nβ + nγ)", alpha=lambda k: k.N - 1, beta=lambda k: (k.N - 1) * k.n,
+    gamma=lambda k: (k.N - 1) * k.n))
 def reduce_linear(ctx, sendbuf, recvbuf, op, root):
     """Every rank sends to the root, which combines in descending rank order.
 
@@ -84,13 +87,21 @@ def binomial_reduce(ctx, sendbuf, recvbuf, op, root):
         ctx.copy(recvbuf, acc)
 
 
-@register("reduce", "binomial")
+def _forwarded(k):
+    """1 when a non-commutative reduction is forwarded from rank 0 to the root."""
+    return 1 if k.root != 0 and not k.commutative else 0
+
+
+@register("reduce", "binomial", cost=Cost(
+    "⌈log2 N⌉(α + nβ + nγ), plus α + nβ when root ≠ 0 and the op does not commute",
+    alpha=lambda k: lg(k.N) + _forwarded(k), beta=lambda k: (lg(k.N) + _forwarded(k)) * k.n,
+    gamma=lambda k: lg(k.N) * k.n))
 def reduce_binomial(ctx, sendbuf, recvbuf, op, root):
     """Binomial tree: in step k, rank r receives from r + 2^k and combines.
 
-    Cost: ⌈log2 N⌉(α + nβ + nγ); ⌈log2 N⌉ steps. Best for short messages.
-    Non-commutative ops are reduced on a tree rooted at rank 0 (rank order
-    kept) and forwarded to the root: one more α + nβ when root != 0.
+    Cost: ⌈log2 N⌉(α + nβ + nγ), plus α + nβ when root ≠ 0 and the op does not
+    commute; ⌈log2 N⌉ steps. Best for short messages. Non-commutative ops are
+    reduced on a tree rooted at rank 0 (rank order kept) and forwarded to the root.
     """
     binomial_reduce(ctx, sendbuf, recvbuf, op, root)
 
@@ -119,14 +130,33 @@ def halving_reduce_scatter(ctx, work, spare, op, off, v, pof2, rem):
         mask >>= 1
 
 
-@register("reduce", "rabenseifner", commutative_only=True)
+def _rab_exact(k):
+    p = pof2_below(k.N)
+    if k.n % p:
+        return f"uneven chunks ({k.n} elements in {p})"
+    return None
+
+
+def _root_folded(k):
+    """1 when the root is a folded-out (even) rank of a non-power-of-two N."""
+    return 1 if fold_rank(k.root, k.N - pof2_below(k.N)) < 0 else 0
+
+
+@register("reduce", "rabenseifner", commutative_only=True, cost=Cost(
+    "2⌈log2 p⌉α + 2(p-1)/p·nβ + (p-1)/p·nγ, plus α + nβ + nγ when N ≠ p, plus α + nβ "
+    "when the root is folded", where={"root_folded": _root_folded},
+    alpha=lambda k: 2 * lg(k.p) + k.fold + _root_folded(k),
+    beta=lambda k: 2 * (k.p - 1) * k.n / k.p + (k.fold + _root_folded(k)) * k.n,
+    gamma=lambda k: (k.p - 1) * k.n / k.p + k.fold * k.n, exact=_rab_exact,
+    load_exact=lambda k: None if k.fold == 0 or k.root < 2 * (k.N - k.p) else
+    "the critical path crosses from the folding ranks to the root's"))
 def reduce_rabenseifner(ctx, sendbuf, recvbuf, op, root):
     """Rabenseifner: recursive-halving reduce-scatter, then a binomial gather.
 
-    Cost: 2⌈log2 p⌉α + 2(p-1)/p·nβ + (p-1)/p·nγ with p = 2^⌊log2 N⌋; for
-    N != p add α + nβ + nγ to fold the first 2(N-p) ranks pairwise, and
-    α + nβ more when the root is one of the folded (even) ranks.
-    Best for long messages. Commutative ops only; counts below p leave
+    Cost: 2⌈log2 p⌉α + 2(p-1)/p·nβ + (p-1)/p·nγ, plus α + nβ + nγ when N ≠ p,
+    plus α + nβ when the root is folded; p = 2^⌊log2 N⌋. For N != p the first
+    2(N-p) ranks fold pairwise; the root is folded when it is one of their
+    even ranks (it gets the result from its partner). Best for long messages. Commutative ops only; counts below p leave
     chunks empty (correct, but the binomial tree is then faster).
     """
     size, rank = ctx.size, ctx.rank

@@ -12,7 +12,21 @@ Costs: α per message, β per byte, γ per byte reduced, n bytes in total.
 """
 from ..core.registry import register
 from ..core.blocks import offsets, pof2_below, fold_rank, unfold_rank, first_rank
+from .cost import Cost, lg, pof2
 from .reduce import binomial_reduce
+
+
+def _equal(k):
+    """``exact`` for equal blocks (reduce_scatter_block with N dividing n)."""
+    if len(set(k.counts)) > 1:
+        return f"unequal blocks {k.counts[:4]}{'...' if len(k.counts) > 4 else ''}"
+    return None
+
+
+def _equal_pow2(k):
+    if k.N != pof2(k.N):
+        return f"N = {k.N} is not a power of two (the halving steps are uneven)"
+    return _equal(k)
 
 
 @register("reduce_scatter", "native")
@@ -21,7 +35,10 @@ def reduce_scatter_native(ctx, sendbuf, recvbuf, counts, op):
     ctx.mpi.Reduce_scatter(sendbuf, recvbuf, counts, op)
 
 
-@register("reduce_scatter", "ring", commutative_only=True)
+@register("reduce_scatter", "ring", commutative_only=True, cost=Cost(
+    "(N-1)(α + (n/N)β + (n/N)γ)", alpha=lambda k: k.N - 1,
+    beta=lambda k: (k.N - 1) * k.n / k.N, gamma=lambda k: (k.N - 1) * k.n / k.N,
+    exact=_equal))
 def reduce_scatter_ring(ctx, sendbuf, recvbuf, counts, op):
     """Ring: partial sums of block rank-s-1 travel rightwards, one hop a step.
 
@@ -53,15 +70,20 @@ def reduce_scatter_ring(ctx, sendbuf, recvbuf, counts, op):
             ctx.reduce(rbuf, recvbuf, recvbuf)
 
 
-@register("reduce_scatter", "recursive_halving", commutative_only=True)
+@register("reduce_scatter", "recursive_halving", commutative_only=True, cost=Cost(
+    "⌈log2 p⌉α + (p-1)/p·nβ + (p-1)/p·nγ, plus 2α + (N+1)/N·nβ + nγ when N ≠ p",
+    alpha=lambda k: lg(k.p) + 2 * k.fold,
+    beta=lambda k: (k.p - 1) * k.n / k.p + k.fold * (k.N + 1) * k.n / k.N,
+    gamma=lambda k: (k.p - 1) * k.n / k.p + k.fold * k.n, exact=_equal_pow2))
 def reduce_scatter_recursive_halving(ctx, sendbuf, recvbuf, counts, op):
     """Recursive halving: in step k, swap half of the live range with rank XOR p/2^k.
 
-    Cost: ⌈log2 p⌉α + (p-1)/p·nβ + (p-1)/p·nγ with p = 2^⌊log2 N⌋ = N and
-    equal blocks. When N != p the first 2(N-p) ranks fold pairwise (α + nβ +
-    nγ) and get their block back (α + (n/N)β); the halving steps then split
-    by the folded ranks' blocks, so halves are uneven. Best for short and
-    medium messages. Commutative only.
+    Cost: ⌈log2 p⌉α + (p-1)/p·nβ + (p-1)/p·nγ, plus 2α + (N+1)/N·nβ + nγ when
+    N ≠ p, with p = 2^⌊log2 N⌋; exact for N = p and equal blocks. When N != p
+    the first 2(N-p) ranks fold pairwise (α + nβ + nγ) and get their block
+    back (α + (n/N)β); the halving steps then split by the folded ranks'
+    blocks, so halves are uneven (the formula is an estimate there). Best for
+    short and medium messages. Commutative only.
     """
     size, rank = ctx.size, ctx.rank
     pof2 = pof2_below(size)
@@ -102,7 +124,10 @@ def reduce_scatter_recursive_halving(ctx, sendbuf, recvbuf, counts, op):
     ctx.copy(recvbuf, work[off[rank]:off[rank + 1]])
 
 
-@register("reduce_scatter", "pairwise", commutative_only=True)
+@register("reduce_scatter", "pairwise", commutative_only=True, cost=Cost(
+    "(N-1)α + (N-1)/N·nβ + (N-1)/N·nγ", alpha=lambda k: k.N - 1,
+    beta=lambda k: (k.N - 1) * k.n / k.N, gamma=lambda k: (k.N - 1) * k.n / k.N,
+    exact=_equal))
 def reduce_scatter_pairwise(ctx, sendbuf, recvbuf, counts, op):
     """Pairwise exchange: in step i, send block rank+i, receive from rank-i.
 
@@ -120,11 +145,14 @@ def reduce_scatter_pairwise(ctx, sendbuf, recvbuf, counts, op):
         ctx.reduce(tmp, recvbuf, recvbuf)
 
 
-@register("reduce_scatter", "reduce_scatterv")
+@register("reduce_scatter", "reduce_scatterv", cost=Cost(
+    "⌈log2 N⌉(α + nβ + nγ) + (N-1)α + (N-1)/N·nβ", alpha=lambda k: lg(k.N) + k.N - 1,
+    beta=lambda k: lg(k.N) * k.n + (k.N - 1) * k.n / k.N, gamma=lambda k: lg(k.N) * k.n,
+    exact=_equal))
 def reduce_scatter_reduce_scatterv(ctx, sendbuf, recvbuf, counts, op):
     """Binomial reduce of the whole vector to rank 0, then a linear scatterv.
 
-    Cost: ⌈log2 N⌉(α + nβ + nγ) + (N-1)α + nβ. Any op (rank order kept);
+    Cost: ⌈log2 N⌉(α + nβ + nγ) + (N-1)α + (N-1)/N·nβ for equal blocks. Any op (rank order kept);
     the fallback for non-commutative ops and a baseline for the others.
     """
     size, rank = ctx.size, ctx.rank

@@ -19,6 +19,17 @@ from mpi4py import MPI
 from ..core.ops import op_ufunc
 from ..core.registry import register
 from ._vcommon import native
+from .cost import Cost, lg, pow2
+
+
+def _chain(k):
+    """The busiest rank of a chain: one message in and one out (the ends: one)."""
+    return 0 if k.N == 1 else (1 if k.N == 2 else 2)
+
+
+def _pow2_from_4(k):
+    return None if k.N >= 4 and k.N & (k.N - 1) == 0 else \
+        f"N = {k.N}: the formula holds for powers of two from 4"
 
 
 def _in(sendbuf, recvbuf):
@@ -34,7 +45,10 @@ def scan_native(ctx, sendbuf, recvbuf, op):
            outputs=(1,), host=op_ufunc(op) is None)
 
 
-@register("scan", "linear")
+@register("scan", "linear", cost=Cost(
+    "(N-1)(α + nβ + nγ)", alpha=lambda k: k.N - 1, beta=lambda k: (k.N - 1) * k.n,
+    gamma=lambda k: (k.N - 1) * k.n, msgs=_chain, elems=lambda k: _chain(k) * k.n,
+    reduced=lambda k: k.n if k.N > 1 else 0))
 def scan_linear(ctx, sendbuf, recvbuf, op):
     """Chain: rank i receives the prefix of ranks < i from i - 1, adds its own, passes it on.
 
@@ -59,12 +73,15 @@ def scan_linear(ctx, sendbuf, recvbuf, op):
         ctx.send(recvbuf, rank + 1)
 
 
-@register("scan", "recursive_doubling")
+@register("scan", "recursive_doubling", cost=Cost(
+    "⌈log2 N⌉(α + nβ) + 2⌈log2 N⌉nγ", alpha=lambda k: lg(k.N), beta=lambda k: lg(k.N) * k.n,
+    gamma=lambda k: 2 * lg(k.N) * k.n, exact=pow2))
 def scan_recursive_doubling(ctx, sendbuf, recvbuf, op):
     """Recursive doubling (MPICH's): in step k, swap the partial reduction with rank XOR 2^k.
 
-    Cost: ⌈log2 N⌉(α + nβ) + up to 2⌈log2 N⌉nγ (the higher partner reduces
-    twice: its result and the partial it passes on); ⌈log2 N⌉ steps, any N.
+    Cost: ⌈log2 N⌉(α + nβ) + 2⌈log2 N⌉nγ for N a power of two (the higher
+    partner reduces twice: its result and the partial it passes on; less γ
+    otherwise); ⌈log2 N⌉ steps, any N.
     Latency-optimal; every rank sends in every step.
     """
     rank, size, n = ctx.rank, ctx.size, recvbuf.size
@@ -86,7 +103,10 @@ def scan_recursive_doubling(ctx, sendbuf, recvbuf, op):
         mask <<= 1
 
 
-@register("scan", "binomial")
+@register("scan", "binomial", cost=Cost(
+    "(2⌈log2 N⌉ - 1)(α + nβ) + (2⌈log2 N⌉ - 2)nγ", alpha=lambda k: 2 * lg(k.N) - 1,
+    beta=lambda k: (2 * lg(k.N) - 1) * k.n, gamma=lambda k: (2 * lg(k.N) - 2) * k.n,
+    reduced=lambda k: lg(k.N) * k.n, exact=_pow2_from_4))
 def scan_binomial(ctx, sendbuf, recvbuf, op):
     """Binomial tree: an up-sweep builds partial sums of 2^k ranks, a down-sweep completes them.
 
@@ -94,9 +114,10 @@ def scan_binomial(ctx, sendbuf, recvbuf, op):
     i + 2^k, which prepends it. Afterwards rank i holds ranks
     i + 1 - lowbit(i + 1) .. i, and ranks 2^j - 1 are complete. Down-sweep,
     k from high to low: a complete rank i with i + 1 ≡ 0 (mod 2^(k+1)) sends
-    its prefix to i + 2^k. Cost: 2⌈log2 N⌉(α + nβ + nγ) on the longest path;
-    2⌈log2 N⌉ steps, fewer than 2 messages per rank on average (2N
-    in all, against N⌈log2 N⌉ for recursive doubling).
+    its prefix to i + 2^k. Cost: (2⌈log2 N⌉ - 1)(α + nβ) + (2⌈log2 N⌉ - 2)nγ on
+    the longest path, for N a power of two from 4 (shorter at other N); the
+    busiest rank reduces ⌈log2 N⌉n. Fewer than 2 messages per rank on average
+    (2N in all, against N⌈log2 N⌉ for recursive doubling).
     """
     rank, size = ctx.rank, ctx.size
     ctx.copy(recvbuf, sendbuf)
@@ -128,7 +149,11 @@ def exscan_native(ctx, sendbuf, recvbuf, op):
            outputs=(1,), host=op_ufunc(op) is None)
 
 
-@register("exscan", "linear")
+@register("exscan", "linear", cost=Cost(
+    "(N-1)(α + nβ) + (N-2)nγ", alpha=lambda k: k.N - 1, beta=lambda k: (k.N - 1) * k.n,
+    gamma=lambda k: max(0, k.N - 2) * k.n, msgs=_chain, elems=lambda k: _chain(k) * k.n,
+    reduced=lambda k: k.n if k.N > 2 else 0,
+    exact=lambda k: None if k.N >= 2 else "one rank: nothing moves"))
 def exscan_linear(ctx, sendbuf, recvbuf, op):
     """Chain: rank i receives the prefix of ranks < i (its result), adds its own, passes it on.
 
@@ -154,11 +179,16 @@ def exscan_linear(ctx, sendbuf, recvbuf, op):
         ctx.send(ctx.reduce(recvbuf, mine, out), rank + 1)
 
 
-@register("exscan", "recursive_doubling")
+@register("exscan", "recursive_doubling", cost=Cost(
+    "⌈log2 N⌉(α + nβ) + (2⌈log2 N⌉ - 1)nγ", alpha=lambda k: lg(k.N),
+    beta=lambda k: lg(k.N) * k.n, gamma=lambda k: (2 * lg(k.N) - 1) * k.n,
+    exact=lambda k: None if k.N >= 2 and k.N & (k.N - 1) == 0 else
+    f"N = {k.N}: the formula holds for powers of two from 2"))
 def exscan_recursive_doubling(ctx, sendbuf, recvbuf, op):
     """Recursive doubling (MPICH's): as scan's, the result built from the lower partners only.
 
-    Cost: ⌈log2 N⌉(α + nβ) + up to (2⌈log2 N⌉ - 1)nγ; ⌈log2 N⌉ steps, any N.
+    Cost: ⌈log2 N⌉(α + nβ) + (2⌈log2 N⌉ - 1)nγ for N a power of two (less γ
+    otherwise); ⌈log2 N⌉ steps, any N.
     Rank 0 never writes ``recvbuf``.
     """
     rank, size, n = ctx.rank, ctx.size, recvbuf.size

@@ -8,6 +8,7 @@ Per rank, N = 3, root = 0::
 Costs: α per message, β per byte, n bytes per block.
 """
 from ..core.registry import register
+from .cost import Cost, lg
 
 
 @register("scatter", "native")
@@ -16,7 +17,8 @@ def scatter_native(ctx, sendbuf, recvbuf, root):
     ctx.mpi.Scatter(sendbuf, recvbuf, root)
 
 
-@register("scatter", "linear")
+@register("scatter", "linear", cost=Cost(
+    "(N-1)(α + nβ)", alpha=lambda k: k.N - 1, beta=lambda k: (k.N - 1) * k.n))
 def scatter_linear(ctx, sendbuf, recvbuf, root):
     """The root sends each rank its block directly (sends posted at once).
 
@@ -31,7 +33,8 @@ def scatter_linear(ctx, sendbuf, recvbuf, root):
     ctx.waitall(reqs)
 
 
-@register("scatter", "binomial")
+@register("scatter", "binomial", cost=Cost(
+    "⌈log2 N⌉α + (N-1)nβ", alpha=lambda k: lg(k.N), beta=lambda k: (k.N - 1) * k.n))
 def scatter_binomial(ctx, sendbuf, recvbuf, root):
     """Binomial tree: each rank passes the blocks of its subtree's halves down.
 

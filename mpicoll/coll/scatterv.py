@@ -15,6 +15,8 @@ from mpi4py import MPI
 
 from ..core.registry import register
 from ._vcommon import block, native, pack, span, subtotal
+from .cost import Cost, lg
+from .gatherv import _equal_blocks, _nonempty
 
 
 @register("scatterv", "native")
@@ -27,7 +29,9 @@ def scatterv_native(ctx, sendbuf, recvbuf, counts, displs, root):
            MPI.IN_PLACE if recvbuf is None else recvbuf, root, outputs=(1,))
 
 
-@register("scatterv", "linear")
+@register("scatterv", "linear", cost=Cost(
+    "(N-1)α + (m - m_root)β", where={"m_root": lambda k: k.counts[k.root]},
+    alpha=lambda k: k.N - 1, beta=lambda k: k.m - k.counts[k.root], exact=_nonempty))
 def scatterv_linear(ctx, sendbuf, recvbuf, counts, displs, root):
     """The root sends each rank its block straight from ``sendbuf`` (sends posted at once).
 
@@ -102,7 +106,9 @@ def binomial_scatterv(ctx, sendbuf, recvbuf, counts, displs, root):
     ctx.waitall(reqs)
 
 
-@register("scatterv", "binomial")
+@register("scatterv", "binomial", cost=Cost(
+    "⌈log2 N⌉α + (m - m_root)β", where={"m_root": lambda k: k.counts[k.root]},
+    alpha=lambda k: lg(k.N), beta=lambda k: k.m - k.counts[k.root], exact=_equal_blocks))
 def scatterv_binomial(ctx, sendbuf, recvbuf, counts, displs, root):
     """Binomial tree: the root sends each subtree its blocks back to back; inner nodes split them.
 

@@ -101,11 +101,14 @@ def info(primitive):
     return _DEFINED[primitive]
 
 
-def register(primitive, name, *, commutative_only=False):
+def register(primitive, name, *, commutative_only=False, cost=None):
     """Register ``fn`` as algorithm ``name`` of ``primitive``.
 
     ``commutative_only`` marks reductions that combine contributions out of
-    rank order; they are refused for non-commutative ops. A name already
+    rank order; they are refused for non-commutative ops. ``cost``: the
+    algorithm's :class:`mpicoll.coll.cost.Cost`, its docstring's ``Cost:``
+    formula as functions (the bench's model and ``python -m mpicoll.verify``
+    read it; None: no formula, the bench prices the recorded plans). A name already
     registered for ``primitive`` raises :class:`ArgumentError`: replacing it
     silently would make every caller run another algorithm under that name.
     """
@@ -121,6 +124,7 @@ def register(primitive, name, *, commutative_only=False):
         fn.primitive = primitive
         fn.algorithm = name
         fn.commutative_only = commutative_only
+        fn.cost = cost
         table[name] = fn
         return fn
     return decorate
