@@ -24,14 +24,20 @@ import enum
 import numpy as np
 from mpi4py import MPI
 
-from .calls import allgather as _allgather, allreduce as _allreduce, alltoall as _alltoall
-from .calls import barrier as _barrier, bcast as _bcast, gather as _gather, reduce as _reduce
-from .calls import reduce_scatter as _reduce_scatter, scatter as _scatter
 from .args.buffers import is_device, same_memory
-from .engine.call import Call
-from .device.arrays import empty
+from .calls import allgather as _allgather
+from .calls import allreduce as _allreduce
+from .calls import alltoall as _alltoall
+from .calls import barrier as _barrier
+from .calls import bcast as _bcast
+from .calls import gather as _gather
+from .calls import reduce as _reduce
+from .calls import reduce_scatter as _reduce_scatter
+from .calls import scatter as _scatter
 from .core.errors import ArgumentError, ArgumentTypeError, describe
 from .core.registry import PRIMITIVES, lookup
+from .device.arrays import empty
+from .engine.call import Call
 
 __all__ = ["ReduceOp", "init_process_group", "destroy_process_group", "is_initialized",
            "get_rank", "get_world_size", "get_backend", "broadcast", "reduce", "all_reduce",

@@ -32,10 +32,10 @@ Device selection: :func:`select_device` puts each rank on GPU
 """
 import os
 
-from .device import arrays as _device
-from .device.cuda_probe import cuda_aware_report
 from .core.errors import ArgumentError
+from .device import arrays as _device
 from .device.arrays import release_staging, set_cuda_aware, set_transport, staging_stats
+from .device.cuda_probe import cuda_aware_report
 
 __all__ = ["cuda_aware", "cuda_aware_report", "cupy_status", "device_path", "set_cuda_aware",
            "staging_stats", "release_staging", "local_rank", "device_precheck", "no_gpu_reason",
@@ -156,8 +156,9 @@ def ipc_stats(comm=None):
     ``why_not_exportable`` / ``why_open_failed``; ``unverified``: mappings the driver
     could not check."""
     from mpi4py import MPI
-    from .engine.context import existing_private_comm
+
     from .device.ipc import ipc_stats as stats
+    from .engine.context import existing_private_comm
     pcomm = existing_private_comm(comm if comm is not None else MPI.COMM_WORLD)
     return {} if pcomm is None else stats(pcomm)
 
@@ -283,5 +284,6 @@ def nccl_status():
 
 if __name__ == "__main__":
     import sys
+
     from .device.gpu_env import main
     raise SystemExit(main(sys.argv[1:]))

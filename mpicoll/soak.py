@@ -381,9 +381,10 @@ def soak(comm=None, calls=10000, seed=1, max_count=20000, p2p=True, check=None,
     ``check``: None (leave the mode alone) or a mode for :func:`mpicoll.engine.call.set_check`.
     ``progress``: called as ``progress(i, summary_so_far)`` on rank 0 every tenth of the run.
     """
-    from .engine.call import set_check
     from .core.topology import layout
-    from .device.shm import node_shm, stats as shm_stats
+    from .device.shm import node_shm
+    from .device.shm import stats as shm_stats
+    from .engine.call import set_check
     from .engine.context import private_comm
     comm = MPI.COMM_WORLD if comm is None else comm
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -523,6 +524,7 @@ def check_cost(comm=None, rounds=7, iters=2000):
     other processes affects all of them alike. Returns {call: {mode: seconds}}.
     """
     import mpicoll
+
     from .engine.call import set_check
     from .engine.context import private_comm
     comm = MPI.COMM_WORLD if comm is None else comm

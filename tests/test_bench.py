@@ -13,7 +13,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from launch import run_mpi
 
 import mpicoll
@@ -384,6 +383,7 @@ def _write_table(path, rules):
 
 def test_auto_reads_the_tuning_table(tmp_path, monkeypatch):
     from mpi4py import MPI
+
     from mpicoll.core import defaults as _defaults
     rules_only = {}
     monkeypatch.setenv("MPICOLL_TUNING", "none")
@@ -460,8 +460,9 @@ def test_build_rules_picks_measured_best():
 
 def test_trace_hooks_cost_nothing_when_unset():
     from mpi4py import MPI
-    from mpicoll.engine import context as _context
+
     from mpicoll.device import reduce as _ops
+    from mpicoll.engine import context as _context
     assert _context.trace_hook is None and _ops.trace_hook is None
     pcomm = _context.private_comm(MPI.COMM_SELF)
     assert type(_context.Ctx(pcomm, "allreduce", "ring")) is _context.Ctx
@@ -628,6 +629,7 @@ def _other_gpu(x, r):
 
 def test_nccl_dtype_and_op_codes():
     from mpi4py import MPI
+
     from mpicoll.bench import nccl
     f = _FakeNccl()
     assert nccl.dtype_code(f, np.float32) == f.NCCL_FLOAT32
@@ -792,6 +794,7 @@ def test_nccl_calls_give_the_checked_result(prim, dtype, opname):
 
 def test_nccl_column_skips_primitives_without_a_collective():
     from mpi4py import MPI
+
     from mpicoll.bench import nccl
     col = nccl.Column(_FakeNccl(), _FakeNcclComm(2, (), 0), "float32", _FakeAM())
     for prim in ("gather", "scatter", "alltoall", "barrier"):
@@ -806,6 +809,7 @@ def test_nccl_column_skips_primitives_without_a_collective():
 
 def test_nccl_is_wanted_when_listed_or_all_on_gpus():
     from types import SimpleNamespace as NS
+
     from mpicoll.bench import nccl
     assert nccl.wanted(NS(algorithms=["ring", "nccl"], xp="numpy"))
     assert nccl.wanted(NS(algorithms=["all"], xp="cupy"))
@@ -911,6 +915,7 @@ def fake_cupy(monkeypatch):
 
 def test_xp_cupy_selects_a_device_and_records_it(fake_cupy):
     from mpi4py import MPI
+
     from mpicoll.bench import provenance
     am = specs.ArrayModule("cupy", MPI.COMM_SELF)
     assert am.xp is fake_cupy and am.stream_ptr() == 99 and am.path in ("staged", "cuda-aware")

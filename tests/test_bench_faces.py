@@ -9,7 +9,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from launch import ROOT, run_mpi
 
 import mpicoll
@@ -55,6 +54,7 @@ def test_latency_on_device_arrays_stages_the_raw_face(tmp_path, capsys):
     raw copies to the host and back around each mpi4py call, every face is recorded with
     the buffers it ran on, and the result check reads the device result through to_host."""
     from mpi4py import MPI
+
     from mpicoll.bench.latency import FACES, table
 
     class Counting:

@@ -12,10 +12,10 @@ import sys
 
 import numpy as np
 import pytest
+from launch import ROOT, SUPPORT, run_mpi, timed_out
 
 import mpicoll
 import mpicoll.gpu
-from launch import ROOT, SUPPORT, run_mpi, timed_out
 
 TIMEOUT = 120
 FAST = ["--sleep-scale", "0.05"]

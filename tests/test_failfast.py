@@ -8,7 +8,6 @@ import os
 import sys
 
 import pytest
-
 from launch import ROOT, run_mpi, timed_out
 
 TIMEOUT = 90          # seconds before the launcher kills a hung job (the jobs end in about one)

@@ -12,15 +12,22 @@ import subprocess
 import sys
 
 import pytest
-
 from launch import run_mpi
 
 import mpicoll
-from mpicoll.core.topology import Layout
 from mpicoll.bench.costs import COSTS, cost2, link_split
 from mpicoll.bench.model import hand_written, model_time2
-from mpicoll.bench.plancost import (Levels, block_layout, count_of, hierarchical_inter,
-                                    hierarchical_time, layout_plans, plan_cost, plan_time2)
+from mpicoll.bench.plancost import (
+    Levels,
+    block_layout,
+    count_of,
+    hierarchical_inter,
+    hierarchical_time,
+    layout_plans,
+    plan_cost,
+    plan_time2,
+)
+from mpicoll.core.topology import Layout
 from mpicoll.sched.inspect import plan_of
 
 PY = sys.executable

@@ -36,7 +36,6 @@ import tarfile
 import tempfile
 
 import pytest
-
 from launch import ROOT, run_mpi, timed_out
 
 RUNNER = os.path.join(ROOT, "tests", "support", "mpi4py_suite.py")

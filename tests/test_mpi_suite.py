@@ -23,9 +23,8 @@ Settings:
 import os
 import re
 
-import pytest
-
 import mpifamily
+import pytest
 from launch import HERE_MPI, run_mpi, timed_out
 
 DEFAULT_SIZES = {"mpich": "1,2,3,4,5,8", "openmpi": "1,2,3,4"}

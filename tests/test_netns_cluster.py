@@ -35,7 +35,6 @@ import sys
 import time
 
 import pytest
-
 from launch import ROOT, mpi_env, run_bounded
 
 SCRIPT = os.path.join(ROOT, "scripts", "netns_cluster.sh")

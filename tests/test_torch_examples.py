@@ -15,8 +15,7 @@ import sys
 
 import numpy as np
 import pytest
-
-from launch import ROOT, run_mpi
+from launch import run_mpi
 from test_demo import expected_walk, same_values
 
 pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")

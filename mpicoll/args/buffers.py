@@ -12,8 +12,8 @@ import operator
 import numpy as np
 from mpi4py import MPI
 
-from ..device.arrays import adapter_of, data_ptr, empty
 from ..core.errors import ArgumentError, ArgumentTypeError, describe
+from ..device.arrays import adapter_of, data_ptr, empty
 
 __all__ = ["is_device", "as_array", "check_dtype", "same_dtype", "same_memory",
            "check_size", "check_root", "check_counts", "check_no_alias", "IN_PLACE", "ENTRIES",

@@ -55,10 +55,10 @@ import numpy as np
 from mpi4py import MPI
 from mpi4py.util import dtlib
 
-from .buffers import ENTRIES
-from ..device.arrays import adapter_of, empty
-from ..core.errors import ArgumentError, ArgumentTypeError, describe, non_negative
 from ..core.blocks import offsets, split
+from ..core.errors import ArgumentError, ArgumentTypeError, describe, non_negative
+from ..device.arrays import adapter_of, empty
+from .buffers import ENTRIES
 from .user_ops import EntryOp
 
 __all__ = ["is_derived", "TypeInfo", "type_info", "byte_view", "Boundary"]

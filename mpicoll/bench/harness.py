@@ -23,7 +23,7 @@ from mpicoll.core.defaults import default_algorithm
 
 from . import raw as rawcol
 from . import torchdist
-from .specs import SPECS, Case, ArrayModule
+from .specs import SPECS, ArrayModule, Case
 from .units import dtype_label, fmt_size, iterations, size_sweep
 
 __all__ = ["Sweep", "time_calls", "algorithm_labels", "CHECK_NOTE"]

@@ -182,9 +182,9 @@ def _torch_faces(comm, y, algo):
     group's method and ``dist.all_reduce``, on one "mpicoll" group running ``algo``."""
     import torch
     import torch.distributed as dist
+    from mpi4py import MPI
 
     import mpicoll.torch as mt
-    from mpi4py import MPI
     if not dist.is_initialized():
         dist.init_process_group("mpicoll", init_method="mpi://")
     pg = dist.new_group(pg_options=mt.Options(algorithms={"allreduce": algo}, check="agree"))

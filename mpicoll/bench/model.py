@@ -77,9 +77,22 @@ from mpicoll.sched.inspect import plan_of
 from mpicoll.sched.plan import NotSchedulable
 
 from .costs import cost, cost2, has_cost, has_link_split
-from .plancost import (HIERARCHICAL_PHASES, PLAN_MAX_RANKS, Levels, block_layout, combine,
-                       count_of, hierarchical_time, layout_plans, link_price, model_of,
-                       node_crossers, plan_cost, plan_time2, plannable)
+from .plancost import (
+    HIERARCHICAL_PHASES,
+    PLAN_MAX_RANKS,
+    Levels,
+    block_layout,
+    combine,
+    count_of,
+    hierarchical_time,
+    layout_plans,
+    link_price,
+    model_of,
+    node_crossers,
+    plan_cost,
+    plan_time2,
+    plannable,
+)
 from .units import fmt_size, iterations, parse_range, parse_size, size_sweep
 
 __all__ = ["add_parsers", "fit_line", "crossovers", "DEFAULT_MODEL", "levels_of",
@@ -324,8 +337,8 @@ def _levels_note(lay, intra, inter, conc, link):
 
 
 def fit(args):
-    from mpicoll.engine.context import private_comm
     from mpicoll.core.topology import layout as layout_of
+    from mpicoll.engine.context import private_comm
 
     from .harness import Sweep
     from .results import Sink

@@ -141,6 +141,7 @@ def plot_results(provs, results, path):
 def plot_predictions(out, ns, path):
     """Model time vs N per algorithm; one panel per (primitive, n); crossovers marked."""
     import numpy as np
+
     from .units import fmt_size
     plt = need_matplotlib()
     panels = [(p, nb, curves) for p, res in out["primitives"].items()
@@ -183,6 +184,7 @@ def plot_two_level(out, ns, path):
     """``predict --ranks-per-node``: model time vs N, one row per (K, primitive), one column
     per n; flat algorithms thin, hierarchical thick black, where it overtakes marked."""
     import numpy as np
+
     from .units import fmt_size
     plt = need_matplotlib()
     panels = [(K, p, nb, curves) for K, per_k in out["two_level"].items()

@@ -12,7 +12,8 @@ import numpy as np
 
 import mpicoll
 from mpicoll.calls import DEFINED
-from mpicoll.calls.spec import cap as _cap, sentinel as _sentinel
+from mpicoll.calls.spec import cap as _cap
+from mpicoll.calls.spec import sentinel as _sentinel
 
 __all__ = ["SPECS", "Case", "busbw_factor", "ArrayModule"]
 

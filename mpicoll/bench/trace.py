@@ -15,8 +15,8 @@ the call (alignment to within the barrier's exit skew).
 import json
 import time
 
-from mpicoll.engine import context as _context
 from mpicoll.device import reduce as _reduce
+from mpicoll.engine import context as _context
 
 from .specs import SPECS, Case
 

@@ -1,6 +1,12 @@
 """gather: every rank's block into the root's buffer, in rank order (``MPI_Gather``)."""
-from ..args.buffers import (as_array, check_root, is_in_place, not_in_place, recv_array,
-                            whole_blocks)
+from ..args.buffers import (
+    as_array,
+    check_root,
+    is_in_place,
+    not_in_place,
+    recv_array,
+    whole_blocks,
+)
 from ..args.bufspec import is_rank, parse_bufspec, recv_spec
 from ..engine.launch import run_call
 from ..sched.inspect import Len

@@ -4,7 +4,8 @@ from mpi4py import MPI
 from ..args.bufspec import reduction_bufs
 from ..args.user_ops import wrap as wrap_user_op
 from ..sched.inspect import Len
-from .allreduce import AllreduceSpec, run as allreduce_run
+from .allreduce import AllreduceSpec
+from .allreduce import run as allreduce_run
 from .primitive import Primitive, define
 
 

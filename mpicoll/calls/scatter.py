@@ -1,8 +1,17 @@
 """scatter: block i of the root's buffer into rank i's (``MPI_Scatter``)."""
 from mpi4py import MPI
 
-from ..args.buffers import (as_array, check_no_alias, check_root, check_size, is_in_place,
-                            not_in_place, same_dtype, same_memory, whole_blocks)
+from ..args.buffers import (
+    as_array,
+    check_no_alias,
+    check_root,
+    check_size,
+    is_in_place,
+    not_in_place,
+    same_dtype,
+    same_memory,
+    whole_blocks,
+)
 from ..args.bufspec import is_rank, missing, parse_bufspec
 from ..core.errors import ArgumentError
 from ..engine.launch import run_call

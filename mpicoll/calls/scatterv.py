@@ -12,18 +12,24 @@ not match across ranks raise on every rank instead of truncating or hanging.
 """
 from mpi4py import MPI
 
-from ..args.buffers import (as_array, check_no_alias, check_root, is_in_place, not_in_place,
-                            same_dtype, same_memory)
-from ..args.bufspec import is_rank, parse_bufspec, parse_vec, required, role
+from ..args.buffers import (
+    as_array,
+    check_no_alias,
+    check_root,
+    is_in_place,
+    not_in_place,
+    same_dtype,
+    same_memory,
+)
+from ..args.bufspec import is_rank, parse_bufspec, parse_vec, required
 from ..core.blocks import offsets
 from ..core.errors import ArgumentError
-from ..device.arrays import empty
 from ..engine.launch import run_call
 from ..sched.inspect import Len
-from ._vcommon import check_counts_match, send_side, v_side
+from ._vcommon import check_counts_match, v_side
 from .primitive import Primitive, define
-from .spec import VCounts
 from .scatter import ScatterSpec
+from .spec import VCounts
 
 
 def scatterv(sendbuf, recvbuf, root=0):

@@ -19,14 +19,13 @@ import numpy as np
 from mpi4py import MPI
 
 from .. import api as C
-from ..engine.context import traffic
+from ..bench.specs import SPECS
+from ..core.blocks import split
+from ..core.registry import SEED_PRIMITIVES as TABLE_BUILTIN
 from ..core.registry import lookup
 from ..core.topology import layout
 from ..engine.call import usable_algorithms
-from ..engine.context import private_comm
-from ..core.blocks import split
-from ..core.registry import SEED_PRIMITIVES as TABLE_BUILTIN
-from ..bench.specs import SPECS
+from ..engine.context import private_comm, traffic
 from ..sched.inspect import plan_of
 from ..sched.plan import NotSchedulable
 from .output import CheckFailed, fmt, fmt_value, on_host, same

@@ -129,7 +129,6 @@ def tags_fit(comm=None):
 
 from .cuda_driver import cuda_driver  # noqa: F401  (re-exported: mpicoll.device.ipc.cuda_driver)
 
-
 # -- per (private communicator, device) state --------------------------------
 
 _keyval = None

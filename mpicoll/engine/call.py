@@ -54,20 +54,20 @@ import os
 import numpy as np
 from mpi4py import MPI
 
-from . import fingerprint as fpr
-from ..device import ipc as _ipc
-from .context import _TAG, Ctx, existing_private_comm, private_comm
+from ..args.user_ops import native_refusal
 from ..core.defaults import default_algorithm
 from ..core.env import getenv
-from ..device.arrays import adapter_of, host_copy_max, speaks_ipc
 from ..core.errors import ArgumentError, ArgumentTypeError, describe
-from .fingerprint import CollectiveMismatchError
 from ..core.registry import algorithms, env_choice, lookup
 from ..core.topology import layout
-from ..args.user_ops import native_refusal
-from . import nonblocking as _nb
-from .nonblocking import keep_until_complete
+from ..device import ipc as _ipc
+from ..device.arrays import adapter_of, host_copy_max, speaks_ipc
 from ..sched.record import PlanCache
+from . import fingerprint as fpr
+from . import nonblocking as _nb
+from .context import _TAG, Ctx, existing_private_comm, private_comm
+from .fingerprint import CollectiveMismatchError
+from .nonblocking import keep_until_complete
 
 __all__ = ["Call", "refusal", "usable_algorithms", "check_mode", "set_check", "get_check", "ipc_flags", "next_request_tag",
            "CollectiveMismatchError"]

@@ -26,11 +26,11 @@ import numpy as np
 from mpi4py import MPI
 
 from ..args.buffers import wire
-from ..device.arrays import data_ptr, empty, transport
-from ..device.shm import node_shm
-from ..device import ipc as _ipc  # noqa: F401  (registers the ipc transport with _device)
-from ..device.reduce import combine
 from ..core.topology import detect, layout
+from ..device import ipc as _ipc  # noqa: F401  (registers the ipc transport with _device)
+from ..device.arrays import data_ptr, empty, transport
+from ..device.reduce import combine
+from ..device.shm import node_shm
 
 __all__ = ["private_comm", "Ctx", "traffic", "Traffic", "CallTraffic"]
 

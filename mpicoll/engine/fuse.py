@@ -10,7 +10,8 @@ import time
 from functools import partial
 
 from ..core.ops import OPS
-from ..device import arrays as _device, reduce as _reduce
+from ..device import arrays as _device
+from ..device import reduce as _reduce
 from ..device.reduce import combine
 from ..sched.plan import COPY, IRECV, ISEND, RECV, REDUCE, SEND, SENDRECV
 

@@ -29,10 +29,10 @@ from functools import partial
 
 from mpi4py import MPI
 
-from .context import Ctx
 from ..device.arrays import ALIGN, PinnedArena, arena_for, on_device
-from .memo import device_binding, wanted
 from . import nonblocking as _nb
+from .context import Ctx
+from .memo import device_binding, wanted
 from .run import assign, execute
 
 __all__ = ["run", "PATH"]

@@ -54,13 +54,13 @@ import weakref
 import numpy as np
 from mpi4py import MPI
 
-from . import context as _context
-from ..device import arrays as _device
-from . import fingerprint as fpr
 from ..core.registry import env_key
+from ..device import arrays as _device
 from ..device import reduce as _reduce
-from .call import Call, allgather, env_mode, ipc_flags, next_request_tag
+from . import context as _context
+from . import fingerprint as fpr
 from . import nonblocking as _nb
+from .call import Call, allgather, env_mode, ipc_flags, next_request_tag
 
 __all__ = ["run", "start", "run_specs", "start_specs", "spec_parts", "parts_of", "Parts",
            "device_binding", "memoizable", "wanted", "array_or_none", "remember", "forget_device", "LIMIT"]

@@ -42,14 +42,13 @@ algorithms that cannot be recorded — complete when they are made: they wait
 for the agreement and run blocking, then return a completed request.
 """
 import threading
+from functools import partial
 
 from mpi4py import MPI
 
-from functools import partial
-
-from . import progress as _thread
 from ..device.arrays import on_device
 from ..sched.record import is_array
+from . import progress as _thread
 from .run import assign, bind, scratch_for
 
 __all__ = ["Request", "PersistentRequest", "Program", "waitall", "testall", "active_count",

@@ -22,8 +22,8 @@ import numpy as np
 from mpi4py import MPI
 
 from ..args.buffers import wire
-from ..device.arrays import adapter_of, data_ptr, empty
 from ..core.ops import OPS
+from ..device.arrays import adapter_of, data_ptr, empty
 from ..device.reduce import combine
 from ..sched.plan import COPY, IRECV, ISEND, RECV, REDUCE, SEND, SENDRECV, WAIT
 from ..sched.record import is_array

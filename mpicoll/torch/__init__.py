@@ -30,7 +30,8 @@ from mpi4py import MPI
 
 from ..engine.context import traffic
 from ._backend import Options, ProcessGroupMpicoll, parse_algorithms
-from ._rendezvous import install as _install_rendezvous, mpi_store
+from ._rendezvous import install as _install_rendezvous
+from ._rendezvous import mpi_store
 from ._tensors import SUPPORTED as DTYPES
 
 __all__ = ["ProcessGroupMpicoll", "Options", "BACKEND", "DTYPES", "traffic", "mpi_store",

@@ -23,11 +23,12 @@ import torch.distributed as dist
 from mpi4py import MPI
 
 import mpicoll
-from ..engine.call import Call
+
 from ..core.errors import ArgumentError, ArgumentTypeError, describe
 from ..core.registry import PRIMITIVES, lookup
+from ..engine.call import Call
 from . import _ops, _tensors
-from ._tensors import consecutive, cuda_stream, flat_views, view
+from ._tensors import consecutive, cuda_stream, view
 from ._work import Done, Pending
 
 __all__ = ["ProcessGroupMpicoll", "Options", "parse_algorithms"]

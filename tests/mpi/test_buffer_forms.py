@@ -17,9 +17,9 @@ import array
 import numpy as np
 import pytest
 from mpi4py import MPI
+from refdata import data
 
 import mpicoll
-from refdata import data
 
 WORLD = MPI.COMM_WORLD
 N, RANK = WORLD.Get_size(), WORLD.Get_rank()

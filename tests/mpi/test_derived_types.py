@@ -22,11 +22,11 @@ unpacked with ``MPI_Unpack``.
 import numpy as np
 import pytest
 from mpi4py import MPI
+from refdata import data
 
 import mpicoll
 from mpicoll.args.datatypes import Boundary
 from mpicoll.comm import parse_bufspec
-from refdata import data
 
 WORLD = MPI.COMM_WORLD
 N, RANK = WORLD.Get_size(), WORLD.Get_rank()

@@ -27,19 +27,19 @@ CUDA-aware).
 """
 import os
 
+import fakedevice as fd
 import numpy as np
 import pytest
 from mpi4py import MPI
-
-import fakedevice as fd
-import mpicoll
-from mpicoll.core.registry import EXTENDED_PRIMITIVES
-from mpicoll.device import arrays as _device
-from mpicoll import gpu
-from mpicoll.engine.context import private_comm
-from mpicoll.core.topology import layout
 from refdata import OPS, data, keeps_rank_order, reduce_ref, usable
 from test_matrix import assert_same, run_case
+
+import mpicoll
+from mpicoll import gpu
+from mpicoll.core.registry import EXTENDED_PRIMITIVES
+from mpicoll.core.topology import layout
+from mpicoll.device import arrays as _device
+from mpicoll.engine.context import private_comm
 
 comm = MPI.COMM_WORLD
 N, RANK = comm.Get_size(), comm.Get_rank()

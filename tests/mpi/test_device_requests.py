@@ -10,16 +10,16 @@ its peers' headers while it waits.
 import numpy as np
 import pytest
 from mpi4py import MPI
-
-import mpicoll
-from mpicoll.device import arrays as _device
-from mpicoll import gpu
-from mpicoll.engine.context import private_comm
-from mpicoll.core.topology import layout
-from mpicoll.engine import nonblocking as nb
 from refdata import data, reduce_ref, usable
 from test_device import check_cases, device_algorithms, device_cases, kind  # noqa: F401
 from test_matrix import assert_same
+
+import mpicoll
+from mpicoll import gpu
+from mpicoll.core.topology import layout
+from mpicoll.device import arrays as _device
+from mpicoll.engine import nonblocking as nb
+from mpicoll.engine.context import private_comm
 
 
 @pytest.fixture(autouse=True)
@@ -115,6 +115,7 @@ def test_progress_thread_drives_device_requests(kind):  # noqa: F811
     """MPICOLL_PROGRESS=thread: device requests complete with no mpicoll call from the
     caller (the thread runs their steps with the data's device current)."""
     import time
+
     from mpicoll.engine import progress
     if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
         pytest.skip("MPI initialised without MPI_THREAD_MULTIPLE")

@@ -13,11 +13,11 @@ import os
 import numpy as np
 import pytest
 from mpi4py import MPI
+from refdata import OPS, data, on_nodes, reduce_ref
 
 import mpicoll
-from mpicoll.engine.context import private_comm
 from mpicoll.core.topology import layout, parse_nodes
-from refdata import OPS, data, on_nodes, reduce_ref
+from mpicoll.engine.context import private_comm
 
 comm = MPI.COMM_WORLD
 N, RANK = comm.Get_size(), comm.Get_rank()
@@ -310,6 +310,7 @@ def test_auto_does_not_take_a_tuned_node_aware_choice_that_cannot_run(monkeypatc
     round-robin nodes with a non-commutative op it cannot keep rank order (it refuses
     when asked by name). ``auto`` then takes the rules' choice instead of refusing."""
     import json
+
     from mpicoll.core import defaults as _defaults
     table = tmp_path / f"table-{RANK}.json"
     table.write_text(json.dumps({"format": _defaults.TABLE_FORMAT, "rules": {

@@ -6,15 +6,16 @@ the threshold (``MPICOLL_GPU_HOST_COPY``), the memo, and how such calls meet
 ranks on other paths. test_device.py's ``fake-host-copy`` kind runs the whole
 device matrix this way.
 """
+import fakedevice as fd
 import numpy as np
 import pytest
 from mpi4py import MPI
-
-import fakedevice as fd
-import mpicoll
-from mpicoll.device import arrays as _device, ipc as _ipc
 from refdata import data, on_nodes, reduce_ref
 from test_memo import hits
+
+import mpicoll
+from mpicoll.device import arrays as _device
+from mpicoll.device import ipc as _ipc
 
 comm = MPI.COMM_WORLD
 N, RANK = comm.Get_size(), comm.Get_rank()

@@ -13,11 +13,11 @@ import re
 import numpy as np
 import pytest
 from mpi4py import MPI
+from refdata import AFFINE, usable
 
 import mpicoll
 import mpicoll.distributed as dist
 from mpicoll import ArgumentError, ArgumentTypeError
-from refdata import AFFINE, usable
 
 world = MPI.COMM_WORLD
 N, RANK = world.Get_size(), world.Get_rank()

@@ -11,17 +11,19 @@ import gc
 import threading
 import time
 
+import fakedevice as fd
 import numpy as np
 import pytest
 from mpi4py import MPI
-
-import fakedevice as fd
-import mpicoll
-from mpicoll.device import cuda_driver as _cuda_driver, arrays as _device, ipc as _ipc
-from mpicoll.engine import fuse as _fuse
-from mpicoll import gpu
-from mpicoll.engine.context import Ctx, private_comm
 from refdata import OPS, data, on_nodes, reduce_ref
+
+import mpicoll
+from mpicoll import gpu
+from mpicoll.device import arrays as _device
+from mpicoll.device import cuda_driver as _cuda_driver
+from mpicoll.device import ipc as _ipc
+from mpicoll.engine import fuse as _fuse
+from mpicoll.engine.context import Ctx, private_comm
 
 comm = MPI.COMM_WORLD
 N, RANK = comm.Get_size(), comm.Get_rank()

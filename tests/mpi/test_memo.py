@@ -10,17 +10,18 @@ tests/support/fakedevice.py), the transport the steps were bound to.
 import gc
 import weakref
 
+import fakedevice as fd
 import numpy as np
 import pytest
 from mpi4py import MPI
+from refdata import on_nodes, usable
 
-import fakedevice as fd
 import mpicoll
-from mpicoll.device import arrays as _device, ipc as _ipc
+from mpicoll import gpu
+from mpicoll.device import arrays as _device
+from mpicoll.device import ipc as _ipc
 from mpicoll.engine import fuse as _fuse
 from mpicoll.engine import memo as _memo
-from mpicoll import gpu
-from refdata import on_nodes, usable
 
 comm = MPI.COMM_WORLD
 N, RANK = comm.Get_size(), comm.Get_rank()

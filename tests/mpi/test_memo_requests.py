@@ -12,17 +12,18 @@ Results are compared with mpi4py's native collectives on the same data.
 """
 import contextlib
 
+import fakedevice as fd
 import numpy as np
 import pytest
 from mpi4py import MPI
+from refdata import on_nodes, runs_as_plan, usable
+from test_memo import count_calls, fake, ipc_moved  # noqa: F401  (fake: the device fixture)
 
-import fakedevice as fd
 import mpicoll
-from mpicoll.device import arrays as _device, ipc as _ipc
+from mpicoll.device import arrays as _device
+from mpicoll.device import ipc as _ipc
 from mpicoll.engine import memo as _memo
 from mpicoll.engine.call import Call
-from refdata import runs_as_plan, on_nodes, usable
-from test_memo import count_calls, fake, ipc_moved  # noqa: F401  (fake: the device fixture)
 
 comm = MPI.COMM_WORLD
 N, RANK = comm.Get_size(), comm.Get_rank()

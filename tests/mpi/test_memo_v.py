@@ -13,12 +13,12 @@ import weakref
 import numpy as np
 import pytest
 from mpi4py import MPI
+from test_memo import hits
+from test_memo_requests import replays
 
 import mpicoll
 from mpicoll.engine import memo as _memo
 from mpicoll.engine.call import Call
-from test_memo import hits
-from test_memo_requests import replays
 
 comm = MPI.COMM_WORLD
 N, RANK = comm.Get_size(), comm.Get_rank()

@@ -10,11 +10,11 @@ the request API of mpicoll, P2PComm and mpicoll.distributed.
 import numpy as np
 import pytest
 from mpi4py import MPI
+from refdata import data, usable
 
 import mpicoll
 import mpicoll.distributed as dist
 from mpicoll.core.registry import EXTENDED_PRIMITIVES
-from refdata import data, usable
 
 comm = MPI.COMM_WORLD
 N, RANK = comm.Get_size(), comm.Get_rank()
@@ -351,6 +351,7 @@ def test_distributed_async_op():
 def test_progress_thread_completes_requests_while_the_caller_computes():
     """MPICOLL_PROGRESS=thread: requests advance with no mpicoll call from the caller."""
     import time
+
     from mpicoll.engine import progress
     if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
         pytest.skip("MPI initialised without MPI_THREAD_MULTIPLE")

@@ -13,9 +13,9 @@ import os
 import numpy as np
 import pytest
 from mpi4py import MPI
+from refdata import data, on_nodes, reduce_ref
 
 import mpicoll
-from refdata import OPS, data, on_nodes, reduce_ref
 
 comm = MPI.COMM_WORLD
 N, RANK = comm.Get_size(), comm.Get_rank()

@@ -12,7 +12,6 @@ torch is not installed.
 """
 import datetime
 
-import numpy as np
 import pytest
 from mpi4py import MPI
 

@@ -25,9 +25,9 @@ with a sentinel: holes must keep it, as MPI leaves them.
 import numpy as np
 import pytest
 from mpi4py import MPI
+from refdata import keeps_rank_order, usable
 
 import mpicoll
-from refdata import keeps_rank_order, usable
 
 WORLD = MPI.COMM_WORLD
 N, RANK = WORLD.Get_size(), WORLD.Get_rank()

@@ -14,11 +14,11 @@ which must raise on every rank before any message.
 import numpy as np
 import pytest
 from mpi4py import MPI
+from refdata import OPS, data, reduce_ref
 
 import mpicoll
 from mpicoll import api as vc
 from mpicoll import api as vr
-from refdata import OPS, data, reduce_ref
 
 comm = MPI.COMM_WORLD
 N, RANK = comm.Get_size(), comm.Get_rank()
@@ -493,6 +493,7 @@ def test_fake_device_arrays(aware):
     """Every algorithm, native included, on device arrays: hand-written ones through the
     transports, native ones through host copies where the library cannot take them."""
     import fakedevice as fd
+
     from mpicoll.device import arrays as _device
     fd.install()
     _device.set_cuda_aware(aware)

@@ -270,6 +270,7 @@ def main(argv=None):
     sys.path.insert(0, testdir)
 
     from mpi4py import MPI
+
     import mpicoll
     from mpicoll import P2PComm
 

@@ -94,8 +94,8 @@ def keeps_rank_order(fn, comm=MPI.COMM_WORLD):
     check = getattr(fn, "check_layout", None)
     if check is None:
         return True
-    from mpicoll.engine.context import private_comm
     from mpicoll.core.topology import layout
+    from mpicoll.engine.context import private_comm
     return check(layout(private_comm(comm)), False) is None
 
 
