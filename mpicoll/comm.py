@@ -84,8 +84,9 @@ def {name}_init(self, {params}info=_INFO_NULL):
 
 
 def _faces(primitive, method):
-    """P2PComm's blocking method, its nonblocking ``I...`` and persistent ``..._init`` forms,
-    made from ``method`` (mpi4py's signature after ``comm, call, bnd, algorithm``).
+    """P2PComm's blocking method, its nonblocking ``I...`` and persistent ``..._init`` forms.
+
+    Made from ``method`` (mpi4py's signature after ``comm, call, bnd, algorithm``).
 
     Blocking and nonblocking calls on NumPy or device arrays (bare, or in buffer specs
     :func:`_key` can compare) go through :mod:`mpicoll.engine.memo` as the functional

@@ -52,6 +52,7 @@ _TORCH_NAMES = {"broadcast": "bcast", "all_reduce": "allreduce", "all_gather": "
 
 class ReduceOp(enum.Enum):
     """torch.distributed.ReduceOp, mapped onto MPI ops (AVG = SUM, then / N)."""
+
     SUM = "SUM"
     PRODUCT = "PROD"
     MIN = "MIN"

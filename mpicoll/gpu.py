@@ -1,4 +1,4 @@
-"""GPU support probes: is CuPy usable, is the MPI library CUDA-aware?
+"""GPU support probes: whether CuPy is usable, whether the MPI library is CUDA-aware.
 
 mpi4py 4 has no call for CUDA awareness, so :func:`cuda_aware` asks the
 loaded MPI library itself:
@@ -125,11 +125,11 @@ def _mps_info():
 
 
 def mps_status(comm=None):
-    """Collective: does this rank share its GPU with others, and does MPS serve them?
+    """Whether this rank shares its GPU with others, and whether MPS serves them.
 
-    A dict (see :func:`mpicoll.device.mps.mps_status`): ``shared``, ``ranks_on_gpu``,
-    ``mps`` (an MPS control daemon serves this process), ``advice`` (None, or
-    the command that starts one, ``nvidia-cuda-mps-control -d``). The answer is
+    Collective. A dict (see :func:`mpicoll.device.mps.mps_status`): ``shared``,
+    ``ranks_on_gpu``, ``mps`` (an MPS control daemon serves this process), ``advice``
+    (None, or the command that starts one, ``nvidia-cuda-mps-control -d``). The answer is
     kept: :func:`device_path` reports it from then on.
     """
     from .device import mps as _mps
@@ -148,13 +148,15 @@ def _ipc_support(buf=None):
 
 
 def ipc_stats(comm=None):
-    """This rank's IPC counters on ``comm`` (default COMM_WORLD): ``{(library, device):
-    {opens, closes, hits, invalidated, evicted, fused, nacks, sent_ipc, recv_ipc, ...,
-    mappings}}`` -- empty before the first device call on it. Messages that fell back
-    count as ``not_exportable`` (sender) or ``open_failed`` (receiver: its mapping failed
-    or was not the peer's allocation), with the first reason of each in
-    ``why_not_exportable`` / ``why_open_failed``; ``unverified``: mappings the driver
-    could not check."""
+    """This rank's IPC counters on ``comm`` (default COMM_WORLD).
+
+    ``{(library, device): {opens, closes, hits, invalidated, evicted, fused, nacks,
+    sent_ipc, recv_ipc, ..., mappings}}`` -- empty before the first device call on it.
+    Messages that fell back count as ``not_exportable`` (sender) or ``open_failed``
+    (receiver: its mapping failed or was not the peer's allocation), with the first reason
+    of each in ``why_not_exportable`` / ``why_open_failed``; ``unverified``: mappings the
+    driver could not check.
+    """
     from mpi4py import MPI
 
     from .device.ipc import ipc_stats as stats
@@ -196,9 +198,11 @@ def _node_rank_size(comm):
 
 
 def device_precheck():
-    """(usable, reason) for this rank alone, without communicating: CuPy, a device, and
-    a valid ``MPICOLL_DEVICE`` -- what entry points check on every rank before they
-    agree to run on the GPU."""
+    """(usable, reason) for this rank alone, without communicating.
+
+    CuPy, a device, and a valid ``MPICOLL_DEVICE`` -- what entry points check on every rank
+    before they agree to run on the GPU.
+    """
     ok, why = cupy_status()
     forced = os.environ.get("MPICOLL_DEVICE", "").strip()
     if ok and forced:
@@ -211,8 +215,10 @@ def device_precheck():
 
 
 def no_gpu_reason(comm=None):
-    """Collective: None when every rank has a usable GPU, else why not, the same text on
-    every rank ("no usable GPU on rank 1: ..." / "on any of the 4 ranks: ...").
+    """Collective: None when every rank has a usable GPU, else why not.
+
+    The same text on every rank ("no usable GPU on rank 1: ..." / "on any of the 4 ranks:
+    ...").
 
     Every rank runs :func:`device_precheck` on its own and the verdicts are
     exchanged, so an entry point can stop on every rank at the same point

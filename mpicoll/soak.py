@@ -77,9 +77,12 @@ def _data(rng, count, dtype, opname):
 
 
 def _draw(rng, size, max_count, layout=None, prefer=None):
-    """One random case, the same on every rank; ``layout``: the communicator's nodes (the
-    algorithms that cannot run on them -- the shm ones across nodes -- are not drawn);
-    ``prefer``: the algorithm taken wherever the drawn primitive has one by that name."""
+    """One random case, the same on every rank.
+
+    ``layout``: the communicator's nodes (the algorithms that cannot run on them -- the
+    shm ones across nodes -- are not drawn); ``prefer``: the algorithm taken wherever the
+    drawn primitive has one by that name.
+    """
     import mpicoll
 
     def runs(fn, commutative):

@@ -484,7 +484,8 @@ def test_trace_hooks_cost_nothing_when_unset():
 def test_symmetric_buffers(tmp_path, shared):
     """--xp shm: every row on arrays in the node's shared memory, checked; the shm rows read
     them in place (shm-view); with --shared-result the shm rows of allreduce and allgather
-    write one result for the node and read nothing back for it."""
+    write one result for the node and read nothing back for it.
+    """
     args = ["all", "--sizes", "8,200000", "-n", "2", "-w", "1", "--xp", "shm", "-J", "out.jsonl",
             "--csv", "out.csv", "--algorithm", "raw,native,shm,ring"]
     proc, text = bench(3, args + (["--shared-result"] if shared else []), tmp_path)
@@ -552,6 +553,7 @@ class _FakeNccl:
 
     There is no NCCL_INT16, as in NCCL.
     """
+
     NCCL_INT8, NCCL_UINT8, NCCL_INT32, NCCL_UINT32 = 0, 1, 2, 3
     NCCL_INT64, NCCL_UINT64, NCCL_FLOAT16, NCCL_FLOAT32, NCCL_FLOAT64 = 4, 5, 6, 7, 8
     NCCL_SUM, NCCL_PROD, NCCL_MAX, NCCL_MIN = 0, 1, 2, 3
@@ -697,7 +699,8 @@ def test_nccl_skips_shared_gpus_and_failures():
 
 def test_nccl_tries_multi_rank_mode_on_a_shared_gpu_from_2_30(monkeypatch):
     """Ranks on one GPU: skipped before NCCL 2.30 (the reason says what would work); from 2.30
-    the communicator is tried with NCCL_MULTI_RANK_GPU_ENABLE=1, a failure naming that."""
+    the communicator is tried with NCCL_MULTI_RANK_GPU_ENABLE=1, a failure naming that.
+    """
     from mpicoll.bench import nccl
     assert [nccl.version_text(v) for v in (22805, 23000, 2708, None)] == [
         "2.28.5", "2.30.0", "2.7.8", "unknown"]
@@ -954,9 +957,10 @@ def _need_torch():
 
 @pytest.mark.parametrize("n", [2, 3])
 def test_torch_columns_rows_skips_and_provenance(tmp_path, n):
-    """gloo and torch-mpicoll rows for every primitive torch has a call for (checked like
+    """Gloo and torch-mpicoll rows for every primitive torch has a call for (checked like
     every row, path = the column), a skip record with the reason for the others, both
-    columns in the provenance and the end record."""
+    columns in the provenance and the end record.
+    """
     torch = _need_torch()
     proc = run_mpi(n, BENCH + ["all", "--algorithm", "ring,gloo,torch-mpicoll", "--sizes",
                                "8,4K", "-n", "2", "-w", "1", "-r", str(n - 1), "-J", "out.jsonl"],
@@ -984,7 +988,8 @@ def test_torch_columns_rows_skips_and_provenance(tmp_path, n):
 
 def test_torch_mpicoll_column_with_an_algorithm_runs_it(tmp_path):
     """torch-mpicoll:ring runs ring through torch (its traffic is ring's) and skips the
-    primitives that have no ring."""
+    primitives that have no ring.
+    """
     _need_torch()
     proc = run_mpi(3, BENCH + ["all", "--algorithm", "torch-mpicoll:ring", "--sizes", "64",
                                "-n", "1", "-w", "0", "-J", "out.jsonl"],
@@ -1011,7 +1016,8 @@ NO_TORCH_ON_RANK_1 = (
 
 def test_torch_column_wrong_results_are_caught_and_missing_torch_skips(tmp_path):
     """A gloo all_reduce that computes nothing fails the check (#wrong, exit 1); torch
-    missing on one rank skips the torch columns on every rank, naming that rank."""
+    missing on one rank skips the torch columns on every rank, naming that rank.
+    """
     _need_torch()
     args = ["allreduce", "--algorithm", "ring,gloo", "--sizes", "64", "-n", "1", "-w", "0"]
     proc = run_mpi(2, [PY, "-c", WRONG_GLOO, *args, "-J", "wrong.jsonl"], timeout=TIMEOUT,

@@ -188,8 +188,10 @@ def whole_blocks(argname, flat, n):
 
 
 def recv_array(argname, recvbuf, send, expected, how, alloc_shape):
-    """The receive buffer for ``send`` (a flat sendbuf): allocated when None, else
-    checked for dtype, size (``expected`` elements) and overlap with ``send``.
+    """The receive buffer for ``send`` (a flat sendbuf).
+
+    Allocated when None, else checked for dtype, size (``expected`` elements) and overlap
+    with ``send``.
 
     Returns (the object to hand back to the caller, its flat view).
     """

@@ -1,8 +1,8 @@
-"""Command line of ``python -m mpicoll.bench`` (nccl-tests' option names).
+r"""Command line of ``python -m mpicoll.bench`` (nccl-tests' option names).
 
 Measure (under mpirun/srun)::
 
-    python -m mpicoll.bench allreduce -b 8 -e 1M -f 4 -n 20 -w 5 -c 1 --algorithm all \\
+    python -m mpicoll.bench allreduce -b 8 -e 1M -f 4 -n 20 -w 5 -c 1 --algorithm all \
         -J out.jsonl --csv out.csv
     python -m mpicoll.bench all -b 8 -e 64K ...          # every primitive in one run
     python -m mpicoll.bench -p allreduce -b 8 ...        # the primitive as a flag

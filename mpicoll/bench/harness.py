@@ -288,14 +288,16 @@ class Sweep:
         return rec["bw_GBps"]
 
     def check(self, case, fn, comm=None, observe=True):
-        """(#wrong over all ranks, what moved the messages) for untimed calls of ``fn`` on
-        ``comm`` (agreement step on); see :func:`moved_by`.
+        """(#wrong over all ranks, what moved the messages) for untimed calls of ``fn``.
+
+        The calls run on ``comm`` with the agreement step on; see :func:`moved_by`.
 
         Two calls: one observed by :func:`mpicoll.traffic` (which moved what), then the
         checked one, unobserved -- an observed call takes neither the memo nor the direct
         binding of host steps, so only an unobserved call checks (and leaves in the memo)
         the steps the timed calls replay. ``observe`` False: the checked call only (``fn``
-        makes no mpicoll call on the bench's communicator: the raw, nccl and torch columns)."""
+        makes no mpicoll call on the bench's communicator: the raw, nccl and torch columns).
+        """
         comm = comm or self.comm
         mpicoll.set_check(comm, "agree")
         seen = None
@@ -386,8 +388,10 @@ class Sweep:
 
 
 def _summed(items):
-    """{path: {"msgs", "bytes"[, "read_bytes"]}} of (path, messages, bytes, bytes read from
-    peers' memory) items, summed per path."""
+    """{path: {"msgs", "bytes"[, "read_bytes"]}} of items, summed per path.
+
+    The items are (path, messages, bytes, bytes read from peers' memory).
+    """
     total = {}
     for path, msgs, nbytes, read in items:
         got = total.setdefault(path, {"msgs": 0, "bytes": 0})
@@ -399,11 +403,14 @@ def _summed(items):
 
 
 def moved_by(per_rank):
-    """What moved a call's messages: ``{path: {"msgs", "bytes"}}`` summed over the ranks'
-    ``{path: counts}`` of what each *sent* (each message counted once, by its sender;
-    ``CallTraffic.paths``: host, staged, cuda-aware, ipc, eager, host-copy, and for the shm
-    algorithms shm-cma, shm-view or shm-segment with the bytes read from peers; a ``native``
-    call's path with zeros: its messages are the MPI library's). None where no mpicoll
-    call ran (the raw, nccl and torch columns); a run without the check records None."""
+    """What moved a call's messages: ``{path: {"msgs", "bytes"}}`` summed over the ranks.
+
+    The ranks give ``{path: counts}`` of what each *sent* (each message counted once, by
+    its sender; ``CallTraffic.paths``: host, staged, cuda-aware, ipc, eager, host-copy, and
+    for the shm algorithms shm-cma, shm-view or shm-segment with the bytes read from peers;
+    a ``native`` call's path with zeros: its messages are the MPI library's). None where no
+    mpicoll call ran (the raw, nccl and torch columns); a run without the check records
+    None.
+    """
     return _summed((path, c["msgs"], c["bytes"], c.get("read_bytes", 0)) for mine in per_rank
                    for path, c in mine.items()) or None

@@ -222,8 +222,9 @@ def _pingpong(comm, sizes, iters0, peers=None):
 
 
 def level_pairs(lay):
-    """The ping-pong pairs of ``fit`` on a layout: (intra, inter, concurrent inter), each
-    {rank: peer} or None where the layout has no such pair.
+    """The ping-pong pairs of ``fit`` on a layout: (intra, inter, concurrent inter).
+
+    Each is {rank: peer}, or None where the layout has no such pair.
 
     intra: consecutive ranks of each node paired up (0-1, 2-3 of every node) — on one
     node exactly fit's one-level pairs; inter: the first ranks of nodes 0 and 1;
@@ -525,7 +526,7 @@ def _is_pow2(n):
 
 
 def model_time(p, al, N, nb, params):
-    """o + the algorithm's cost at N ranks and ``nb`` bytes; inf where it is not modelled.
+    """``o`` + the algorithm's cost at N ranks and ``nb`` bytes; inf where it is not modelled.
 
     Algorithms without a formula are read off their plans up to
     ``PLAN_MAX_RANKS`` ranks (above, inf: never a winner, no point drawn).
@@ -636,7 +637,7 @@ def _node_aware(p, al):
 
 
 def model_time2(p, al, N, K, nb, lv):
-    """o + the two-level cost at N ranks in blocks of K per node; inf where not modelled.
+    """``o`` + the two-level cost at N ranks in blocks of K per node; inf where not modelled.
 
     See the module doc: :func:`.costs.cost2` for flat algorithms with a formula,
     :func:`.plancost.hierarchical_time` for the node-aware ones, every rank's plan
@@ -676,8 +677,11 @@ def _families(ns):
 
 
 def _hier_vs_flat(ns, hier, flats):
-    """Segments of {'hierarchical', 'flat'} over ``ns`` per family, and the flat algorithm
-    each hierarchical segment overtakes (the best flat one at its first N)."""
+    """Segments of {'hierarchical', 'flat'} over ``ns`` per family, with the flat overtaken.
+
+    For each hierarchical segment, the flat algorithm it overtakes (the best flat one at
+    its first N).
+    """
     out = {}
     best = [min(flats, key=lambda a: flats[a][i]) for i in range(len(ns))]
     for fam, sel in _families(ns):

@@ -181,8 +181,11 @@ def plot_predictions(out, ns, path):
 
 
 def plot_two_level(out, ns, path):
-    """``predict --ranks-per-node``: model time vs N, one row per (K, primitive), one column
-    per n; flat algorithms thin, hierarchical thick black, where it overtakes marked."""
+    """Plot ``predict --ranks-per-node``: model time vs N.
+
+    One row per (K, primitive), one column per n; flat algorithms thin, hierarchical thick
+    black, where it overtakes marked.
+    """
     import numpy as np
 
     from .units import fmt_size

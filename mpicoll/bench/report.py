@@ -38,8 +38,10 @@ def is_native(label):
 
 
 def is_reference(label):
-    """The reference columns (native, native[...], raw, nccl, gloo, torch-mpicoll[:...]):
-    never 'hand-written' winners."""
+    """Whether ``label`` is a reference column: never a 'hand-written' winner.
+
+    The reference columns: native, native[...], raw, nccl, gloo, torch-mpicoll[:...].
+    """
     return is_native(label) or label in ("raw", "nccl", "gloo") or \
         label.startswith("torch-mpicoll")
 
@@ -77,8 +79,10 @@ def _t(r):
 
 
 def vs_raw(cell, r):
-    """raw time / r's time in one size's cell (> 1: faster than the plain mpi4py call);
-    None without a correct raw row or a time."""
+    """Raw time / r's time in one size's cell (> 1: faster than the plain mpi4py call).
+
+    None without a correct raw row or a time.
+    """
     raw = cell.get("raw")
     if r is None or raw is None or not _ok(raw) or not r["time_us"]["avg"]:
         return None

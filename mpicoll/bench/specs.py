@@ -21,8 +21,10 @@ _CHUNK = 1 << 20       # elements generated/compared at a time (bounds check mem
 
 
 def busbw_factor(primitive, n):
-    """nccl-tests' bus-bandwidth factor of ``primitive`` at ``n`` ranks (None for barrier: no
-    bandwidth): the primitive's spec says it (:meth:`mpicoll.calls.spec.Spec.busbw`).
+    """nccl-tests' bus-bandwidth factor of ``primitive`` at ``n`` ranks.
+
+    None for barrier: no bandwidth. The primitive's spec says it
+    (:meth:`mpicoll.calls.spec.Spec.busbw`).
 
     The v-collectives take their block variant's (nccl-tests has none; the
     bench gives every rank the same count, as OSU's v-benchmarks do); the
@@ -32,8 +34,10 @@ def busbw_factor(primitive, n):
 
 
 def add_xp_arguments(parser, xp_help):
-    """``--xp numpy|shm|cupy``, ``--shared-result`` and ``--device N``: the buffers
-    :class:`ArrayModule` makes."""
+    """Add ``--xp numpy|shm|cupy``, ``--shared-result`` and ``--device N`` to ``parser``.
+
+    They choose the buffers :class:`ArrayModule` makes.
+    """
     parser.add_argument("--xp", choices=("numpy", "shm", "cupy"), default="numpy",
                         help="array module of the buffers (default numpy); shm: NumPy arrays "
                              "in the node's shared memory (mpicoll.shm.empty: symmetric, the "
@@ -132,8 +136,11 @@ class ArrayModule:
         self.mps = mps_status(comm)      # collective: ranks sharing a GPU, MPS on or off
 
     def provenance(self):
-        """What the provenance records about the buffers (collective): on the host, how the
-        shm algorithms reach peers' memory (and why not in one copy); GPU details with cupy."""
+        """What the provenance records about the buffers (collective).
+
+        On the host, how the shm algorithms reach peers' memory (and why not in one copy);
+        GPU details with cupy.
+        """
         if self.name != "cupy":
             from mpi4py import MPI
             shm = mpicoll.shm.report(self.comm if self.comm is not None else MPI.COMM_WORLD)
@@ -152,8 +159,11 @@ class ArrayModule:
                         "ranks": self.gpus}}
 
     def empty(self, n, dtype, shared=False):
-        """``n`` elements (with ``--xp shm``: collective, in the node's shared memory;
-        ``shared``: one array for the whole node)."""
+        """An array of ``n`` elements of ``dtype``.
+
+        With ``--xp shm``: collective, in the node's shared memory; ``shared``: one array
+        for the whole node.
+        """
         if self.name == "shm":
             a = mpicoll.shm.empty(n, dtype, comm=self.comm, shared=shared)
             self._made.append(a)
@@ -161,8 +171,10 @@ class ArrayModule:
         return self.xp.empty(n, dtype=dtype)
 
     def empty_on(self, mine, n, dtype):
-        """:meth:`empty` where ``mine`` (a buffer only some ranks have), else None; with
-        ``--xp shm`` made on every rank alike (collective), returned where ``mine``."""
+        """:meth:`empty` where ``mine`` (a buffer only some ranks have), else None.
+
+        With ``--xp shm`` made on every rank alike (collective), returned where ``mine``.
+        """
         if self.name == "shm":
             a = self.empty(n, dtype)
             return a if mine else None
@@ -239,8 +251,10 @@ class Case:
 
     @contextlib.contextmanager
     def result_for(self, algorithm):
-        """The output ``algorithm``'s row uses inside the block: the node-shared one for the
-        shm row with ``--shared-result``, else the case's own."""
+        """The output ``algorithm``'s row uses inside the block.
+
+        The node-shared one for the shm row with ``--shared-result``, else the case's own.
+        """
         if self.shared_recv is None or algorithm != "shm":
             yield
             return
@@ -251,8 +265,10 @@ class Case:
             self.recv = own
 
     def call(self, algorithm, comm=None):
-        """A zero-argument callable making one call of ``algorithm`` through the public face
-        (the spec's function, with its arguments for this case)."""
+        """A zero-argument callable making one call of ``algorithm`` through the public face.
+
+        The spec's function, with its arguments for this case.
+        """
         fn = getattr(mpicoll, self.spec.function or self.spec.name)
         args = self.spec.args(self)
         comm = comm or self.comm

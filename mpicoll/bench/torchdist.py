@@ -163,8 +163,11 @@ def _import():
 
 
 def setup(comm, am, dtype, opname, labels, *, timeout_s=120):
-    """{label: :class:`Column` or :class:`mpicoll.bench.nccl.Skipped`} for ``labels``, and a
-    closer that destroys the process groups. Collective over ``comm`` (COMM_WORLD's ranks)."""
+    """The columns for ``labels`` and a closer that destroys the process groups.
+
+    The columns: {label: :class:`Column` or :class:`mpicoll.bench.nccl.Skipped`}.
+    Collective over ``comm`` (COMM_WORLD's ranks).
+    """
     from datetime import timedelta
     err = mods = None
     try:

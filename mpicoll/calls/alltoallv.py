@@ -117,8 +117,11 @@ def Alltoallv(comm, call, bnd, algorithm, sendbuf, recvbuf):
 
 
 def call_arrays(size, rank, count, root=0, counts=None, op=None):
-    """``counts[j]``: what every rank sends to rank j (so rank i receives ``counts[i]`` from
-    each), default ``count`` everywhere."""
+    """The algorithm arguments of an alltoallv call on ``rank`` (arrays as ``Len``).
+
+    ``counts[j]``: what every rank sends to rank j (so rank i receives ``counts[i]`` from
+    each), default ``count`` everywhere.
+    """
     cs = [count] * size if counts is None else [int(c) for c in counts]
     rc = [cs[rank]] * size
     return (Len(sum(cs)), Len(sum(rc)), cs, offsets(cs)[:-1], rc, offsets(rc)[:-1])

@@ -19,8 +19,10 @@ def scan(sendbuf, recvbuf=None, op=MPI.SUM):
 
 
 def run(call, bufs, op, algorithm):
-    """Scan and exscan (``call.primitive`` says which): one vector in, one out, an op —
-    validated exactly as allreduce is, so the allreduce implementation serves."""
+    """Scan and exscan (``call.primitive`` says which): one vector in, one out, an op.
+
+    Validated exactly as allreduce is, so the allreduce implementation serves.
+    """
     return allreduce_run(call, bufs, op, algorithm)
 
 

@@ -91,8 +91,11 @@ def _table_call(comm, prim, algo, k, dtype, root, dev=on_host):
 
 
 def _spec_call(comm, prim, algo, k, dtype, root, t):
-    """A primitive the table has no hand-written case for (a plug-in's): one call on its spec's
-    exact data (:mod:`mpicoll.calls.spec`), checked against the spec's expected results."""
+    """One call of a primitive the table has no hand-written case for (a plug-in's).
+
+    The call is on its spec's exact data (:mod:`mpicoll.calls.spec`), checked against the
+    spec's expected results.
+    """
     from mpi4py import MPI
 
     from ..bench.specs import ArrayModule, Case

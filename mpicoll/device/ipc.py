@@ -176,10 +176,12 @@ class Endpoint:
         self.why.setdefault(what, f"{type(exc).__name__}: {exc}")
 
     def mapping(self, peer, base, gen, handle, size):
-        """The receiver's mapping of ``peer``'s allocation at ``base`` (opened once), held
-        for one message until :meth:`release` (after the stream that reads it was synced):
-        a mapping evicted or found stale meanwhile -- by another thread sharing this
-        endpoint, the progress thread or the caller -- is closed only then."""
+        """The receiver's mapping of ``peer``'s allocation at ``base`` (opened once).
+
+        Held for one message until :meth:`release` (after the stream that reads it was
+        synced): a mapping evicted or found stale meanwhile -- by another thread sharing
+        this endpoint, the progress thread or the caller -- is closed only then.
+        """
         with self.lock:
             m = self._mapping(peer, base, gen, handle, size)
             m.users += 1
@@ -319,8 +321,10 @@ class IpcTransport:
         self.rec = None
 
     def reset(self):
-        """A blocking call starts on this transport again (its memoized steps replay):
-        every message of the last one completed within it."""
+        """A blocking call starts on this transport again (its memoized steps replay).
+
+        Every message of the last one completed within it.
+        """
         self.fallback.reset()
 
     # -- who goes where ------------------------------------------------------
@@ -328,8 +332,11 @@ class IpcTransport:
         return peer != self.rank and self.nodes[peer] == self.nodes[self.rank]
 
     def record(self, rec):
-        """Count each message under the transport that moved it (``CallTraffic.paths``); a
-        native call is the fallback's (its path, and the fallback's record if it keeps one)."""
+        """Count each message under the transport that moved it (``CallTraffic.paths``).
+
+        A native call is the fallback's (its path, and the fallback's record if it keeps
+        one).
+        """
         if rec.algorithm == "native":
             keep = getattr(self.fallback, "record", None)
             if keep is not None:
@@ -400,8 +407,11 @@ class IpcTransport:
         return exported
 
     def Irecv(self, buf, source, tag, reduce=None):
-        """Receive into ``buf``; with ``reduce``, call ``reduce(data)`` on the message instead
-        of leaving it in ``buf`` (``data``: the peer's memory itself where it is mapped)."""
+        """Receive into ``buf``, or with ``reduce`` call ``reduce(data)`` on the message.
+
+        With ``reduce`` the message is not left in ``buf``; ``data``: the peer's memory
+        itself where it is mapped.
+        """
         e = _Entry(False, buf, source, tag, reduce)
         if not self.ipc_peer(source):
             e.wait = self.fallback.Irecv(buf, source, tag)
@@ -514,8 +524,11 @@ class IpcTransport:
         return True
 
     def pending(self, requests):
-        """The MPI requests of every message in flight (not only ``requests``'s: a peer may
-        wait for this rank to answer a header before it sends what ``requests`` wait for)."""
+        """The MPI requests of every message in flight (not only ``requests``'s).
+
+        A peer may wait for this rank to answer a header before it sends what ``requests``
+        wait for.
+        """
         return [e.wait for e in self.active if e.state != _DONE] + [
             r for r in requests if id(r) not in self.entries]
 
@@ -656,8 +669,11 @@ class IpcTransport:
                 self._done(e)
 
     def _release(self, e, sync=False):
-        """``e`` no longer reads the mapping it held (``sync``: wait for the stream first,
-        best effort: a failed copy may have left work queued on it)."""
+        """``e`` no longer reads the mapping it held.
+
+        ``sync``: wait for the stream first, best effort: a failed copy may have left work
+        queued on it.
+        """
         if e.held is None:
             return
         if sync:

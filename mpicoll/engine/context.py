@@ -51,8 +51,10 @@ def _free_private(comm, keyval, value):
 
 
 def existing_private_comm(comm):
-    """The private duplicate of ``comm`` if one was made already, else None (no MPI call
-    that involves other ranks: safe to use from one rank)."""
+    """The private duplicate of ``comm`` if one was made already, else None.
+
+    No MPI call that involves other ranks: safe to use from one rank.
+    """
     if _keyval is None:
         return None
     return comm.Get_attr(_keyval)
@@ -132,8 +134,11 @@ class CallTraffic:
 
     @property
     def paths(self):
-        """Which transport moved what: ``{path: [sent_msgs, sent_bytes, recv_msgs, recv_bytes]}``
-        ("ipc" for same-node device messages mapped through CUDA IPC)."""
+        """Which transport moved what.
+
+        ``{path: [sent_msgs, sent_bytes, recv_msgs, recv_bytes]}`` ("ipc" for same-node
+        device messages mapped through CUDA IPC).
+        """
         if self._paths is not None:
             return self._paths
         return {self.path: [self.sent_msgs, self.sent_bytes, self.recv_msgs, self.recv_bytes]}
@@ -293,24 +298,31 @@ class Ctx:
 
     # shared memory --------------------------------------------------------
     def node_memory(self, members=None):
-        """The shared memory of this rank's node (:class:`mpicoll.device.shm.NodeShm`):
-        ``members``, its ranks in this communicator (default: this rank's node's)."""
+        """The shared memory of this rank's node (:class:`mpicoll.device.shm.NodeShm`).
+
+        ``members``: its ranks in this communicator (default: this rank's node's).
+        """
         if members is None:
             lay = layout(self.comm)
             members = lay.members[lay.nodes[self.rank]]
         return node_shm(self.comm, members)
 
     def read_from(self, peers, q, i, lo, hi, dst=None, dtype=None):
-        """Elements ``[lo, hi)`` of array ``i`` of node rank ``q`` (a :class:`~mpicoll.device.
-        shm.Peers` of this call): copied into ``dst`` and returned, or, where the peer's
-        array is in shared memory and ``dst`` is None, a view of it as ``dtype`` (no copy)."""
+        """Elements ``[lo, hi)`` of array ``i`` of node rank ``q``, from ``peers``.
+
+        ``peers``: a :class:`~mpicoll.device.shm.Peers` of this call. Copied into ``dst``
+        and returned, or, where the peer's array is in shared memory and ``dst`` is None,
+        a view of it as ``dtype`` (no copy).
+        """
         got = peers.get(q, i, lo, hi, dst, dtype)
         self._read((hi - lo) * peers.itemsize[i])
         return got
 
     def read_box(self, box, q, k, lo, hi, dtype):
-        """Bytes ``[lo, hi)`` of node rank ``q``'s mailbox slot ``k`` (a :class:`~mpicoll.
-        device.shm.Mailbox`), in place, as ``dtype``; counted as read from a peer."""
+        """Bytes ``[lo, hi)`` of node rank ``q``'s mailbox slot ``k``, in place, as ``dtype``.
+
+        ``box``: a :class:`~mpicoll.device.shm.Mailbox`. Counted as read from a peer.
+        """
         got = box.read(q, k, lo, hi, dtype)
         if q != box.shm.rank:
             self._read(hi - lo)

@@ -433,8 +433,11 @@ class Program:
         return last is None or (last._done and not last._failed)
 
     def replay(self, tag, result, agreement):
-        """A new request running the steps with ``tag``; ``agreement``: (Iallgather
-        request, every fingerprint, mine, call to judge them) or None."""
+        """A new request running the steps with ``tag``.
+
+        ``agreement``: (Iallgather request, every fingerprint, mine, call to judge them) or
+        None.
+        """
         if self.retag is not None:
             self.retag[0] = tag
         self.ctx.tag = tag
@@ -449,10 +452,13 @@ class Program:
 
 
 def _launch(req, transport, before, agreement, keep=True):
-    """Hand an armed request to the engine: the caller's stream synced (device data),
-    its ``before`` steps run, its ``agreement`` -- (Iallgather request, every
-    fingerprint, mine, call) or None -- judged as it progresses. ``keep``: if the
-    ``before`` steps raise, hold the agreement's request and buffers until it completes."""
+    """Hand an armed request to the engine.
+
+    The caller's stream synced (device data), its ``before`` steps run, its ``agreement``
+    -- (Iallgather request, every fingerprint, mine, call) or None -- judged as it
+    progresses. ``keep``: if the ``before`` steps raise, hold the agreement's request and
+    buffers until it completes.
+    """
     if transport is not None:
         transport.adapter.sync()       # the data were produced on the caller's stream
     try:

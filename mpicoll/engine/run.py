@@ -213,9 +213,10 @@ def _wait_slots(reqs, slots, ctx):
 
 
 def execute(ctx, fn, entry, args, op, fast):
-    """Run one blocking call of ``entry``'s plan on ``args`` -- or, where ``entry`` is
-    None (an algorithm that cannot be recorded), ``fn`` itself on them; return the
-    steps that repeat it.
+    """Run one blocking call of ``entry``'s plan on ``args``; return the steps that repeat it.
+
+    Where ``entry`` is None (an algorithm that cannot be recorded), ``fn`` itself runs on
+    them.
 
     (Reductions never raise floating-point traps: :func:`_quiet` on the fast
     path, :func:`mpicoll.device.reduce.combine`'s errstate otherwise.)
