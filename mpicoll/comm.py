@@ -162,6 +162,7 @@ class P2PComm(MPI.Intracomm):
     """
 
     def __new__(cls, comm=None, *args, **kwargs):
+        """Check ``comm`` is an ``MPI.Intracomm``; the new object shares its handle."""
         if comm is not None and not isinstance(comm, MPI.Intracomm):
             raise ArgumentTypeError(
                 f"comm: expected an mpi4py.MPI.Intracomm; got {describe(comm)}", MPI.ERR_COMM)
@@ -188,11 +189,13 @@ class P2PComm(MPI.Intracomm):
         return getattr(self, "_choices", {}).get(primitive)
 
     def Dup(self, info=None):
+        """Duplicate the communicator (with ``info`` when given), keeping its algorithm choices."""
         new = super().Dup(info) if info is not None else super().Dup()
         new._choices = self.choices
         return new
 
     def Clone(self):
+        """Clone the communicator, keeping its algorithm choices."""
         new = super().Clone()
         new._choices = self.choices
         return new

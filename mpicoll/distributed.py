@@ -64,6 +64,7 @@ class ReduceOp(enum.Enum):
 
     @property
     def mpi_op(self):
+        """The MPI op that runs this op (AVG: SUM, then the division by N)."""
         return MPI.SUM if self is ReduceOp.AVG else getattr(MPI, self.value)
 
 
@@ -99,10 +100,12 @@ def init_process_group(backend="p2p", *, comm=None, algorithms=None, **_ignored)
 
 
 def destroy_process_group():
+    """Forget the default group (torch.distributed's ``destroy_process_group``)."""
     _state.update(comm=None, backend=None, algorithms={})
 
 
 def is_initialized():
+    """True once :func:`init_process_group` was called (and not destroyed since)."""
     return _state["comm"] is not None
 
 
@@ -119,14 +122,17 @@ def _algo(primitive):
 
 
 def get_rank():
+    """This rank in the default group."""
     return _group().Get_rank()
 
 
 def get_world_size():
+    """The number of ranks of the default group."""
     return _group().Get_size()
 
 
 def get_backend():
+    """The backend of the default group: ``"p2p"`` or ``"native"``."""
     _group()
     return _state["backend"]
 
@@ -178,6 +184,7 @@ class Work:
         return False
 
     def is_success(self):
+        """True once complete (as :meth:`is_completed`)."""
         return self.is_completed()
 
 

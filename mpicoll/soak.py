@@ -611,6 +611,7 @@ def _check_cost_main(args):
 
 
 def main(argv=None):
+    """``python -m mpicoll.soak`` on ``argv`` (default: the command line); the exit status."""
     ap = argparse.ArgumentParser(prog="python -m mpicoll.soak", description=__doc__.split("\n")[0])
     ap.add_argument("--calls", type=int, default=10000, help="random calls (default 10000)")
     ap.add_argument("--seed", type=int, default=1)

@@ -104,6 +104,7 @@ def same_memory(name_a, a, name_b, b):
 
 
 def same_dtype(name_a, a, name_b, b):
+    """Raise unless ``b`` (argument ``name_b``) has the dtype of ``a`` (argument ``name_a``)."""
     if a.dtype != b.dtype:
         raise ArgumentError(
             f"{name_b}: expected dtype {a.dtype} (the dtype of {name_a}); got {b.dtype}",
@@ -122,12 +123,14 @@ def check_no_alias(send_name, send, recv_name, recv):
 
 
 def check_size(argname, arr, expected, how):
+    """Raise unless ``arr`` has ``expected`` elements (``how``: where that number comes from)."""
     if arr.size != expected:
         raise ArgumentError(
             f"{argname}: expected {expected} elements ({how}); got {arr.size}", MPI.ERR_COUNT)
 
 
 def check_root(root, size, argname="root"):
+    """``root`` as an int, checked to be a rank of a communicator of ``size`` ranks (else raise)."""
     if isinstance(root, (bool, np.bool_)) or not _is_index(root):
         raise ArgumentTypeError(
             f"{argname}: expected an integer rank in [0, {size - 1}]; got {describe(root)}",

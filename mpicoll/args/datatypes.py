@@ -510,10 +510,12 @@ class Boundary:
 
     # -- completion ----------------------------------------------------
     def pack(self):
+        """Pack every input buffer (caller's memory -> flat array)."""
         for conv in self.inputs:
             conv.pack()
 
     def unpack(self):
+        """Unpack every output buffer (flat array -> caller's memory)."""
         for conv in self.outputs:
             conv.unpack()
 

@@ -163,6 +163,7 @@ class Sweep:
                               and layout(private_comm(comm)).n_nodes == 1)
 
     def sizes(self, primitive):
+        """The message sizes (bytes) swept for ``primitive`` (barrier: 0 only)."""
         if primitive == "barrier":
             return [0]
         if getattr(self.opts, "sizes", None):
@@ -170,6 +171,11 @@ class Sweep:
         return size_sweep(self.opts.minbytes, self.opts.maxbytes, self.opts.stepfactor)
 
     def plan(self, primitives):
+        """The rows to run: {primitive: [(label, algorithm, forced name or None)]}.
+
+        Algorithms that cannot run here are left out (``self.refused`` says why); the raw
+        and reference columns are added where they apply (their skips go to ``self.ref_skips``).
+        """
         # "nccl", the torch columns and "raw" are not registered algorithms: their columns
         # add their rows.
         requested = [a for a in self.opts.algorithms
@@ -214,9 +220,11 @@ class Sweep:
 
     @property
     def nccl_skips(self):
+        """The NCCL column's skips: [(primitive, reason)]."""
         return self.ref_skips.get("nccl", [])
 
     def run(self, primitives):
+        """Run the sweep of ``primitives``: skip records, then every row; returns the total #wrong."""
         plan = self.plan(primitives)
         total = sum(len(self.sizes(p)) * len(plan[p]) for p in primitives)
         self.progress = Progress(self.rank == 0, total, self.opts.progress)
@@ -245,6 +253,7 @@ class Sweep:
         return self.total_wrong
 
     def run_primitive(self, primitive, labels):
+        """Measure every row of ``labels`` at each size of ``primitive`` (then trace it, if asked)."""
         o, spec = self.opts, SPECS[primitive]
         if self.rank == 0:
             for line in table_header(primitive):
@@ -325,6 +334,11 @@ class Sweep:
         return sum(w for w, _ in every), moved_by([m for _, m in every])
 
     def one(self, case, label, alg, forced, iters, warmup, memcpy):
+        """Measure one row (``label``, algorithm ``alg``) on ``case``; record and print it.
+
+        ``forced``: the algorithm forced on the MPI library's own collective (or None);
+        ``memcpy``: the copy bandwidth measured at this size, recorded with the row.
+        """
         o = self.opts
         setting = None
         if alg in self.refs:

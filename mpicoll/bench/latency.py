@@ -83,6 +83,7 @@ def _counts(comm, x):
 
 
 def add_parser(sub):
+    """Add the ``latency`` command to ``sub`` (the bench's subcommands)."""
     p = sub.add_parser("latency", help="cost of one small call per face (agree, local, "
                                        "persistent, nonblocking) against the raw mpi4py call "
                                        "(blocking, and nonblocking beside the nonblocking face)")
@@ -161,6 +162,7 @@ def _faces(primitive, comm, x, y, algo, am):
 
 
 def latency(args):
+    """The ``latency`` command: time every face of small calls and print the table; 0."""
     from mpi4py import MPI
     comm = MPI.COMM_WORLD.Dup()
     prim = args.primitive

@@ -126,6 +126,7 @@ def _ints(text):
 
 
 def add_parsers(sub, sweep_options):
+    """Add the ``fit`` and ``predict`` commands to ``sub`` (the bench's subcommands)."""
     p = sub.add_parser("fit", help="measure α, β (ping-pong), γ (reduction); predicted vs measured")
     sweep_options(p, b="8", e="1M", f=32.0, n=10, w=2, op=False)
     p.add_argument("--primitive", type=_csv, default=["all"],

@@ -52,6 +52,8 @@ OMPI_PREFERENCE = {"ompi_comm_coll_preference": "tuned"}
 
 
 class ForceError(RuntimeError):
+    """An MPI library's algorithm could not be forced (``--native-algorithm``)."""
+
     pass
 
 

@@ -24,6 +24,7 @@ TARGET_LATENCY = 1.5      # best hand-written time / native time, 8 B - 4 KiB, e
 
 
 def add_parser(sub):
+    """Add the ``report`` command to ``sub`` (the bench's subcommands)."""
     p = sub.add_parser("report", help="Markdown table: winner per size, speedup over native "
                                       "and over raw (the plain mpi4py call)")
     p.add_argument("results", nargs="+", metavar="RESULTS.jsonl")
@@ -94,6 +95,7 @@ def _x(ratio):
 
 
 def best_table(key, rows):
+    """The Markdown table of one (primitive, N, dtype, op): winner per size; a list of lines."""
     prim, n, dtype, op = key
     title = f"### {prim}, N = {n}, {dtype}" + (f", {op}" if op else "")
     has_raw = any("raw" in cell for cell in rows.values())
@@ -194,6 +196,7 @@ def targets(idx, memcpys):
 
 
 def render(provs, results, memcpys, with_targets=True):
+    """The Markdown report of the results: the runs, a table per key, the speed targets."""
     idx = index(results)
     lines = ["# mpicoll.bench report", ""]
     from .provenance import lib_line

@@ -92,6 +92,7 @@ def native_plan(items, primitives):
 
 
 def run(args):
+    """The measuring commands (``PRIMITIVE|all``); exit status 1 when some row was wrong."""
     from .harness import Sweep
     from .provenance import collect, header_lines
     from .results import Sink

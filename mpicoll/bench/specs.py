@@ -186,9 +186,11 @@ class ArrayModule:
             mpicoll.shm.free(self._made.pop())
 
     def to_host(self, a):
+        """``a`` as a host (NumPy) array."""
         return a if self.xp is np else self.xp.asnumpy(a)
 
     def put(self, dst, lo, host):
+        """Write host array ``host`` into ``dst`` from element ``lo`` on."""
         dst[lo:lo + host.size] = host if self.xp is np else self.xp.asarray(host)
 
     def stream_ptr(self):
@@ -196,6 +198,7 @@ class ArrayModule:
         return 0 if self.xp is np else self.xp.cuda.get_current_stream().ptr
 
     def sync(self):
+        """Wait for the device's current stream (nothing with NumPy)."""
         # Kernels and NCCL calls run asynchronously on the current stream: a
         # timed call is complete only once the stream has drained.
         if self.xp is not np:
@@ -240,13 +243,16 @@ class Case:
     # -- what auto sees and what the table shows --------------------------
     @property
     def call_nbytes(self):
+        """The ``nbytes`` that ``algorithm="auto"`` sees (:meth:`Spec.call_nbytes`)."""
         return self.spec.call_nbytes(self)
 
     @property
     def call_count(self):
+        """The ``count`` that ``algorithm="auto"`` sees (:meth:`Spec.call_count`)."""
         return self.spec.call_count(self)
 
     def busbw_factor(self):
+        """nccl-tests' bus-bandwidth factor of this case's primitive at its N ranks."""
         return self.spec.busbw(self.n)
 
     @contextlib.contextmanager
@@ -276,6 +282,7 @@ class Case:
 
     # -- reduction data ---------------------------------------------------
     def red_input(self, g):
+        """This rank's input to a reduction, at global index ``g``."""
         r, m = self.rank, self.mod
         if self.opname == "prod":
             return np.where((g + r) % (self.n + 1) == 0, 2, 1).astype(self.dtype)

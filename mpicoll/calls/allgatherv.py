@@ -39,6 +39,7 @@ def allgatherv(sendbuf, recvbuf=None):
 
 
 def run(call, bufs, algorithm):
+    """The allgatherv implementation (every face): validate, agree, launch; the output."""
     mine = -1
     with call.checking():
         rank = call.rank
@@ -74,6 +75,7 @@ def run(call, bufs, algorithm):
 
 
 def Allgatherv(comm, call, bnd, algorithm, sendbuf, recvbuf):
+    """mpi4py's ``Allgatherv``: its buffer forms parsed, then :func:`run`."""
     def bufs():
         s = parse_bufspec("sendbuf", sendbuf, bnd=bnd)
         return s, parse_vec("recvbuf", required("recvbuf", recvbuf), bnd, role(s),
@@ -88,7 +90,10 @@ def call_arrays(size, rank, count, root=0, counts=None, op=None):
 
 
 class AllgathervSpec(VCounts, AllgatherSpec):
+    """The bench and test spec of allgatherv."""
+
     def args(self, c):
+        """The arguments: ``(send, [recv, counts])``."""
         return (c.send, [c.recv, c.vcounts])
 
 

@@ -63,6 +63,7 @@ def pair_checksum(rank, size, sendcounts, recvcounts):
 
 
 def run(call, bufs, algorithm):
+    """The alltoallv implementation (every face): validate, agree, launch; the output."""
     mine = 0
     with call.checking():
         size, rank = call.size, call.rank
@@ -108,6 +109,7 @@ def run(call, bufs, algorithm):
 
 
 def Alltoallv(comm, call, bnd, algorithm, sendbuf, recvbuf):
+    """mpi4py's ``Alltoallv``: its buffer forms parsed, then :func:`run`."""
     def bufs():
         # None means MPI.IN_PLACE, as in parse_bufspec
         size = comm.Get_size()
@@ -128,7 +130,10 @@ def call_arrays(size, rank, count, root=0, counts=None, op=None):
 
 
 class AlltoallvSpec(VCounts, AlltoallSpec):
+    """The bench and test spec of alltoallv."""
+
     def args(self, c):
+        """The arguments: ``([send, counts], [recv, counts])``."""
         return ([c.send, c.vcounts], [c.recv, c.vcounts])
 
 

@@ -43,6 +43,7 @@ def gatherv(sendbuf, recvbuf=None, root=0):
 
 
 def run(call, bufs, root, algorithm):
+    """The gatherv implementation (every face): validate, agree, launch; the output on the root."""
     mine = -1
     with call.checking():
         root = check_root(root, call.size)
@@ -86,6 +87,7 @@ def run(call, bufs, root, algorithm):
 
 
 def Gatherv(comm, call, bnd, algorithm, sendbuf, recvbuf, root=0):
+    """mpi4py's ``Gatherv``: its buffer forms parsed, then :func:`run`."""
     def bufs():
         s = parse_bufspec("sendbuf", sendbuf, bnd=bnd)
         r = None
@@ -104,7 +106,10 @@ def call_arrays(size, rank, count, root=0, counts=None, op=None):
 
 
 class GathervSpec(VCounts, GatherSpec):
+    """The bench and test spec of gatherv."""
+
     def args(self, c):
+        """The arguments: ``(send, [recv, counts] on the root, root)``."""
         return (c.send, [c.recv, c.vcounts] if c.rank == c.root else None, c.root)
 
 

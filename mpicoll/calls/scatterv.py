@@ -44,6 +44,7 @@ def scatterv(sendbuf, recvbuf, root=0):
 
 
 def run(call, bufs, root, algorithm):
+    """The scatterv implementation (every face): validate, agree, launch; the output."""
     mine = -1
     with call.checking():
         root = check_root(root, call.size)
@@ -87,6 +88,7 @@ def run(call, bufs, root, algorithm):
 
 
 def Scatterv(comm, call, bnd, algorithm, sendbuf, recvbuf, root=0):
+    """mpi4py's ``Scatterv``: its buffer forms parsed, then :func:`run`."""
     def bufs():
         root_here = is_rank(root, comm.Get_rank())
         s = parse_vec("sendbuf", required("sendbuf", sendbuf), bnd, "send",
@@ -107,7 +109,10 @@ def call_arrays(size, rank, count, root=0, counts=None, op=None):
 
 
 class ScattervSpec(VCounts, ScatterSpec):
+    """The bench and test spec of scatterv."""
+
     def args(self, c):
+        """The arguments: ``([send, counts] on the root, recv, root)``."""
         return ([c.send, c.vcounts] if c.rank == c.root else None, c.recv, c.root)
 
 

@@ -56,13 +56,16 @@ class Layout:
 
     @property
     def n_nodes(self):
+        """The number of nodes."""
         return len(self.members)
 
     @property
     def size(self):
+        """The number of ranks."""
         return len(self.nodes)
 
     def same_node(self, a, b):
+        """True when ranks ``a`` and ``b`` are on the same node."""
         return self.nodes[a] == self.nodes[b]
 
     def describe(self):

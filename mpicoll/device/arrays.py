@@ -347,6 +347,7 @@ class PinnedArena:
 
     @property
     def capacity(self):
+        """Bytes of the current block (0 before the first)."""
         return 0 if self.block is None else self.block.nbytes
 
     def take(self, dtype, count):
@@ -371,6 +372,7 @@ class PinnedArena:
         return view
 
     def give(self, n=1):
+        """Give back ``n`` slots (no longer live)."""
         self.live -= n
 
 
@@ -473,29 +475,36 @@ class AwareTransport(_Requests):
         self.rec = rec
 
     def Send(self, buf, dest, tag):
+        """Synchronise, then send the device array."""
         self.adapter.sync()
         self.comm.Send(buf, dest, tag)
 
     def Recv(self, buf, source, tag):
+        """Synchronise, then receive into the device array."""
         self.adapter.sync()
         self.comm.Recv(buf, source, tag)
 
     def Sendrecv(self, sbuf, dest, stag, rbuf, source, rtag):
+        """Synchronise, then send and receive device arrays."""
         self.adapter.sync()
         self.comm.Sendrecv(sbuf, dest, stag, rbuf, source, rtag)
 
     def Isend(self, buf, dest, tag):
+        """Synchronise, then post a send of the device array."""
         self.adapter.sync()
         return self.comm.Isend(buf, dest, tag)
 
     def Irecv(self, buf, source, tag):
+        """Synchronise, then post a receive into the device array."""
         self.adapter.sync()
         return self.comm.Irecv(buf, source, tag)
 
     def waitall(self, requests):
+        """Complete ``requests``."""
         MPI.Request.Waitall(requests)
 
     def reset(self):
+        """A blocking call starts on this transport again (its staged fallback is reset too)."""
         if self.staged is not None:
             self.staged.reset()
 
@@ -545,6 +554,7 @@ class StagedTransport(_Requests):
         self.reset()
 
     def reset(self):
+        """A blocking call starts on this transport again (a blocking call's arena: no live slot)."""
         if not self.requests:
             # Every request of a blocking call completes within it: a new call starts
             # with no live slot (even if an earlier call was cut short by an error).
@@ -564,11 +574,13 @@ class StagedTransport(_Requests):
         return buf, False
 
     def Send(self, buf, dest, tag):
+        """Send ``buf`` (a device array through a pinned host copy)."""
         host, staged = self._outgoing(buf)
         self.comm.Send(host, dest, tag)
         self.arena.give(staged)
 
     def Recv(self, buf, source, tag):
+        """Receive into ``buf`` (a device array through a pinned host slot, then copied up)."""
         host, staged = self._incoming(buf)
         self.comm.Recv(host, source, tag)
         if staged:
@@ -576,6 +588,7 @@ class StagedTransport(_Requests):
             self.arena.give()
 
     def Sendrecv(self, sbuf, dest, stag, rbuf, source, rtag):
+        """Send and receive (device arrays through pinned host memory)."""
         shost, s_staged = self._outgoing(sbuf)
         rhost, r_staged = self._incoming(rbuf)
         self.comm.Sendrecv(shost, dest, stag, rhost, source, rtag)
@@ -584,9 +597,11 @@ class StagedTransport(_Requests):
         self.arena.give(s_staged + r_staged)
 
     def Isend(self, buf, dest, tag):
+        """Post a send of ``buf`` (a device array from a pinned host copy kept until :meth:`finish`)."""
         return self._post(self.comm.Isend, buf, dest, tag, lands=False)
 
     def Irecv(self, buf, source, tag):
+        """Post a receive into ``buf`` (a device array through a host slot landed by :meth:`finish`)."""
         return self._post(self.comm.Irecv, buf, source, tag, lands=True)
 
     def _post(self, start, buf, peer, tag, lands):
@@ -599,6 +614,7 @@ class StagedTransport(_Requests):
         return req
 
     def waitall(self, requests):
+        """Complete ``requests``, then :meth:`finish` them."""
         MPI.Request.Waitall(requests)
         self.finish(requests)
 

@@ -83,6 +83,7 @@ def ucx_setup():
 
 
 def main(argv):
+    """``python -m mpicoll.gpu env``: print the exports of :func:`aware_env`; the exit status."""
     if argv[:1] != ["env"] or len(argv) > 1:
         print("usage: python -m mpicoll.gpu env   (prints the exports for CUDA-aware MPICH "
               "from PyPI; use: eval \"$(python -m mpicoll.gpu env)\")")

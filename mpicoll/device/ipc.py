@@ -329,6 +329,7 @@ class IpcTransport:
 
     # -- who goes where ------------------------------------------------------
     def ipc_peer(self, peer):
+        """True when ``peer`` is another rank of this rank's node (messages go through IPC)."""
         return peer != self.rank and self.nodes[peer] == self.nodes[self.rank]
 
     def record(self, rec):
@@ -364,6 +365,7 @@ class IpcTransport:
 
     # -- posting ---------------------------------------------------------------
     def Isend(self, buf, dest, tag):
+        """Post a send of ``buf``: to a peer on this node by the ipc protocol, else by the fallback."""
         if not self.ipc_peer(dest):
             e = _Entry(True, buf, dest, tag)
             e.wait = self.fallback.Isend(buf, dest, tag)
@@ -431,6 +433,7 @@ class IpcTransport:
         return not self.active and EAGER_MAX and nbytes <= EAGER_MAX and self.ipc_peer(peer)
 
     def Send(self, buf, dest, tag):
+        """Send ``buf`` (eager where it fits, else as :meth:`Isend` and wait)."""
         if self._eager_now(buf.nbytes, dest):
             self.comm.Send(self._eager_header(buf), dest, tag + HDR_TAG)
             self._tally(True, "eager", buf.nbytes)
@@ -540,6 +543,7 @@ class IpcTransport:
             self.ep.finish_acks()
 
     def finish(self, requests):
+        """Nothing to do: waitall has landed everything already (the transports' interface)."""
         # The transports' common interface; waitall has landed everything already.
         pass
 

@@ -269,6 +269,7 @@ class NodeShm:
         return self.box
 
     def free(self):
+        """Free the mailbox, the scratch segment and the node communicator."""
         if self.box is not None:
             self.box.window.free()
             self.box = None

@@ -582,5 +582,6 @@ class Call:
         return fn
 
     def ctx(self, count=0, itemsize=0, adapter=None, device=None):
+        """A :class:`Ctx` for this call's algorithm on its private communicator."""
         return Ctx(self.pcomm, self.primitive, self.algorithm, count, itemsize, adapter, device,
                    self.tag, self.kind is not None)

@@ -150,10 +150,12 @@ class CallTraffic:
 
     @property
     def sent_elements(self):
+        """Elements sent (``sent_bytes`` / ``itemsize``; 0 without an itemsize)."""
         return self.sent_bytes // self.itemsize if self.itemsize else 0
 
     @property
     def recv_elements(self):
+        """Elements received (``recv_bytes`` / ``itemsize``; 0 without an itemsize)."""
         return self.recv_bytes // self.itemsize if self.itemsize else 0
 
     @property
@@ -162,6 +164,7 @@ class CallTraffic:
         return self.read_bytes // self.itemsize if self.itemsize else 0
 
     def as_dict(self):
+        """The record as a dict: its counters, ``paths``, the intra-node and element counts."""
         d = {k: getattr(self, k) for k in self.__slots__ if k not in ("nodes", "_paths")}
         d["paths"] = {p: list(c) for p, c in self.paths.items()}
         for k in ("intra_sent_msgs", "intra_sent_bytes", "intra_recv_msgs", "intra_recv_bytes"):
@@ -336,23 +339,28 @@ class Ctx:
 
     # point-to-point -----------------------------------------------------
     def send(self, buf, dest):
+        """Send ``buf`` to rank ``dest``."""
         self._sent(buf, dest)
         self.mpi.Send(wire(buf), dest, self.tag)
 
     def recv(self, buf, source):
+        """Receive into ``buf`` from rank ``source``."""
         self._recvd(buf, source)
         self.mpi.Recv(wire(buf), source, self.tag)
 
     def sendrecv(self, sendbuf, dest, recvbuf, source):
+        """Send ``sendbuf`` to ``dest`` and receive into ``recvbuf`` from ``source``, at once."""
         self._sent(sendbuf, dest)
         self._recvd(recvbuf, source)
         self.mpi.Sendrecv(wire(sendbuf), dest, self.tag, wire(recvbuf), source, self.tag)
 
     def isend(self, buf, dest):
+        """Post a send of ``buf`` to rank ``dest``; the request."""
         self._sent(buf, dest)
         return self.mpi.Isend(wire(buf), dest, self.tag)
 
     def irecv(self, buf, source):
+        """Post a receive into ``buf`` from rank ``source``; the request."""
         self._recvd(buf, source)
         return self.mpi.Irecv(wire(buf), source, self.tag)
 
@@ -365,6 +373,7 @@ class Ctx:
                 self.mpi.waitall(requests)    # staged receives land, ipc messages complete
 
     def wait(self, request):
+        """Complete ``request`` (as :meth:`waitall`)."""
         self.waitall([request])
 
     # local steps (the same calls a plan records, see mpicoll.sched.plan) --

@@ -143,6 +143,7 @@ def op_code(op):
 
 
 def dtype_code(dtype):
+    """The NumPy type string of ``dtype`` (``'<f8'``; "" for None), as the fingerprint packs it."""
     return "" if dtype is None else np.dtype(dtype).str
 
 

@@ -33,6 +33,7 @@ def _reduce_into(op, other, out, lower, data):
 
 
 def recv_reduce(ctx, buf, source, reduce):
+    """Receive ``buf`` from ``source``, calling ``reduce(data)`` on arrival."""
     ctx._recvd(buf, source)
     t0 = _now()
     ctx.mpi.Recv(buf, source, ctx.tag, reduce)
@@ -40,6 +41,7 @@ def recv_reduce(ctx, buf, source, reduce):
 
 
 def sendrecv_reduce(ctx, sendbuf, dest, recvbuf, source, reduce):
+    """Send ``sendbuf`` to ``dest``; receive ``recvbuf``, calling ``reduce(data)`` on arrival."""
     ctx._sent(sendbuf, dest)
     ctx._recvd(recvbuf, source)
     t0 = _now()

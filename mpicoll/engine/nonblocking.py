@@ -204,13 +204,16 @@ class Request:
 
     # torch.distributed's Work
     def wait(self, timeout=None):
+        """Block until the collective is complete (torch's ``Work.wait``); True."""
         self.Wait()
         return True
 
     def is_completed(self):
+        """True once complete (torch's ``Work.is_completed``; as :meth:`Test`)."""
         return self.Test()
 
     def test(self):
+        """True once complete (as :meth:`Test`)."""
         return self.Test()
 
     def __repr__(self):

@@ -61,6 +61,7 @@ def _views(plan, arrays):
 
 
 def assign(dst, src):
+    """Copy ``src`` into ``dst`` (a step)."""
     dst[...] = src
 
 
