@@ -102,11 +102,13 @@ del _p
 
 
 def define_primitive(primitive):
-    """Define a new primitive (a :class:`mpicoll.calls.Primitive`) at run time: its functions
-    appear here (and, through :func:`mpicoll.define_primitive`, in the ``mpicoll``
-    namespace), its methods on :class:`mpicoll.P2PComm`, and the registry lists it (the
-    demo's traffic table, the bench, the verifier and the generated test matrix see it).
-    Returns the names of the functions made."""
+    """Define a new primitive (a :class:`mpicoll.calls.Primitive`) at run time.
+
+    Its functions appear here (and, through :func:`mpicoll.define_primitive`, in the
+    ``mpicoll`` namespace), its methods on :class:`mpicoll.P2PComm`, and the registry lists
+    it (the demo's traffic table, the bench, the verifier and the generated test matrix see
+    it). Returns the names of the functions made.
+    """
     from .comm import add_methods
     define(primitive)
     made = _add(primitive)

@@ -84,8 +84,9 @@ def {name}_init(self, {params}info=_INFO_NULL):
 
 
 def _faces(primitive, method):
-    """P2PComm's blocking method, its nonblocking ``I...`` and persistent ``..._init`` forms,
-    made from ``method`` (mpi4py's signature after ``comm, call, bnd, algorithm``).
+    """P2PComm's blocking method, its nonblocking ``I...`` and persistent ``..._init`` forms.
+
+    Made from ``method`` (mpi4py's signature after ``comm, call, bnd, algorithm``).
 
     Blocking and nonblocking calls on NumPy or device arrays (bare, or in buffer specs
     :func:`_key` can compare) go through :mod:`mpicoll.engine.memo` as the functional
@@ -161,6 +162,7 @@ class P2PComm(MPI.Intracomm):
     """
 
     def __new__(cls, comm=None, *args, **kwargs):
+        """Check ``comm`` is an ``MPI.Intracomm``; the new object shares its handle."""
         if comm is not None and not isinstance(comm, MPI.Intracomm):
             raise ArgumentTypeError(
                 f"comm: expected an mpi4py.MPI.Intracomm; got {describe(comm)}", MPI.ERR_COMM)
@@ -187,11 +189,13 @@ class P2PComm(MPI.Intracomm):
         return getattr(self, "_choices", {}).get(primitive)
 
     def Dup(self, info=None):
+        """Duplicate the communicator (with ``info`` when given), keeping its algorithm choices."""
         new = super().Dup(info) if info is not None else super().Dup()
         new._choices = self.choices
         return new
 
     def Clone(self):
+        """Clone the communicator, keeping its algorithm choices."""
         new = super().Clone()
         new._choices = self.choices
         return new

@@ -24,14 +24,20 @@ import enum
 import numpy as np
 from mpi4py import MPI
 
-from .calls import allgather as _allgather, allreduce as _allreduce, alltoall as _alltoall
-from .calls import barrier as _barrier, bcast as _bcast, gather as _gather, reduce as _reduce
-from .calls import reduce_scatter as _reduce_scatter, scatter as _scatter
 from .args.buffers import is_device, same_memory
-from .engine.call import Call
-from .device.arrays import empty
+from .calls import allgather as _allgather
+from .calls import allreduce as _allreduce
+from .calls import alltoall as _alltoall
+from .calls import barrier as _barrier
+from .calls import bcast as _bcast
+from .calls import gather as _gather
+from .calls import reduce as _reduce
+from .calls import reduce_scatter as _reduce_scatter
+from .calls import scatter as _scatter
 from .core.errors import ArgumentError, ArgumentTypeError, describe
 from .core.registry import PRIMITIVES, lookup
+from .device.arrays import empty
+from .engine.call import Call
 
 __all__ = ["ReduceOp", "init_process_group", "destroy_process_group", "is_initialized",
            "get_rank", "get_world_size", "get_backend", "broadcast", "reduce", "all_reduce",
@@ -46,6 +52,7 @@ _TORCH_NAMES = {"broadcast": "bcast", "all_reduce": "allreduce", "all_gather": "
 
 class ReduceOp(enum.Enum):
     """torch.distributed.ReduceOp, mapped onto MPI ops (AVG = SUM, then / N)."""
+
     SUM = "SUM"
     PRODUCT = "PROD"
     MIN = "MIN"
@@ -57,6 +64,7 @@ class ReduceOp(enum.Enum):
 
     @property
     def mpi_op(self):
+        """The MPI op that runs this op (AVG: SUM, then the division by N)."""
         return MPI.SUM if self is ReduceOp.AVG else getattr(MPI, self.value)
 
 
@@ -92,10 +100,12 @@ def init_process_group(backend="p2p", *, comm=None, algorithms=None, **_ignored)
 
 
 def destroy_process_group():
+    """Forget the default group (torch.distributed's ``destroy_process_group``)."""
     _state.update(comm=None, backend=None, algorithms={})
 
 
 def is_initialized():
+    """True once :func:`init_process_group` was called (and not destroyed since)."""
     return _state["comm"] is not None
 
 
@@ -112,14 +122,17 @@ def _algo(primitive):
 
 
 def get_rank():
+    """This rank in the default group."""
     return _group().Get_rank()
 
 
 def get_world_size():
+    """The number of ranks of the default group."""
     return _group().Get_size()
 
 
 def get_backend():
+    """The backend of the default group: ``"p2p"`` or ``"native"``."""
     _group()
     return _state["backend"]
 
@@ -171,6 +184,7 @@ class Work:
         return False
 
     def is_success(self):
+        """True once complete (as :meth:`is_completed`)."""
         return self.is_completed()
 
 

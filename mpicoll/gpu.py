@@ -1,4 +1,4 @@
-"""GPU support probes: is CuPy usable, is the MPI library CUDA-aware?
+"""GPU support probes: whether CuPy is usable, whether the MPI library is CUDA-aware.
 
 mpi4py 4 has no call for CUDA awareness, so :func:`cuda_aware` asks the
 loaded MPI library itself:
@@ -32,10 +32,10 @@ Device selection: :func:`select_device` puts each rank on GPU
 """
 import os
 
-from .device import arrays as _device
-from .device.cuda_probe import cuda_aware_report
 from .core.errors import ArgumentError
+from .device import arrays as _device
 from .device.arrays import release_staging, set_cuda_aware, set_transport, staging_stats
+from .device.cuda_probe import cuda_aware_report
 
 __all__ = ["cuda_aware", "cuda_aware_report", "cupy_status", "device_path", "set_cuda_aware",
            "staging_stats", "release_staging", "local_rank", "device_precheck", "no_gpu_reason",
@@ -125,11 +125,11 @@ def _mps_info():
 
 
 def mps_status(comm=None):
-    """Collective: does this rank share its GPU with others, and does MPS serve them?
+    """Whether this rank shares its GPU with others, and whether MPS serves them.
 
-    A dict (see :func:`mpicoll.device.mps.mps_status`): ``shared``, ``ranks_on_gpu``,
-    ``mps`` (an MPS control daemon serves this process), ``advice`` (None, or
-    the command that starts one, ``nvidia-cuda-mps-control -d``). The answer is
+    Collective. A dict (see :func:`mpicoll.device.mps.mps_status`): ``shared``,
+    ``ranks_on_gpu``, ``mps`` (an MPS control daemon serves this process), ``advice``
+    (None, or the command that starts one, ``nvidia-cuda-mps-control -d``). The answer is
     kept: :func:`device_path` reports it from then on.
     """
     from .device import mps as _mps
@@ -148,16 +148,19 @@ def _ipc_support(buf=None):
 
 
 def ipc_stats(comm=None):
-    """This rank's IPC counters on ``comm`` (default COMM_WORLD): ``{(library, device):
-    {opens, closes, hits, invalidated, evicted, fused, nacks, sent_ipc, recv_ipc, ...,
-    mappings}}`` -- empty before the first device call on it. Messages that fell back
-    count as ``not_exportable`` (sender) or ``open_failed`` (receiver: its mapping failed
-    or was not the peer's allocation), with the first reason of each in
-    ``why_not_exportable`` / ``why_open_failed``; ``unverified``: mappings the driver
-    could not check."""
+    """This rank's IPC counters on ``comm`` (default COMM_WORLD).
+
+    ``{(library, device): {opens, closes, hits, invalidated, evicted, fused, nacks,
+    sent_ipc, recv_ipc, ..., mappings}}`` -- empty before the first device call on it.
+    Messages that fell back count as ``not_exportable`` (sender) or ``open_failed``
+    (receiver: its mapping failed or was not the peer's allocation), with the first reason
+    of each in ``why_not_exportable`` / ``why_open_failed``; ``unverified``: mappings the
+    driver could not check.
+    """
     from mpi4py import MPI
-    from .engine.context import existing_private_comm
+
     from .device.ipc import ipc_stats as stats
+    from .engine.context import existing_private_comm
     pcomm = existing_private_comm(comm if comm is not None else MPI.COMM_WORLD)
     return {} if pcomm is None else stats(pcomm)
 
@@ -195,9 +198,11 @@ def _node_rank_size(comm):
 
 
 def device_precheck():
-    """(usable, reason) for this rank alone, without communicating: CuPy, a device, and
-    a valid ``MPICOLL_DEVICE`` -- what entry points check on every rank before they
-    agree to run on the GPU."""
+    """(usable, reason) for this rank alone, without communicating.
+
+    CuPy, a device, and a valid ``MPICOLL_DEVICE`` -- what entry points check on every rank
+    before they agree to run on the GPU.
+    """
     ok, why = cupy_status()
     forced = os.environ.get("MPICOLL_DEVICE", "").strip()
     if ok and forced:
@@ -210,8 +215,10 @@ def device_precheck():
 
 
 def no_gpu_reason(comm=None):
-    """Collective: None when every rank has a usable GPU, else why not, the same text on
-    every rank ("no usable GPU on rank 1: ..." / "on any of the 4 ranks: ...").
+    """Collective: None when every rank has a usable GPU, else why not.
+
+    The same text on every rank ("no usable GPU on rank 1: ..." / "on any of the 4 ranks:
+    ...").
 
     Every rank runs :func:`device_precheck` on its own and the verdicts are
     exchanged, so an entry point can stop on every rank at the same point
@@ -283,5 +290,6 @@ def nccl_status():
 
 if __name__ == "__main__":
     import sys
+
     from .device.gpu_env import main
     raise SystemExit(main(sys.argv[1:]))

@@ -77,9 +77,12 @@ def _data(rng, count, dtype, opname):
 
 
 def _draw(rng, size, max_count, layout=None, prefer=None):
-    """One random case, the same on every rank; ``layout``: the communicator's nodes (the
-    algorithms that cannot run on them -- the shm ones across nodes -- are not drawn);
-    ``prefer``: the algorithm taken wherever the drawn primitive has one by that name."""
+    """One random case, the same on every rank.
+
+    ``layout``: the communicator's nodes (the algorithms that cannot run on them -- the
+    shm ones across nodes -- are not drawn); ``prefer``: the algorithm taken wherever the
+    drawn primitive has one by that name.
+    """
     import mpicoll
 
     def runs(fn, commutative):
@@ -381,9 +384,10 @@ def soak(comm=None, calls=10000, seed=1, max_count=20000, p2p=True, check=None,
     ``check``: None (leave the mode alone) or a mode for :func:`mpicoll.engine.call.set_check`.
     ``progress``: called as ``progress(i, summary_so_far)`` on rank 0 every tenth of the run.
     """
-    from .engine.call import set_check
     from .core.topology import layout
-    from .device.shm import node_shm, stats as shm_stats
+    from .device.shm import node_shm
+    from .device.shm import stats as shm_stats
+    from .engine.call import set_check
     from .engine.context import private_comm
     comm = MPI.COMM_WORLD if comm is None else comm
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -523,6 +527,7 @@ def check_cost(comm=None, rounds=7, iters=2000):
     other processes affects all of them alike. Returns {call: {mode: seconds}}.
     """
     import mpicoll
+
     from .engine.call import set_check
     from .engine.context import private_comm
     comm = MPI.COMM_WORLD if comm is None else comm
@@ -606,6 +611,7 @@ def _check_cost_main(args):
 
 
 def main(argv=None):
+    """``python -m mpicoll.soak`` on ``argv`` (default: the command line); the exit status."""
     ap = argparse.ArgumentParser(prog="python -m mpicoll.soak", description=__doc__.split("\n")[0])
     ap.add_argument("--calls", type=int, default=10000, help="random calls (default 10000)")
     ap.add_argument("--seed", type=int, default=1)

@@ -1,7 +1,8 @@
 """tests/ mirrors the package: test modules here (serial, and those launching MPI jobs) and
 in tests/mpi/ (run under mpiexec); their helpers and stand-ins (launch, mpifamily, refdata,
 fakedevice, fake_cupy, plans_by_hand, ...) live in tests/support/, put on the path here so
-that ``from launch import run_mpi`` works from any test module."""
+that ``from launch import run_mpi`` works from any test module.
+"""
 import os
 import sys
 
@@ -17,9 +18,10 @@ collect_ignore = [] if "--with-mpi" in sys.argv else ["mpi"]
 
 @pytest.fixture(scope="session")
 def family_python():
-    """family -> (python, None) or (None, reason): an interpreter whose mpi4py uses that MPI
+    """MPI family -> (python, None) or (None, reason): an interpreter whose mpi4py uses that MPI
     family (this one, or a venv with the family's wheel, built once:
-    tests/support/mpifamily.py)."""
+    tests/support/mpifamily.py).
+    """
     import mpifamily
     found = {}
 

@@ -13,7 +13,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from launch import run_mpi
 
 import mpicoll
@@ -384,6 +383,7 @@ def _write_table(path, rules):
 
 def test_auto_reads_the_tuning_table(tmp_path, monkeypatch):
     from mpi4py import MPI
+
     from mpicoll.core import defaults as _defaults
     rules_only = {}
     monkeypatch.setenv("MPICOLL_TUNING", "none")
@@ -460,8 +460,9 @@ def test_build_rules_picks_measured_best():
 
 def test_trace_hooks_cost_nothing_when_unset():
     from mpi4py import MPI
-    from mpicoll.engine import context as _context
+
     from mpicoll.device import reduce as _ops
+    from mpicoll.engine import context as _context
     assert _context.trace_hook is None and _ops.trace_hook is None
     pcomm = _context.private_comm(MPI.COMM_SELF)
     assert type(_context.Ctx(pcomm, "allreduce", "ring")) is _context.Ctx
@@ -483,7 +484,8 @@ def test_trace_hooks_cost_nothing_when_unset():
 def test_symmetric_buffers(tmp_path, shared):
     """--xp shm: every row on arrays in the node's shared memory, checked; the shm rows read
     them in place (shm-view); with --shared-result the shm rows of allreduce and allgather
-    write one result for the node and read nothing back for it."""
+    write one result for the node and read nothing back for it.
+    """
     args = ["all", "--sizes", "8,200000", "-n", "2", "-w", "1", "--xp", "shm", "-J", "out.jsonl",
             "--csv", "out.csv", "--algorithm", "raw,native,shm,ring"]
     proc, text = bench(3, args + (["--shared-result"] if shared else []), tmp_path)
@@ -551,6 +553,7 @@ class _FakeNccl:
 
     There is no NCCL_INT16, as in NCCL.
     """
+
     NCCL_INT8, NCCL_UINT8, NCCL_INT32, NCCL_UINT32 = 0, 1, 2, 3
     NCCL_INT64, NCCL_UINT64, NCCL_FLOAT16, NCCL_FLOAT32, NCCL_FLOAT64 = 4, 5, 6, 7, 8
     NCCL_SUM, NCCL_PROD, NCCL_MAX, NCCL_MIN = 0, 1, 2, 3
@@ -628,6 +631,7 @@ def _other_gpu(x, r):
 
 def test_nccl_dtype_and_op_codes():
     from mpi4py import MPI
+
     from mpicoll.bench import nccl
     f = _FakeNccl()
     assert nccl.dtype_code(f, np.float32) == f.NCCL_FLOAT32
@@ -695,7 +699,8 @@ def test_nccl_skips_shared_gpus_and_failures():
 
 def test_nccl_tries_multi_rank_mode_on_a_shared_gpu_from_2_30(monkeypatch):
     """Ranks on one GPU: skipped before NCCL 2.30 (the reason says what would work); from 2.30
-    the communicator is tried with NCCL_MULTI_RANK_GPU_ENABLE=1, a failure naming that."""
+    the communicator is tried with NCCL_MULTI_RANK_GPU_ENABLE=1, a failure naming that.
+    """
     from mpicoll.bench import nccl
     assert [nccl.version_text(v) for v in (22805, 23000, 2708, None)] == [
         "2.28.5", "2.30.0", "2.7.8", "unknown"]
@@ -792,6 +797,7 @@ def test_nccl_calls_give_the_checked_result(prim, dtype, opname):
 
 def test_nccl_column_skips_primitives_without_a_collective():
     from mpi4py import MPI
+
     from mpicoll.bench import nccl
     col = nccl.Column(_FakeNccl(), _FakeNcclComm(2, (), 0), "float32", _FakeAM())
     for prim in ("gather", "scatter", "alltoall", "barrier"):
@@ -806,6 +812,7 @@ def test_nccl_column_skips_primitives_without_a_collective():
 
 def test_nccl_is_wanted_when_listed_or_all_on_gpus():
     from types import SimpleNamespace as NS
+
     from mpicoll.bench import nccl
     assert nccl.wanted(NS(algorithms=["ring", "nccl"], xp="numpy"))
     assert nccl.wanted(NS(algorithms=["all"], xp="cupy"))
@@ -911,6 +918,7 @@ def fake_cupy(monkeypatch):
 
 def test_xp_cupy_selects_a_device_and_records_it(fake_cupy):
     from mpi4py import MPI
+
     from mpicoll.bench import provenance
     am = specs.ArrayModule("cupy", MPI.COMM_SELF)
     assert am.xp is fake_cupy and am.stream_ptr() == 99 and am.path in ("staged", "cuda-aware")
@@ -949,9 +957,10 @@ def _need_torch():
 
 @pytest.mark.parametrize("n", [2, 3])
 def test_torch_columns_rows_skips_and_provenance(tmp_path, n):
-    """gloo and torch-mpicoll rows for every primitive torch has a call for (checked like
+    """Gloo and torch-mpicoll rows for every primitive torch has a call for (checked like
     every row, path = the column), a skip record with the reason for the others, both
-    columns in the provenance and the end record."""
+    columns in the provenance and the end record.
+    """
     torch = _need_torch()
     proc = run_mpi(n, BENCH + ["all", "--algorithm", "ring,gloo,torch-mpicoll", "--sizes",
                                "8,4K", "-n", "2", "-w", "1", "-r", str(n - 1), "-J", "out.jsonl"],
@@ -979,7 +988,8 @@ def test_torch_columns_rows_skips_and_provenance(tmp_path, n):
 
 def test_torch_mpicoll_column_with_an_algorithm_runs_it(tmp_path):
     """torch-mpicoll:ring runs ring through torch (its traffic is ring's) and skips the
-    primitives that have no ring."""
+    primitives that have no ring.
+    """
     _need_torch()
     proc = run_mpi(3, BENCH + ["all", "--algorithm", "torch-mpicoll:ring", "--sizes", "64",
                                "-n", "1", "-w", "0", "-J", "out.jsonl"],
@@ -1006,7 +1016,8 @@ NO_TORCH_ON_RANK_1 = (
 
 def test_torch_column_wrong_results_are_caught_and_missing_torch_skips(tmp_path):
     """A gloo all_reduce that computes nothing fails the check (#wrong, exit 1); torch
-    missing on one rank skips the torch columns on every rank, naming that rank."""
+    missing on one rank skips the torch columns on every rank, naming that rank.
+    """
     _need_torch()
     args = ["allreduce", "--algorithm", "ring,gloo", "--sizes", "64", "-n", "1", "-w", "0"]
     proc = run_mpi(2, [PY, "-c", WRONG_GLOO, *args, "-J", "wrong.jsonl"], timeout=TIMEOUT,

@@ -9,7 +9,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from launch import ROOT, run_mpi
 
 import mpicoll
@@ -53,8 +52,10 @@ def test_overlap_reports_osu_columns(tmp_path):
 def test_latency_on_device_arrays_stages_the_raw_face(tmp_path, capsys):
     """``table`` on device buffers (here a counting stand-in of ArrayModule, staged path):
     raw copies to the host and back around each mpi4py call, every face is recorded with
-    the buffers it ran on, and the result check reads the device result through to_host."""
+    the buffers it ran on, and the result check reads the device result through to_host.
+    """
     from mpi4py import MPI
+
     from mpicoll.bench.latency import FACES, table
 
     class Counting:

@@ -13,7 +13,6 @@ from types import SimpleNamespace as NS
 
 import numpy as np
 import pytest
-
 from launch import run_mpi
 
 import mpicoll

@@ -12,10 +12,10 @@ import sys
 
 import numpy as np
 import pytest
+from launch import ROOT, SUPPORT, run_mpi, timed_out
 
 import mpicoll
 import mpicoll.gpu
-from launch import ROOT, SUPPORT, run_mpi, timed_out
 
 TIMEOUT = 120
 FAST = ["--sleep-scale", "0.05"]
@@ -77,7 +77,8 @@ def by_rank(found, when, what):
 
 def parse_table(out):
     """Traffic rows: {(primitive, algorithm): dict(k, claim, exact, measured, msgs, status,
-    reads)}; ``reads``: the figures are elements read from peers' memory, not sent."""
+    reads)}; ``reads``: the figures are elements read from peers' memory, not sent.
+    """
     rows = {}
     for line in out.splitlines():
         m = _ROW.match(line)
@@ -149,7 +150,8 @@ def ceil_log2(n):
 
 def check_table(out, n, k=5, root=0, algos=None, device=False):
     """Every row agrees; the key algorithms' per-rank numbers match closed forms computed here.
-    ``device``: the table ran on device arrays (the host-only shm algorithms are left out)."""
+    ``device``: the table ran on device arrays (the host-only shm algorithms are left out).
+    """
     rows = parse_table(out)
     if algos is None:
         algos = {p: [a for a in mpicoll.algorithms(p) if a != "native" and not (
@@ -262,7 +264,8 @@ def test_demo_default(n):
 
 def test_demo_on_simulated_nodes():
     """Two nodes of two: the node-aware plans are recorded on the communicator's nodes (their
-    counts agree with the run's), and the shm algorithms, which need one node, are left out."""
+    counts agree with the run's), and the shm algorithms, which need one node, are left out.
+    """
     out = ok(demo(4, *FAST, env={"MPICOLL_NODES": "2"}))
     prims = ("bcast", "reduce", "allreduce", "gather", "allgather", "scatter", "reduce_scatter",
              "alltoall", "barrier")

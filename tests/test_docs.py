@@ -98,7 +98,8 @@ def test_timeline_rejects_unmatched_plans():
 
 def test_contributor_example_records_a_plan():
     """docs/examples/my_algo.py (the contributor's guide) registers and records at N = 1..5
-    (in a subprocess: the registry of this process stays as it is)."""
+    (in a subprocess: the registry of this process stays as it is).
+    """
     code = (
         "import sys; sys.path[:0] = ['docs/examples', 'docs/_ext']\n"
         "import my_algo, plandraw\n"

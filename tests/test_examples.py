@@ -11,10 +11,18 @@ import sys
 
 import numpy as np
 import pytest
+from launch import ROOT, run_mpi, timed_out
+from test_demo import (
+    FAKE_GPU,
+    by_rank,
+    expected_walk,
+    parse_lead,
+    parse_printed,
+    same_values,
+    split,
+)
 
 import mpicoll.gpu
-from launch import ROOT, run_mpi, timed_out
-from test_demo import FAKE_GPU, by_rank, expected_walk, parse_lead, parse_printed, same_values, split
 
 TIMEOUT = 120
 SIZES = [1, 2, 3, 4, 5]

@@ -8,7 +8,6 @@ import os
 import sys
 
 import pytest
-
 from launch import ROOT, run_mpi, timed_out
 
 TIMEOUT = 90          # seconds before the launcher kills a hung job (the jobs end in about one)
@@ -62,7 +61,8 @@ def test_agreed_argument_error_ends_the_job():
     """A bad argument on one rank raises on every rank; the job ends non-zero. Every
     rank raises, so up to N tracebacks are printed (whichever ranks print before the
     first MPI_Abort lands); rarely none survives the abort (hydra kills the proxies
-    before they forward the last stderr bytes: reported against mpicoll/_failfast.py)."""
+    before they forward the last stderr bytes: reported against mpicoll/_failfast.py).
+    """
     n = 3
     proc, out = run(n, [sys.executable, SCRIPT, "agreed"])
     assert proc.returncode != 0, out

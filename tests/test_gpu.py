@@ -32,7 +32,8 @@ def test_override(monkeypatch, value, expected):
 
 def test_the_ucx_setup_of_gpu_env_is_named_as_the_source(monkeypatch, tmp_path):
     """The exports of `python -m mpicoll.gpu env` (from a stand-in libucx folder) make the
-    report say the decision rests on UCX point-to-point; a part of them missing does not."""
+    report say the decision rests on UCX point-to-point; a part of them missing does not.
+    """
     from mpicoll.device import gpu_env as _gpu_env
     lib = tmp_path / "libucx" / "lib"
     lib.mkdir(parents=True)

@@ -126,7 +126,8 @@ def _libmpi_of_this_venv():
     in the venv's lib/): the new venv sees this one's packages through a .pth file but looks
     for libmpi under its own prefix, where no wheel was installed (on the GPU machine the
     carried mpich wheel puts it there). Without it the test would pass only where a system
-    libmpi happens to be installed."""
+    libmpi happens to be installed.
+    """
     found = sorted(glob.glob(os.path.join(sys.prefix, "lib", "libmpi.so.*")))  # not the .so stub
     return {"MPI4PY_LIBMPI": found[0]} if found else {}
 
@@ -134,7 +135,8 @@ def _libmpi_of_this_venv():
 def test_offline_install_from_carried_wheels(tmp_path):
     """--wheels DIR (the GPU machine has no network): a plain venv that sees the interpreter's
     own packages through a .pth file, DIR's wheels installed with --no-index, the checkout on
-    PYTHONPATH; then the run goes on as usual."""
+    PYTHONPATH; then the run goes on as usual.
+    """
     if mpicoll.gpu.cupy_status()[0]:
         pytest.skip("CuPy works here: the GPU steps would run for real")
     wheels, venv, out = tmp_path / "whl", tmp_path / "venv", tmp_path / "out"
@@ -161,7 +163,8 @@ def test_offline_install_from_carried_wheels(tmp_path):
 
 def test_targets_table_from_bench_records(tmp_path):
     """scripts/gpu_targets.py: the best checked hand-written row per size, native/nccl and
-    wrong rows ignored, the 8-byte time only for N = 4 with MPS on, unmeasured sizes named."""
+    wrong rows ignored, the 8-byte time only for N = 4 with MPS on, unmeasured sizes named.
+    """
     sys.path.insert(0, os.path.join(ROOT, "scripts"))
     try:
         import gpu_targets
@@ -199,7 +202,8 @@ def test_targets_table_from_bench_records(tmp_path):
 
 def test_latency_table_from_latency_records(tmp_path):
     """scripts/gpu_targets.py's per-face table: 8-byte rows only, the goal applied to the
-    agree face at N = 4 with MPS on, other runs marked, no records named."""
+    agree face at N = 4 with MPS on, other runs marked, no records named.
+    """
     sys.path.insert(0, os.path.join(ROOT, "scripts"))
     try:
         import gpu_targets
@@ -231,7 +235,8 @@ def test_latency_table_from_latency_records(tmp_path):
 def test_a_spent_budget_skips_steps_but_writes_run_md(tmp_path):
     """--budget: a step with under 15 s left (after the reserve for the reports) is not
     started but recorded as skipped; the reports and RUN.md are still written, and RUN.md
-    names what did not run. A junk budget is refused before anything runs."""
+    names what did not run. A junk budget is refused before anything runs.
+    """
     out = tmp_path / "out"
     r = run("--quick", "--no-install", "--out", str(out), "--budget", "40", timeout=120,
             env={"MPICOLL_NVIDIA_SMI": fake_smi(tmp_path, "GPU 0: Stand-in GPU\\n"),
@@ -252,7 +257,8 @@ def test_a_spent_budget_skips_steps_but_writes_run_md(tmp_path):
 def test_mps_that_cannot_serve_is_stopped_and_the_run_is_packed(tmp_path):
     """An MPS daemon that starts but cannot serve a CUDA client (mps-probe: no CuPy here) is
     stopped at once and its runs are skipped; --pack leaves the whole output as one archive
-    with RUN.md and steps.tsv beside it (the H200 hands back only a few files)."""
+    with RUN.md and steps.tsv beside it (the H200 hands back only a few files).
+    """
     if mpicoll.gpu.cupy_status()[0]:
         pytest.skip("CuPy works here: the probe would pass")
     calls = tmp_path / "mps-calls"
@@ -292,7 +298,8 @@ FAKE_CUPY = os.path.join(ROOT, "tests", "support", "fake_cupy")
 def _fake_libucx(tmp_path):
     """A stand-in for the libucx wheel: a ``libucx`` package whose libraries are the mpich
     wheel's own UCX (built without CUDA -- enough for the CuPy stand-in's arrays, which are
-    host memory), so the aware transport's exports load a real UCX; None without one."""
+    host memory), so the aware transport's exports load a real UCX; None without one.
+    """
     src = os.path.join(sys.prefix, "lib", "mpich")
     if not all(os.path.exists(os.path.join(src, n)) for n in _gpu_env._LIBS):
         return None
@@ -314,7 +321,8 @@ def test_the_whole_proof_passes_on_the_stand_ins(tmp_path):
     that starts. Every step must pass -- the tests, bench and latency on each transport and
     MPS state, the demo, the example, the reports -- and the targets table must be filled
     from the records with the path that moved the messages: the one run on a lent GPU must
-    not be lost to bookkeeping. (The figures are the CPU's; nothing here is about speed.)"""
+    not be lost to bookkeeping. (The figures are the CPU's; nothing here is about speed.)
+    """
     if mpicoll.gpu.cupy_status()[0]:
         pytest.skip("CuPy works here: the stand-in would hide it")
     if not os.path.exists(os.path.join(sys.prefix, "bin", "mpiexec")):

@@ -12,15 +12,22 @@ import subprocess
 import sys
 
 import pytest
-
 from launch import run_mpi
 
 import mpicoll
-from mpicoll.core.topology import Layout
 from mpicoll.bench.costs import COSTS, cost2, link_split
 from mpicoll.bench.model import hand_written, model_time2
-from mpicoll.bench.plancost import (Levels, block_layout, count_of, hierarchical_inter,
-                                    hierarchical_time, layout_plans, plan_cost, plan_time2)
+from mpicoll.bench.plancost import (
+    Levels,
+    block_layout,
+    count_of,
+    hierarchical_inter,
+    hierarchical_time,
+    layout_plans,
+    plan_cost,
+    plan_time2,
+)
+from mpicoll.core.topology import Layout
 from mpicoll.sched.inspect import plan_of
 
 PY = sys.executable
@@ -73,7 +80,8 @@ def test_hierarchical_allreduce_beats_flat_when_inter_node_links_are_slow(tmp_pa
 def test_without_link_sharing_recursive_doubling_is_already_node_aware():
     """With every message priced alone (no shared node link), recursive doubling on blocks
     of 2^k ranks crosses nodes only log2(N/K) times, as the hierarchical algorithm does,
-    and skips its two intra phases: the per-message model alone never prefers it."""
+    and skips its two intra phases: the per-message model alone never prefers it.
+    """
     lv = SLOW_INTER._replace(link_alpha=0.0, link_beta=0.0)
     for N in (16, 64, 1024):
         rd = model_time2("allreduce", "recursive_doubling", N, 8, 8, lv)
@@ -114,7 +122,8 @@ def test_equal_levels_price_plans_as_the_one_level_plan_model():
 
 def test_hierarchical_allreduce_plan_price_is_the_sum_of_its_phases():
     """N = 6 on nodes [0 1 2][3 4 5]: the leaders' messages, read off their plans, are a
-    binomial reduce in the node, an exchange between leaders, a binomial bcast."""
+    binomial reduce in the node, an exchange between leaders, a binomial bcast.
+    """
     lay = Layout([0, 0, 0, 1, 1, 1])
     count, itemsize = 256, 4
     n = count * itemsize
@@ -144,8 +153,9 @@ def test_hierarchical_allreduce_plan_price_is_the_sum_of_its_phases():
 
 @pytest.mark.parametrize("prim", ["allreduce", "reduce", "bcast", "allgather"])
 def test_hierarchical_phases_equal_its_plans_on_equal_blocks(prim):
-    """predict's shortcut (phases on K ranks and on N/K leaders) against pricing every
-    rank's recorded plan, node links shared or not, small and large messages."""
+    """Predict's shortcut (phases on K ranks and on N/K leaders) against pricing every
+    rank's recorded plan, node links shared or not, small and large messages.
+    """
     for lv in (SLOW_INTER, SLOW_INTER._replace(link_alpha=0.0, link_beta=0.0)):
         for N, K in ((8, 2), (16, 4), (32, 8), (32, 4)):
             for nb in (8, 1 << 18):

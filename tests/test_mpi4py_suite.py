@@ -36,7 +36,6 @@ import tarfile
 import tempfile
 
 import pytest
-
 from launch import ROOT, run_mpi, timed_out
 
 RUNNER = os.path.join(ROOT, "tests", "support", "mpi4py_suite.py")
@@ -120,7 +119,8 @@ def mpi4py_tests():
 
 def _expected_faces(names, modules):
     """The overridden methods the chosen modules must call: blocking ones (cco_buf,
-    cco_vec), I... ones (cco_nb_*), ..._init ones (cco_pr_*)."""
+    cco_vec), I... ones (cco_nb_*), ..._init ones (cco_pr_*).
+    """
     def face(name):
         if name.endswith("_init"):
             return "persistent"

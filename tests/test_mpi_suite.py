@@ -23,9 +23,8 @@ Settings:
 import os
 import re
 
-import pytest
-
 import mpifamily
+import pytest
 from launch import HERE_MPI, run_mpi, timed_out
 
 DEFAULT_SIZES = {"mpich": "1,2,3,4,5,8", "openmpi": "1,2,3,4"}
@@ -89,7 +88,8 @@ ONE_RANK_FAILS = os.path.join(HERE_MPI, "one_rank_fails.py")
 def test_one_rank_failing_ends_the_job(family, mpi4py_main, family_python):
     """A test that fails on one rank while the others pass and wait in the next test's
     collective: the job ends at once with a failure (with or without ``python -m mpi4py``),
-    it is not left to the time limit."""
+    it is not left to the time limit.
+    """
     python, why = family_python(family)
     if python is None:
         pytest.skip(f"no {family} environment: {why}")

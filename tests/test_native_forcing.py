@@ -12,9 +12,8 @@ picks the families as for the MPI suite.
 import json
 import sys
 
-import pytest
-
 import mpifamily
+import pytest
 from launch import run_mpi, timed_out
 
 #: Three allreduce algorithms of different shapes, by each library's names.

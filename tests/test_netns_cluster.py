@@ -35,7 +35,6 @@ import sys
 import time
 
 import pytest
-
 from launch import ROOT, mpi_env, run_bounded
 
 SCRIPT = os.path.join(ROOT, "scripts", "netns_cluster.sh")
@@ -240,7 +239,8 @@ def test_hydra_check_survives_a_version_written_in_pieces(cluster, tmp_path):
     on the real hydra: under pipefail, `--version | grep -q HYDRA` fails when grep quits at the
     first match and the next write of the version text meets a closed pipe (SIGPIPE). A stand-in
     hydra that writes the banner first and the rest later must pass, and be run with the
-    namespace launcher's options."""
+    namespace launcher's options.
+    """
     fake = tmp_path / "mpiexec"
     fake.write_text("#!/bin/bash\n"
                     "if [[ $1 == --version ]]; then\n"
@@ -264,7 +264,8 @@ def test_hydra_check_survives_a_version_written_in_pieces(cluster, tmp_path):
 def test_hierarchical_matrix_across_hosts(cluster, spec, matrix):
     """The node-aware algorithms on real (namespace) nodes: tests/mpi/test_hierarchical.py
     (its layout test checks mpicoll saw the hosts) and, on the uneven layout, the generated
-    matrix's blocking face (the other faces run the same plans: CI time is short)."""
+    matrix's blocking face (the other faces run the same plans: CI time is short).
+    """
     argv = [sys.executable, "-m", "mpi4py", "-m", "pytest", "--with-mpi", "-q", "--color=no",
             "-p", "no:cacheprovider", "--timeout=300", "--timeout-method=thread",
             "tests/mpi/test_hierarchical.py"]

@@ -7,7 +7,6 @@ same elements and messages, sent and received, on every rank, at every N
 from 1 to 9, for even and uneven counts and every root. Serial and fast.
 """
 import pytest
-
 from plans_by_hand import HAND, per_rank
 
 from mpicoll.core.blocks import split

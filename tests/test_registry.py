@@ -14,14 +14,13 @@ import re
 import sys
 
 import pytest
-
 from launch import run_mpi
 from test_demo import by_rank, check_table, check_walk, parse_printed, parse_table
 
 import mpicoll
-from mpicoll.core.registry import _REGISTRY, register
 from mpicoll.bench.costs import COSTS, cost
 from mpicoll.bench.plancost import plan_cost
+from mpicoll.core.registry import _REGISTRY, register
 
 TIMEOUT = 300
 N = 3

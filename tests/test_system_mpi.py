@@ -30,7 +30,6 @@ import sys
 import time
 
 import pytest
-
 from launch import HERE_MPI, ROOT, run_mpi, timed_out
 
 PACKAGES = ["openmpi-bin", "libopenmpi-dev"]

@@ -15,8 +15,7 @@ import sys
 
 import numpy as np
 import pytest
-
-from launch import ROOT, run_mpi
+from launch import run_mpi
 from test_demo import expected_walk, same_values
 
 pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
@@ -39,7 +38,8 @@ def tensor_values(text):
 
 def parse(out):
     """{(when, what): {rank: value}} of the printed lines; lines of ranks may run into each
-    other (the seed warns of it), so matches are found anywhere in the text."""
+    other (the seed warns of it), so matches are found anywhere in the text.
+    """
     got = {}
     for m in _LINE.finditer(out):
         got.setdefault((m.group(1), m.group(2)), {})[int(m.group(3))] = tensor_values(m.group(4))

@@ -13,7 +13,8 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll.sched.inspect import Len as A, call_arrays_v
+from mpicoll.sched.inspect import Len as A
+from mpicoll.sched.inspect import call_arrays_v
 from mpicoll.sched.plan import COPY, IRECV, RECV, REDUCE, SENDRECV
 from mpicoll.sched.record import record
 

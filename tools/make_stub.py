@@ -168,6 +168,7 @@ def render():
 
 
 def main():
+    """Write the stub, or with ``--check`` compare it with the file; the exit status."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="compare instead of writing")
     args = ap.parse_args()

@@ -12,8 +12,8 @@ import operator
 import numpy as np
 from mpi4py import MPI
 
-from ..device.arrays import adapter_of, data_ptr, empty
 from ..core.errors import ArgumentError, ArgumentTypeError, describe
+from ..device.arrays import adapter_of, data_ptr, empty
 
 __all__ = ["is_device", "as_array", "check_dtype", "same_dtype", "same_memory",
            "check_size", "check_root", "check_counts", "check_no_alias", "IN_PLACE", "ENTRIES",
@@ -104,6 +104,7 @@ def same_memory(name_a, a, name_b, b):
 
 
 def same_dtype(name_a, a, name_b, b):
+    """Raise unless ``b`` (argument ``name_b``) has the dtype of ``a`` (argument ``name_a``)."""
     if a.dtype != b.dtype:
         raise ArgumentError(
             f"{name_b}: expected dtype {a.dtype} (the dtype of {name_a}); got {b.dtype}",
@@ -122,12 +123,14 @@ def check_no_alias(send_name, send, recv_name, recv):
 
 
 def check_size(argname, arr, expected, how):
+    """Raise unless ``arr`` has ``expected`` elements (``how``: where that number comes from)."""
     if arr.size != expected:
         raise ArgumentError(
             f"{argname}: expected {expected} elements ({how}); got {arr.size}", MPI.ERR_COUNT)
 
 
 def check_root(root, size, argname="root"):
+    """``root`` as an int, checked to be a rank of a communicator of ``size`` ranks (else raise)."""
     if isinstance(root, (bool, np.bool_)) or not _is_index(root):
         raise ArgumentTypeError(
             f"{argname}: expected an integer rank in [0, {size - 1}]; got {describe(root)}",
@@ -188,8 +191,10 @@ def whole_blocks(argname, flat, n):
 
 
 def recv_array(argname, recvbuf, send, expected, how, alloc_shape):
-    """The receive buffer for ``send`` (a flat sendbuf): allocated when None, else
-    checked for dtype, size (``expected`` elements) and overlap with ``send``.
+    """The receive buffer for ``send`` (a flat sendbuf).
+
+    Allocated when None, else checked for dtype, size (``expected`` elements) and overlap
+    with ``send``.
 
     Returns (the object to hand back to the caller, its flat view).
     """

@@ -210,8 +210,10 @@ def role(sendbuf):
 
 
 def parse_vec(argname, spec, bnd, how, size):
-    """A v-buffer spec -> :class:`~.vbuffers.VSpec` over ``size`` ranks; a derived datatype is
-    packed or viewed by ``bnd`` (``how``: send, recv or inout)."""
+    """A v-buffer spec -> :class:`~.vbuffers.VSpec` over ``size`` ranks.
+
+    A derived datatype is packed or viewed by ``bnd`` (``how``: send, recv or inout).
+    """
     def derived(argname, buf, counts, displs, datatype):
         bnd.given[argname] = datatype
         if buf is None or buf is MPI.BOTTOM:
@@ -225,8 +227,11 @@ def parse_vec(argname, spec, bnd, how, size):
 
 
 def reduction_bufs(bnd, sendbuf, recvbuf, op, keep):
-    """(send, recv) of a reduction in mpi4py's forms (Scan, Exscan); ``keep``: recvbuf is read
-    too (its old contents stay where MPI leaves the result undefined)."""
+    """(send, recv) of a reduction in mpi4py's forms (Scan, Exscan).
+
+    ``keep``: recvbuf is read too (its old contents stay where MPI leaves the result
+    undefined).
+    """
     s = parse_bufspec("sendbuf", sendbuf, bnd=bnd)
     r = parse_bufspec("recvbuf", recvbuf, bnd=bnd, role="inout" if keep else role(s))
     if r is MPI.IN_PLACE:

@@ -55,10 +55,10 @@ import numpy as np
 from mpi4py import MPI
 from mpi4py.util import dtlib
 
-from .buffers import ENTRIES
-from ..device.arrays import adapter_of, empty
-from ..core.errors import ArgumentError, ArgumentTypeError, describe, non_negative
 from ..core.blocks import offsets, split
+from ..core.errors import ArgumentError, ArgumentTypeError, describe, non_negative
+from ..device.arrays import adapter_of, empty
+from .buffers import ENTRIES
 from .user_ops import EntryOp
 
 __all__ = ["is_derived", "TypeInfo", "type_info", "byte_view", "Boundary"]
@@ -155,8 +155,11 @@ _pack_plain = None
 
 
 def _check_pack_format():
-    """MPI_Pack of this MPI must be the raw bytes of the signature (it is on homogeneous
-    systems: MPICH, Open MPI); then packed data and plain arrays agree across ranks."""
+    """Check that MPI_Pack of this MPI gives the raw bytes of the signature.
+
+    It must, and it does on homogeneous systems (MPICH, Open MPI); then packed data and
+    plain arrays agree across ranks.
+    """
     global _pack_plain
     if _pack_plain is None:
         t = MPI.Datatype.Create_struct([1, 1], [0, 8], [MPI.INT, MPI.DOUBLE]).Commit()
@@ -507,16 +510,20 @@ class Boundary:
 
     # -- completion ----------------------------------------------------
     def pack(self):
+        """Pack every input buffer (caller's memory -> flat array)."""
         for conv in self.inputs:
             conv.pack()
 
     def unpack(self):
+        """Unpack every output buffer (flat array -> caller's memory)."""
         for conv in self.outputs:
             conv.unpack()
 
     def finish(self, call):
-        """After the core ran the call: unpack now (blocking), at completion (nonblocking),
-        or around every Start (persistent)."""
+        """Unpack after the core ran the call.
+
+        Now (blocking), at completion (nonblocking), or around every Start (persistent).
+        """
         if not self.inputs and not self.outputs:
             return
         if call.kind is None:
@@ -534,8 +541,10 @@ class Boundary:
 
 
 def _entry_bytes(info, comm):
-    """The byte offsets (from an entry's start) that one entry of ``info`` touches:
-    MPI_Unpack of one entry of 0xFF bytes into zeros, read back."""
+    """The byte offsets (from an entry's start) that one entry of ``info`` touches.
+
+    MPI_Unpack of one entry of 0xFF bytes into zeros, read back.
+    """
     scratch = np.zeros(info.true_ub - info.true_lb, np.uint8)
     at = scratch.__array_interface__["data"][0] - info.true_lb   # the entry's start
     info.dt.Unpack(np.full(info.size, 0xFF, np.uint8), 0,
@@ -544,9 +553,10 @@ def _entry_bytes(info, comm):
 
 
 def _check_written_once(argname, info, spans, comm, block):
-    """MPI forbids a receive that writes any location twice: the receive ``spans``
-    (byte offset, entries; one per rank for a v-buffer) must touch disjoint bytes --
-    across blocks, and between the entries of one block (a resized datatype).
+    """Raise if the receive ``spans`` write any location twice (MPI forbids it).
+
+    The spans (byte offset, entries; one per rank for a v-buffer) must touch disjoint
+    bytes -- across blocks, and between the entries of one block (a resized datatype).
 
     Blocks whose byte ranges do not meet, of a datatype whose entries do not
     either, pass at once. Otherwise (the interleaving idiom: a vector type resized

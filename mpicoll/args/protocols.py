@@ -33,8 +33,8 @@ import sys
 import numpy as np
 from mpi4py import MPI
 
-from ..device.arrays import adapter_of
 from ..core.errors import ArgumentError, ArgumentTypeError, describe
+from ..device.arrays import adapter_of
 
 __all__ = ["as_base_array", "as_shared_array", "pointer_memory"]
 

@@ -39,12 +39,14 @@ class EntryOp(MPI.Op):
     """
 
     def __new__(cls, op, comm):
+        """Wrap user op ``op`` (same handle) for calls on ``comm``."""
         self = super().__new__(cls, op)
         self._comm = comm
         self.entries = None
         return self
 
     def Reduce_local(self, inbuf, inoutbuf):
+        """MPI's ``Reduce_local``; on packed entries, unpack both buffers, reduce, pack the result."""
         info = self.entries
         if info is None:
             return MPI.Op.Reduce_local(self, inbuf, inoutbuf)

@@ -22,9 +22,9 @@ import numpy as np
 from mpi4py import MPI
 from mpi4py.util import dtlib
 
-from .buffers import is_device
-from ..core.errors import ArgumentError, ArgumentTypeError, describe, non_negative
 from ..core.blocks import offsets, split
+from ..core.errors import ArgumentError, ArgumentTypeError, describe, non_negative
+from .buffers import is_device
 
 __all__ = ["VSpec", "parse_vspec", "layout"]
 

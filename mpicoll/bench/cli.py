@@ -1,8 +1,8 @@
-"""Command line of ``python -m mpicoll.bench`` (nccl-tests' option names).
+r"""Command line of ``python -m mpicoll.bench`` (nccl-tests' option names).
 
 Measure (under mpirun/srun)::
 
-    python -m mpicoll.bench allreduce -b 8 -e 1M -f 4 -n 20 -w 5 -c 1 --algorithm all \\
+    python -m mpicoll.bench allreduce -b 8 -e 1M -f 4 -n 20 -w 5 -c 1 --algorithm all \
         -J out.jsonl --csv out.csv
     python -m mpicoll.bench all -b 8 -e 64K ...          # every primitive in one run
     python -m mpicoll.bench -p allreduce -b 8 ...        # the primitive as a flag
@@ -101,6 +101,7 @@ def sweep_options(p, *, b="8", e="1M", f=2.0, n=20, w=5, op=True):
 
 
 def build_parser():
+    """The argument parser of ``python -m mpicoll.bench`` and its commands."""
     top = argparse.ArgumentParser(
         prog="python -m mpicoll.bench", description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -161,6 +162,7 @@ def _hoist_primitive_flag(argv):
 
 
 def main(argv=None):
+    """Run ``python -m mpicoll.bench`` on ``argv`` (default: the command line); the exit status."""
     argv = _hoist_primitive_flag(list(sys.argv[1:] if argv is None else argv))
     args = build_parser().parse_args(argv)
     if args.command in PRIMITIVES + ("all",):

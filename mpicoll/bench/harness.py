@@ -23,7 +23,7 @@ from mpicoll.core.defaults import default_algorithm
 
 from . import raw as rawcol
 from . import torchdist
-from .specs import SPECS, Case, ArrayModule
+from .specs import SPECS, ArrayModule, Case
 from .units import dtype_label, fmt_size, iterations, size_sweep
 
 __all__ = ["Sweep", "time_calls", "algorithm_labels", "CHECK_NOTE"]
@@ -163,6 +163,7 @@ class Sweep:
                               and layout(private_comm(comm)).n_nodes == 1)
 
     def sizes(self, primitive):
+        """The message sizes (bytes) swept for ``primitive`` (barrier: 0 only)."""
         if primitive == "barrier":
             return [0]
         if getattr(self.opts, "sizes", None):
@@ -170,6 +171,11 @@ class Sweep:
         return size_sweep(self.opts.minbytes, self.opts.maxbytes, self.opts.stepfactor)
 
     def plan(self, primitives):
+        """The rows to run: {primitive: [(label, algorithm, forced name or None)]}.
+
+        Algorithms that cannot run here are left out (``self.refused`` says why); the raw
+        and reference columns are added where they apply (their skips go to ``self.ref_skips``).
+        """
         # "nccl", the torch columns and "raw" are not registered algorithms: their columns
         # add their rows.
         requested = [a for a in self.opts.algorithms
@@ -214,9 +220,11 @@ class Sweep:
 
     @property
     def nccl_skips(self):
+        """The NCCL column's skips: [(primitive, reason)]."""
         return self.ref_skips.get("nccl", [])
 
     def run(self, primitives):
+        """Run the sweep of ``primitives``: skip records, then every row; returns the total #wrong."""
         plan = self.plan(primitives)
         total = sum(len(self.sizes(p)) * len(plan[p]) for p in primitives)
         self.progress = Progress(self.rank == 0, total, self.opts.progress)
@@ -245,6 +253,7 @@ class Sweep:
         return self.total_wrong
 
     def run_primitive(self, primitive, labels):
+        """Measure every row of ``labels`` at each size of ``primitive`` (then trace it, if asked)."""
         o, spec = self.opts, SPECS[primitive]
         if self.rank == 0:
             for line in table_header(primitive):
@@ -288,14 +297,16 @@ class Sweep:
         return rec["bw_GBps"]
 
     def check(self, case, fn, comm=None, observe=True):
-        """(#wrong over all ranks, what moved the messages) for untimed calls of ``fn`` on
-        ``comm`` (agreement step on); see :func:`moved_by`.
+        """(#wrong over all ranks, what moved the messages) for untimed calls of ``fn``.
+
+        The calls run on ``comm`` with the agreement step on; see :func:`moved_by`.
 
         Two calls: one observed by :func:`mpicoll.traffic` (which moved what), then the
         checked one, unobserved -- an observed call takes neither the memo nor the direct
         binding of host steps, so only an unobserved call checks (and leaves in the memo)
         the steps the timed calls replay. ``observe`` False: the checked call only (``fn``
-        makes no mpicoll call on the bench's communicator: the raw, nccl and torch columns)."""
+        makes no mpicoll call on the bench's communicator: the raw, nccl and torch columns).
+        """
         comm = comm or self.comm
         mpicoll.set_check(comm, "agree")
         seen = None
@@ -323,6 +334,11 @@ class Sweep:
         return sum(w for w, _ in every), moved_by([m for _, m in every])
 
     def one(self, case, label, alg, forced, iters, warmup, memcpy):
+        """Measure one row (``label``, algorithm ``alg``) on ``case``; record and print it.
+
+        ``forced``: the algorithm forced on the MPI library's own collective (or None);
+        ``memcpy``: the copy bandwidth measured at this size, recorded with the row.
+        """
         o = self.opts
         setting = None
         if alg in self.refs:
@@ -386,8 +402,10 @@ class Sweep:
 
 
 def _summed(items):
-    """{path: {"msgs", "bytes"[, "read_bytes"]}} of (path, messages, bytes, bytes read from
-    peers' memory) items, summed per path."""
+    """{path: {"msgs", "bytes"[, "read_bytes"]}} of items, summed per path.
+
+    The items are (path, messages, bytes, bytes read from peers' memory).
+    """
     total = {}
     for path, msgs, nbytes, read in items:
         got = total.setdefault(path, {"msgs": 0, "bytes": 0})
@@ -399,11 +417,14 @@ def _summed(items):
 
 
 def moved_by(per_rank):
-    """What moved a call's messages: ``{path: {"msgs", "bytes"}}`` summed over the ranks'
-    ``{path: counts}`` of what each *sent* (each message counted once, by its sender;
-    ``CallTraffic.paths``: host, staged, cuda-aware, ipc, eager, host-copy, and for the shm
-    algorithms shm-cma, shm-view or shm-segment with the bytes read from peers; a ``native``
-    call's path with zeros: its messages are the MPI library's). None where no mpicoll
-    call ran (the raw, nccl and torch columns); a run without the check records None."""
+    """What moved a call's messages: ``{path: {"msgs", "bytes"}}`` summed over the ranks.
+
+    The ranks give ``{path: counts}`` of what each *sent* (each message counted once, by
+    its sender; ``CallTraffic.paths``: host, staged, cuda-aware, ipc, eager, host-copy, and
+    for the shm algorithms shm-cma, shm-view or shm-segment with the bytes read from peers;
+    a ``native`` call's path with zeros: its messages are the MPI library's). None where no
+    mpicoll call ran (the raw, nccl and torch columns); a run without the check records
+    None.
+    """
     return _summed((path, c["msgs"], c["bytes"], c.get("read_bytes", 0)) for mine in per_rank
                    for path, c in mine.items()) or None

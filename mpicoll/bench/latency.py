@@ -83,6 +83,7 @@ def _counts(comm, x):
 
 
 def add_parser(sub):
+    """Add the ``latency`` command to ``sub`` (the bench's subcommands)."""
     p = sub.add_parser("latency", help="cost of one small call per face (agree, local, "
                                        "persistent, nonblocking) against the raw mpi4py call "
                                        "(blocking, and nonblocking beside the nonblocking face)")
@@ -121,10 +122,12 @@ def _max():
 
 
 def _raw(primitive, raw, comm, x, y, am):
-    """A raw face (``raw``: the mpi4py call on ``comm``, x, y): the call on the buffers
-    where the main bench's ``raw`` column would make it (:func:`mpicoll.bench.raw.skip_reason`:
-    host arrays, or MPI collectives that are CUDA-aware), else staged by hand through
-    host copies."""
+    """A raw face (``raw``: the mpi4py call on ``comm``, x, y).
+
+    The call on the buffers where the main bench's ``raw`` column would make it
+    (:func:`mpicoll.bench.raw.skip_reason`: host arrays, or MPI collectives that are
+    CUDA-aware), else staged by hand through host copies.
+    """
     which = _RESULT[primitive]
     if rawcol.skip_reason(am) is None:
         return lambda: raw(comm, x, y)
@@ -159,6 +162,7 @@ def _faces(primitive, comm, x, y, algo, am):
 
 
 def latency(args):
+    """The ``latency`` command: time every face of small calls and print the table; 0."""
     from mpi4py import MPI
     comm = MPI.COMM_WORLD.Dup()
     prim = args.primitive
@@ -178,13 +182,16 @@ def latency(args):
 
 
 def _torch_faces(comm, y, algo):
-    """The in-place faces through torch (``--torch``): the direct in-place call, the process
-    group's method and ``dist.all_reduce``, on one "mpicoll" group running ``algo``."""
+    """The in-place faces through torch (``--torch``).
+
+    The direct in-place call, the process group's method and ``dist.all_reduce``, on one
+    "mpicoll" group running ``algo``.
+    """
     import torch
     import torch.distributed as dist
+    from mpi4py import MPI
 
     import mpicoll.torch as mt
-    from mpi4py import MPI
     if not dist.is_initialized():
         dist.init_process_group("mpicoll", init_method="mpi://")
     pg = dist.new_group(pg_options=mt.Options(algorithms={"allreduce": algo}, check="agree"))
@@ -199,10 +206,13 @@ def _torch_faces(comm, y, algo):
 
 
 def table(comm, prim, algos, sizes, iters, repeats, am, where, output=None, torch_faces=False):
-    """Time every face for each size and algorithm on ``am``'s buffers; print (and
-    append to ``output`` as JSON lines) the table. ``am``: a :class:`specs.ArrayModule`
-    or anything with its ``name``, ``path``, ``collectives``, ``empty``, ``to_host``,
-    ``put`` and ``sync``. ``torch_faces``: also the :data:`TORCH_FACES` (allreduce, host)."""
+    """Time every face for each size and algorithm on ``am``'s buffers; print the table.
+
+    The table is also appended to ``output`` as JSON lines. ``am``: a
+    :class:`specs.ArrayModule` or anything with its ``name``, ``path``, ``collectives``,
+    ``empty``, ``to_host``, ``put`` and ``sync``. ``torch_faces``: also the
+    :data:`TORCH_FACES` (allreduce, host).
+    """
     from mpi4py import MPI
     rank, size = comm.Get_rank(), comm.Get_size()
     out = open(output, "a") if output and rank == 0 else None

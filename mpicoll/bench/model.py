@@ -77,9 +77,22 @@ from mpicoll.sched.inspect import plan_of
 from mpicoll.sched.plan import NotSchedulable
 
 from .costs import cost, cost2, has_cost, has_link_split
-from .plancost import (HIERARCHICAL_PHASES, PLAN_MAX_RANKS, Levels, block_layout, combine,
-                       count_of, hierarchical_time, layout_plans, link_price, model_of,
-                       node_crossers, plan_cost, plan_time2, plannable)
+from .plancost import (
+    HIERARCHICAL_PHASES,
+    PLAN_MAX_RANKS,
+    Levels,
+    block_layout,
+    combine,
+    count_of,
+    hierarchical_time,
+    layout_plans,
+    link_price,
+    model_of,
+    node_crossers,
+    plan_cost,
+    plan_time2,
+    plannable,
+)
 from .units import fmt_size, iterations, parse_range, parse_size, size_sweep
 
 __all__ = ["add_parsers", "fit_line", "crossovers", "DEFAULT_MODEL", "levels_of",
@@ -113,6 +126,7 @@ def _ints(text):
 
 
 def add_parsers(sub, sweep_options):
+    """Add the ``fit`` and ``predict`` commands to ``sub`` (the bench's subcommands)."""
     p = sub.add_parser("fit", help="measure α, β (ping-pong), γ (reduction); predicted vs measured")
     sweep_options(p, b="8", e="1M", f=32.0, n=10, w=2, op=False)
     p.add_argument("--primitive", type=_csv, default=["all"],
@@ -209,8 +223,9 @@ def _pingpong(comm, sizes, iters0, peers=None):
 
 
 def level_pairs(lay):
-    """The ping-pong pairs of ``fit`` on a layout: (intra, inter, concurrent inter), each
-    {rank: peer} or None where the layout has no such pair.
+    """The ping-pong pairs of ``fit`` on a layout: (intra, inter, concurrent inter).
+
+    Each is {rank: peer}, or None where the layout has no such pair.
 
     intra: consecutive ranks of each node paired up (0-1, 2-3 of every node) — on one
     node exactly fit's one-level pairs; inter: the first ranks of nodes 0 and 1;
@@ -324,8 +339,8 @@ def _levels_note(lay, intra, inter, conc, link):
 
 
 def fit(args):
-    from mpicoll.engine.context import private_comm
     from mpicoll.core.topology import layout as layout_of
+    from mpicoll.engine.context import private_comm
 
     from .harness import Sweep
     from .results import Sink
@@ -512,7 +527,7 @@ def _is_pow2(n):
 
 
 def model_time(p, al, N, nb, params):
-    """o + the algorithm's cost at N ranks and ``nb`` bytes; inf where it is not modelled.
+    """``o`` + the algorithm's cost at N ranks and ``nb`` bytes; inf where it is not modelled.
 
     Algorithms without a formula are read off their plans up to
     ``PLAN_MAX_RANKS`` ranks (above, inf: never a winner, no point drawn).
@@ -623,7 +638,7 @@ def _node_aware(p, al):
 
 
 def model_time2(p, al, N, K, nb, lv):
-    """o + the two-level cost at N ranks in blocks of K per node; inf where not modelled.
+    """``o`` + the two-level cost at N ranks in blocks of K per node; inf where not modelled.
 
     See the module doc: :func:`.costs.cost2` for flat algorithms with a formula,
     :func:`.plancost.hierarchical_time` for the node-aware ones, every rank's plan
@@ -663,8 +678,11 @@ def _families(ns):
 
 
 def _hier_vs_flat(ns, hier, flats):
-    """Segments of {'hierarchical', 'flat'} over ``ns`` per family, and the flat algorithm
-    each hierarchical segment overtakes (the best flat one at its first N)."""
+    """Segments of {'hierarchical', 'flat'} over ``ns`` per family, with the flat overtaken.
+
+    For each hierarchical segment, the flat algorithm it overtakes (the best flat one at
+    its first N).
+    """
     out = {}
     best = [min(flats, key=lambda a: flats[a][i]) for i in range(len(ns))]
     for fam, sel in _families(ns):

@@ -52,6 +52,8 @@ OMPI_PREFERENCE = {"ompi_comm_coll_preference": "tuned"}
 
 
 class ForceError(RuntimeError):
+    """An MPI library's algorithm could not be forced (``--native-algorithm``)."""
+
     pass
 
 
@@ -162,7 +164,7 @@ _DESC_ITEM = re.compile(r"^\s*([A-Za-z0-9_]+)\s+-\s")
 
 
 def _choices(mpit, idx, name):
-    """name -> int value of an int (enum-like) control variable."""
+    """The choices of an int (enum-like) control variable: name -> int value."""
     dtype, enum, desc = mpit.info(idx)
     if dtype != MPI.INT.handle:
         raise ForceError(f"{name}: not an integer control variable")

@@ -156,9 +156,11 @@ class Skipped:
         self.reason = reason
 
     def info(self):
+        """The column's entry in the provenance record: requested, not used, and why."""
         return {"requested": True, "used": False, "reason": self.reason}
 
     def close(self):
+        """Nothing to release."""
         pass
 
 
@@ -174,6 +176,7 @@ class Column:
         self.dtype = dtype_code(nccl, dtype)
 
     def info(self):
+        """The column's entry in the provenance record: used, with the NCCL version."""
         return {"requested": True, "used": True, "reason": None, "nccl_version": self.version,
                 "multi_rank_gpu": self.multi_rank_gpu}
 

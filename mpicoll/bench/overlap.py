@@ -27,6 +27,7 @@ __all__ = ["add_parser", "overlap"]
 
 
 def add_parser(sub):
+    """Add the ``overlap`` command to ``sub`` (the bench's subcommands)."""
     p = sub.add_parser("overlap", help="OSU overlap of nonblocking allreduce with computation")
     p.add_argument("--bytes", default="16M", help="comma list of sizes, K/M suffixes (default 16M)")
     p.add_argument("--algorithm", default="ring,rabenseifner,raw",
@@ -64,6 +65,7 @@ def _median(comm, fn, repeats):
 
 
 def overlap(args):
+    """The ``overlap`` command: OSU's overlap of nonblocking allreduce with computation; 0."""
     from mpi4py import MPI
     comm = MPI.COMM_WORLD.Dup()
     rank, size = comm.Get_rank(), comm.Get_size()

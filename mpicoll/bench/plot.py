@@ -10,6 +10,7 @@ __all__ = ["add_parser", "plot_results", "plot_predictions", "plot_two_level", "
 
 
 def add_parser(sub):
+    """Add the ``plot`` command to ``sub`` (the bench's subcommands)."""
     p = sub.add_parser("plot", help="PNG of time and busbw vs size per algorithm")
     p.add_argument("results", nargs="+", metavar="RESULTS.jsonl")
     p.add_argument("-o", "--output", required=True, metavar="FILE.png")
@@ -17,6 +18,7 @@ def add_parser(sub):
 
 
 def need_matplotlib():
+    """matplotlib's ``pyplot`` on the Agg backend; SystemExit where matplotlib is missing."""
     try:
         import matplotlib
     except ImportError:
@@ -83,6 +85,7 @@ def _vs_raw_panel(ax, rows, algs, title):
 
 
 def plot_results(provs, results, path):
+    """Plot the results to ``path``: time and busbw vs size per algorithm (see the module doc)."""
     from .report import index
     plt = need_matplotlib()
     idx = index(results)
@@ -141,6 +144,7 @@ def plot_results(provs, results, path):
 def plot_predictions(out, ns, path):
     """Model time vs N per algorithm; one panel per (primitive, n); crossovers marked."""
     import numpy as np
+
     from .units import fmt_size
     plt = need_matplotlib()
     panels = [(p, nb, curves) for p, res in out["primitives"].items()
@@ -180,9 +184,13 @@ def plot_predictions(out, ns, path):
 
 
 def plot_two_level(out, ns, path):
-    """``predict --ranks-per-node``: model time vs N, one row per (K, primitive), one column
-    per n; flat algorithms thin, hierarchical thick black, where it overtakes marked."""
+    """Plot ``predict --ranks-per-node``: model time vs N.
+
+    One row per (K, primitive), one column per n; flat algorithms thin, hierarchical thick
+    black, where it overtakes marked.
+    """
     import numpy as np
+
     from .units import fmt_size
     plt = need_matplotlib()
     panels = [(K, p, nb, curves) for K, per_k in out["two_level"].items()

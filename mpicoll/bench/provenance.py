@@ -63,6 +63,7 @@ def collect(comm, extra=None):
     from mpi4py import MPI
 
     import mpicoll
+
     from .native import family
 
     host = MPI.Get_processor_name()

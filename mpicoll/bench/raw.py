@@ -61,8 +61,11 @@ _MEASURING = tuple(CALLS) + ("all",)
 
 
 def wanted(args):
-    """True when the run asks for the raw column: ``raw`` listed, or ``all`` in a
-    measuring command (``python -m mpicoll.bench PRIMITIVE|all``; never fit or tune)."""
+    """True when the run asks for the raw column.
+
+    ``raw`` listed, or ``all`` in a measuring command
+    (``python -m mpicoll.bench PRIMITIVE|all``; never fit or tune).
+    """
     algs = getattr(args, "algorithms", ["all"])
     if LABEL in algs:
         return True

@@ -24,6 +24,7 @@ TARGET_LATENCY = 1.5      # best hand-written time / native time, 8 B - 4 KiB, e
 
 
 def add_parser(sub):
+    """Add the ``report`` command to ``sub`` (the bench's subcommands)."""
     p = sub.add_parser("report", help="Markdown table: winner per size, speedup over native "
                                       "and over raw (the plain mpi4py call)")
     p.add_argument("results", nargs="+", metavar="RESULTS.jsonl")
@@ -38,8 +39,10 @@ def is_native(label):
 
 
 def is_reference(label):
-    """The reference columns (native, native[...], raw, nccl, gloo, torch-mpicoll[:...]):
-    never 'hand-written' winners."""
+    """Whether ``label`` is a reference column: never a 'hand-written' winner.
+
+    The reference columns: native, native[...], raw, nccl, gloo, torch-mpicoll[:...].
+    """
     return is_native(label) or label in ("raw", "nccl", "gloo") or \
         label.startswith("torch-mpicoll")
 
@@ -77,8 +80,10 @@ def _t(r):
 
 
 def vs_raw(cell, r):
-    """raw time / r's time in one size's cell (> 1: faster than the plain mpi4py call);
-    None without a correct raw row or a time."""
+    """Raw time / r's time in one size's cell (> 1: faster than the plain mpi4py call).
+
+    None without a correct raw row or a time.
+    """
     raw = cell.get("raw")
     if r is None or raw is None or not _ok(raw) or not r["time_us"]["avg"]:
         return None
@@ -90,6 +95,7 @@ def _x(ratio):
 
 
 def best_table(key, rows):
+    """The Markdown table of one (primitive, N, dtype, op): winner per size; a list of lines."""
     prim, n, dtype, op = key
     title = f"### {prim}, N = {n}, {dtype}" + (f", {op}" if op else "")
     has_raw = any("raw" in cell for cell in rows.values())
@@ -190,6 +196,7 @@ def targets(idx, memcpys):
 
 
 def render(provs, results, memcpys, with_targets=True):
+    """The Markdown report of the results: the runs, a table per key, the speed targets."""
     idx = index(results)
     lines = ["# mpicoll.bench report", ""]
     from .provenance import lib_line

@@ -53,6 +53,7 @@ class Sink:
             self._csv.writeheader()
 
     def write(self, rec):
+        """Write record ``rec`` as a JSON line, a result record as a CSV row too (rank 0 only)."""
         if not self.active:
             return
         if self._json:
@@ -63,6 +64,7 @@ class Sink:
             self._csvf.flush()
 
     def close(self):
+        """Close the files (rank 0 only)."""
         for f in (self._json, self._csvf):
             if f:
                 f.close()

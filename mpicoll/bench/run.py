@@ -44,8 +44,10 @@ def prepare(args):
 
 
 def start(args):
-    """The common start of ``fit`` and ``tune``: their ``--primitive`` list checked,
-    the bench communicator, and the provenance record. Returns (primitives, comm, prov)."""
+    """The common start of ``fit`` and ``tune``: returns (primitives, comm, prov).
+
+    Their ``--primitive`` list checked, the bench communicator, and the provenance record.
+    """
     from .provenance import collect
     comm = prepare(args)                 # first: plug-ins may define primitives
     prims = list(PRIMITIVES) if args.primitive == ["all"] else args.primitive
@@ -90,6 +92,7 @@ def native_plan(items, primitives):
 
 
 def run(args):
+    """The measuring commands (``PRIMITIVE|all``); exit status 1 when some row was wrong."""
     from .harness import Sweep
     from .provenance import collect, header_lines
     from .results import Sink

@@ -12,7 +12,8 @@ import numpy as np
 
 import mpicoll
 from mpicoll.calls import DEFINED
-from mpicoll.calls.spec import cap as _cap, sentinel as _sentinel
+from mpicoll.calls.spec import cap as _cap
+from mpicoll.calls.spec import sentinel as _sentinel
 
 __all__ = ["SPECS", "Case", "busbw_factor", "ArrayModule"]
 
@@ -20,8 +21,10 @@ _CHUNK = 1 << 20       # elements generated/compared at a time (bounds check mem
 
 
 def busbw_factor(primitive, n):
-    """nccl-tests' bus-bandwidth factor of ``primitive`` at ``n`` ranks (None for barrier: no
-    bandwidth): the primitive's spec says it (:meth:`mpicoll.calls.spec.Spec.busbw`).
+    """nccl-tests' bus-bandwidth factor of ``primitive`` at ``n`` ranks.
+
+    None for barrier: no bandwidth. The primitive's spec says it
+    (:meth:`mpicoll.calls.spec.Spec.busbw`).
 
     The v-collectives take their block variant's (nccl-tests has none; the
     bench gives every rank the same count, as OSU's v-benchmarks do); the
@@ -31,8 +34,10 @@ def busbw_factor(primitive, n):
 
 
 def add_xp_arguments(parser, xp_help):
-    """``--xp numpy|shm|cupy``, ``--shared-result`` and ``--device N``: the buffers
-    :class:`ArrayModule` makes."""
+    """Add ``--xp numpy|shm|cupy``, ``--shared-result`` and ``--device N`` to ``parser``.
+
+    They choose the buffers :class:`ArrayModule` makes.
+    """
     parser.add_argument("--xp", choices=("numpy", "shm", "cupy"), default="numpy",
                         help="array module of the buffers (default numpy); shm: NumPy arrays "
                              "in the node's shared memory (mpicoll.shm.empty: symmetric, the "
@@ -131,8 +136,11 @@ class ArrayModule:
         self.mps = mps_status(comm)      # collective: ranks sharing a GPU, MPS on or off
 
     def provenance(self):
-        """What the provenance records about the buffers (collective): on the host, how the
-        shm algorithms reach peers' memory (and why not in one copy); GPU details with cupy."""
+        """What the provenance records about the buffers (collective).
+
+        On the host, how the shm algorithms reach peers' memory (and why not in one copy);
+        GPU details with cupy.
+        """
         if self.name != "cupy":
             from mpi4py import MPI
             shm = mpicoll.shm.report(self.comm if self.comm is not None else MPI.COMM_WORLD)
@@ -151,8 +159,11 @@ class ArrayModule:
                         "ranks": self.gpus}}
 
     def empty(self, n, dtype, shared=False):
-        """``n`` elements (with ``--xp shm``: collective, in the node's shared memory;
-        ``shared``: one array for the whole node)."""
+        """An array of ``n`` elements of ``dtype``.
+
+        With ``--xp shm``: collective, in the node's shared memory; ``shared``: one array
+        for the whole node.
+        """
         if self.name == "shm":
             a = mpicoll.shm.empty(n, dtype, comm=self.comm, shared=shared)
             self._made.append(a)
@@ -160,8 +171,10 @@ class ArrayModule:
         return self.xp.empty(n, dtype=dtype)
 
     def empty_on(self, mine, n, dtype):
-        """:meth:`empty` where ``mine`` (a buffer only some ranks have), else None; with
-        ``--xp shm`` made on every rank alike (collective), returned where ``mine``."""
+        """:meth:`empty` where ``mine`` (a buffer only some ranks have), else None.
+
+        With ``--xp shm`` made on every rank alike (collective), returned where ``mine``.
+        """
         if self.name == "shm":
             a = self.empty(n, dtype)
             return a if mine else None
@@ -173,9 +186,11 @@ class ArrayModule:
             mpicoll.shm.free(self._made.pop())
 
     def to_host(self, a):
+        """``a`` as a host (NumPy) array."""
         return a if self.xp is np else self.xp.asnumpy(a)
 
     def put(self, dst, lo, host):
+        """Write host array ``host`` into ``dst`` from element ``lo`` on."""
         dst[lo:lo + host.size] = host if self.xp is np else self.xp.asarray(host)
 
     def stream_ptr(self):
@@ -183,6 +198,7 @@ class ArrayModule:
         return 0 if self.xp is np else self.xp.cuda.get_current_stream().ptr
 
     def sync(self):
+        """Wait for the device's current stream (nothing with NumPy)."""
         # Kernels and NCCL calls run asynchronously on the current stream: a
         # timed call is complete only once the stream has drained.
         if self.xp is not np:
@@ -227,19 +243,24 @@ class Case:
     # -- what auto sees and what the table shows --------------------------
     @property
     def call_nbytes(self):
+        """The ``nbytes`` that ``algorithm="auto"`` sees (:meth:`Spec.call_nbytes`)."""
         return self.spec.call_nbytes(self)
 
     @property
     def call_count(self):
+        """The ``count`` that ``algorithm="auto"`` sees (:meth:`Spec.call_count`)."""
         return self.spec.call_count(self)
 
     def busbw_factor(self):
+        """nccl-tests' bus-bandwidth factor of this case's primitive at its N ranks."""
         return self.spec.busbw(self.n)
 
     @contextlib.contextmanager
     def result_for(self, algorithm):
-        """The output ``algorithm``'s row uses inside the block: the node-shared one for the
-        shm row with ``--shared-result``, else the case's own."""
+        """The output ``algorithm``'s row uses inside the block.
+
+        The node-shared one for the shm row with ``--shared-result``, else the case's own.
+        """
         if self.shared_recv is None or algorithm != "shm":
             yield
             return
@@ -250,8 +271,10 @@ class Case:
             self.recv = own
 
     def call(self, algorithm, comm=None):
-        """A zero-argument callable making one call of ``algorithm`` through the public face
-        (the spec's function, with its arguments for this case)."""
+        """A zero-argument callable making one call of ``algorithm`` through the public face.
+
+        The spec's function, with its arguments for this case.
+        """
         fn = getattr(mpicoll, self.spec.function or self.spec.name)
         args = self.spec.args(self)
         comm = comm or self.comm
@@ -259,6 +282,7 @@ class Case:
 
     # -- reduction data ---------------------------------------------------
     def red_input(self, g):
+        """This rank's input to a reduction, at global index ``g``."""
         r, m = self.rank, self.mod
         if self.opname == "prod":
             return np.where((g + r) % (self.n + 1) == 0, 2, 1).astype(self.dtype)

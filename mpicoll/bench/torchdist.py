@@ -84,6 +84,7 @@ class Column:
             dist.reduce_scatter_tensor
 
     def info(self):
+        """The column's entry in the provenance record: used, with torch's version and backend."""
         return {"requested": True, "used": True, "reason": None,
                 "torch_version": self.torch.__version__, "backend": self.backend,
                 "algorithm": self.algorithm, "device": self.am.name == "cupy"}
@@ -150,6 +151,7 @@ class Column:
         raise Unsupported(f"{self.label}: no row for {prim}")
 
     def close(self):
+        """Nothing to release."""
         pass
 
 
@@ -163,8 +165,11 @@ def _import():
 
 
 def setup(comm, am, dtype, opname, labels, *, timeout_s=120):
-    """{label: :class:`Column` or :class:`mpicoll.bench.nccl.Skipped`} for ``labels``, and a
-    closer that destroys the process groups. Collective over ``comm`` (COMM_WORLD's ranks)."""
+    """The columns for ``labels`` and a closer that destroys the process groups.
+
+    The columns: {label: :class:`Column` or :class:`mpicoll.bench.nccl.Skipped`}.
+    Collective over ``comm`` (COMM_WORLD's ranks).
+    """
     from datetime import timedelta
     err = mods = None
     try:

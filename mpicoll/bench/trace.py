@@ -15,8 +15,8 @@ the call (alignment to within the barrier's exit skew).
 import json
 import time
 
-from mpicoll.engine import context as _context
 from mpicoll.device import reduce as _reduce
+from mpicoll.engine import context as _context
 
 from .specs import SPECS, Case
 
@@ -63,6 +63,7 @@ class Tracer:
         self.single_host = None
 
     def trace_primitive(self, sweep, primitive, labels):
+        """Trace one call of each hand-written algorithm of ``primitive`` in the sweep."""
         comm, o = sweep.comm, sweep.opts
         if self.single_host is None:
             from mpi4py import MPI
@@ -130,6 +131,7 @@ class Tracer:
                                   else "per-rank, zeroed at the barrier before the call")}
 
     def write(self, comm, prov=None):
+        """Rank 0 writes the traces to ``self.path`` as one Chrome trace (metadata from ``prov``)."""
         if comm.Get_rank() != 0:
             return
         meta = {}

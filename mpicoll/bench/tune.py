@@ -35,6 +35,7 @@ def _csv(text):
 
 
 def add_parser(sub, sweep_options):
+    """Add the ``tune`` command to ``sub`` (the bench's subcommands)."""
     p = sub.add_parser("tune", help="measure and write the table algorithm='auto' reads")
     sweep_options(p, b="8", e="16M", f=4.0, n=10, w=2, op=False)
     p.add_argument("-o", "--output", required=True, metavar="table.json")
@@ -98,6 +99,7 @@ def build_rules(records, *, include_native=False, stat="median", tolerance=0.05)
 
 
 def tune(args):
+    """The ``tune`` command: measure, write the table ``auto`` reads; 1 when some row was wrong."""
     from .harness import Sweep
     from .results import Sink
     from .run import start

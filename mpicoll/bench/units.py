@@ -69,6 +69,7 @@ _DTYPES = {"int8": "int8", "char": "int8", "uint8": "uint8", "int16": "int16",
 
 
 def parse_dtype(name):
+    """The NumPy dtype of a dtype name (nccl-tests' or NumPy's); ValueError for others."""
     key = str(name).strip().lower()
     if key not in _DTYPES:
         raise ValueError(f"expected a dtype among {', '.join(sorted(_DTYPES))}; got {name!r}")

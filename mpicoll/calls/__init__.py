@@ -11,10 +11,13 @@ bench and test spec (:mod:`.spec`). The algorithms themselves live in
 
 May import: ``engine``, ``sched``, ``args``, ``device``, ``core`` (and ``coll``).
 """
+# the primitives are defined in seed order, then the algorithms are imported
+# isort: off
 from . import bcast, reduce, allreduce, gather, allgather, scatter  # noqa: F401  (in seed order)
 from . import reduce_scatter, alltoall, barrier  # noqa: F401
 from . import gatherv, scatterv, allgatherv, alltoallv, scan, exscan  # noqa: F401
 from .. import coll  # noqa: F401  (the algorithms: importing them fills the registry)
+# isort: on
 from .primitive import DEFINED, Primitive, define
 
 __all__ = ["DEFINED", "Primitive", "define"]

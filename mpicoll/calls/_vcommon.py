@@ -9,8 +9,10 @@ __all__ = ["v_side", "check_counts_match", "send_side"]
 
 
 def v_side(argname, spec, size, *, receive):
-    """A v-buffer spec (or VSpec) -> (VSpec, flat array, counts, displs); None and
-    MPI.IN_PLACE come back as (spec, None, None, None)."""
+    """A v-buffer spec (or VSpec) -> (VSpec, flat array, counts, displs).
+
+    None and MPI.IN_PLACE come back as (spec, None, None, None).
+    """
     v = parse_vspec(argname, spec)
     if v is None or v is MPI.IN_PLACE:
         return v, None, None, None
@@ -32,7 +34,7 @@ def check_counts_match(argname, given, sent, what):
 
 
 def send_side(sendbuf, recv_flat):
-    """sendbuf (not in place) checked against the receive buffer of the same call."""
+    """``sendbuf`` (not in place) checked against the receive buffer of the same call."""
     data = as_array("sendbuf", sendbuf)
     if recv_flat is not None:
         same_memory("sendbuf", data, "recvbuf", recv_flat)

@@ -17,6 +17,7 @@ def allgather(sendbuf, recvbuf=None):
 
 
 def run(call, bufs, algorithm):
+    """The allgather implementation (every face): validate, agree, launch; the output."""
     with call.checking():
         sendbuf, recvbuf = bufs()
         n = call.size
@@ -37,6 +38,7 @@ def run(call, bufs, algorithm):
 
 
 def Allgather(comm, call, bnd, algorithm, sendbuf, recvbuf):
+    """mpi4py's ``Allgather``: its buffer forms parsed, then :func:`run`."""
     n = comm.Get_size()
 
     def bufs():
@@ -46,16 +48,21 @@ def Allgather(comm, call, bnd, algorithm, sendbuf, recvbuf):
 
 
 def call_arrays(size, rank, count, root=0, counts=None, op=None):
+    """Allgather's algorithm arguments on ``rank``, arrays as lengths (``Len``)."""
     return (Len(count), Len(size * count))
 
 
 class AllgatherSpec(GatherSpec):
+    """The bench and test spec of allgather."""
+
     rooted = False
 
     def alloc(self, c):
+        """A block to send and N blocks to receive, on every rank."""
         c.send, c.recv = c.am.empty(c.block, c.dtype), c.am.empty(c.count, c.dtype)
 
     def args(self, c):
+        """The arguments: ``(send, recv)``."""
         return (c.send, c.recv)
 
 

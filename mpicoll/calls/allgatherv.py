@@ -12,18 +12,19 @@ not match across ranks raise on every rank instead of truncating or hanging.
 """
 from mpi4py import MPI
 
-from ..args.buffers import (as_array, check_no_alias, check_root, is_in_place, not_in_place,
-                            same_dtype, same_memory)
-from ..args.bufspec import is_rank, parse_bufspec, parse_vec, required, role
+from ..args.buffers import (
+    is_in_place,
+)
+from ..args.bufspec import parse_bufspec, parse_vec, required, role
 from ..core.blocks import offsets
 from ..core.errors import ArgumentError
 from ..device.arrays import empty
 from ..engine.launch import run_call
 from ..sched.inspect import Len
 from ._vcommon import check_counts_match, send_side, v_side
+from .allgather import AllgatherSpec
 from .primitive import Primitive, define
 from .spec import VCounts
-from .allgather import AllgatherSpec
 
 
 def allgatherv(sendbuf, recvbuf=None):
@@ -38,6 +39,7 @@ def allgatherv(sendbuf, recvbuf=None):
 
 
 def run(call, bufs, algorithm):
+    """The allgatherv implementation (every face): validate, agree, launch; the output."""
     mine = -1
     with call.checking():
         rank = call.rank
@@ -73,6 +75,7 @@ def run(call, bufs, algorithm):
 
 
 def Allgatherv(comm, call, bnd, algorithm, sendbuf, recvbuf):
+    """mpi4py's ``Allgatherv``: its buffer forms parsed, then :func:`run`."""
     def bufs():
         s = parse_bufspec("sendbuf", sendbuf, bnd=bnd)
         return s, parse_vec("recvbuf", required("recvbuf", recvbuf), bnd, role(s),
@@ -87,7 +90,10 @@ def call_arrays(size, rank, count, root=0, counts=None, op=None):
 
 
 class AllgathervSpec(VCounts, AllgatherSpec):
+    """The bench and test spec of allgatherv."""
+
     def args(self, c):
+        """The arguments: ``(send, [recv, counts])``."""
         return (c.send, [c.recv, c.vcounts])
 
 

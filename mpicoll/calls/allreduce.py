@@ -22,6 +22,7 @@ def allreduce(sendbuf, recvbuf=None, op=MPI.SUM):
 
 
 def run(call, bufs, op, algorithm):
+    """The allreduce implementation (every face): validate, agree, launch; the output."""
     with call.checking():
         sendbuf, recvbuf = bufs()
         if is_in_place(sendbuf):
@@ -41,6 +42,7 @@ def run(call, bufs, op, algorithm):
 
 
 def Allreduce(comm, call, bnd, algorithm, sendbuf, recvbuf, op=MPI.SUM):
+    """mpi4py's ``Allreduce``: its buffer forms parsed, then :func:`run`."""
     op = wrap_user_op(op, comm)      # a user op over a derived datatype: see args.user_ops
 
     def bufs():
@@ -51,19 +53,25 @@ def Allreduce(comm, call, bnd, algorithm, sendbuf, recvbuf, op=MPI.SUM):
 
 
 def call_arrays(size, rank, count, root=0, counts=None, op=MPI.SUM):
+    """Allreduce's algorithm arguments on ``rank``, arrays as lengths (``Len``)."""
     return (Len(count), Len(count), op)
 
 
 class AllreduceSpec(ReduceSpec):
+    """The bench and test spec of allreduce."""
+
     rooted = False
 
     def busbw(self, n):
+        """nccl-tests' factor: 2 (n - 1) / n."""
         return 2.0 * (n - 1) / n
 
     def alloc(self, c):
+        """A vector to send and one to receive, on every rank."""
         c.send, c.recv = c.am.empty(c.count, c.dtype), c.am.empty(c.count, c.dtype)
 
     def args(self, c):
+        """The arguments: ``(send, recv, op)``."""
         return (c.send, c.recv, c.op)
 
 

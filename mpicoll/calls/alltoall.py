@@ -16,6 +16,7 @@ def alltoall(sendbuf, recvbuf=None):
 
 
 def run(call, bufs, algorithm):
+    """The alltoall implementation (every face): validate, agree, launch; the output."""
     with call.checking():
         sendbuf, recvbuf = bufs()
         n = call.size
@@ -39,6 +40,7 @@ def run(call, bufs, algorithm):
 
 
 def Alltoall(comm, call, bnd, algorithm, sendbuf, recvbuf):
+    """mpi4py's ``Alltoall``: its buffer forms parsed, then :func:`run`."""
     n = comm.Get_size()
 
     def bufs():
@@ -48,25 +50,33 @@ def Alltoall(comm, call, bnd, algorithm, sendbuf, recvbuf):
 
 
 def call_arrays(size, rank, count, root=0, counts=None, op=None):
+    """Alltoall's algorithm arguments on ``rank``, arrays as lengths (``Len``)."""
     return (Len(size * count), Len(size * count))
 
 
 class AlltoallSpec(Spec):
+    """The bench and test spec of alltoall."""
+
     blocked = True
 
     def busbw(self, n):
+        """nccl-tests' factor: (n - 1) / n."""
         return (n - 1) / n
 
     def alloc(self, c):
+        """N blocks to send and N to receive, on every rank."""
         c.send, c.recv = c.am.empty(c.count, c.dtype), c.am.empty(c.count, c.dtype)
 
     def input_fn(self, c):     # block j goes to rank j
+        """This rank's input: block j goes to rank j."""
         return lambda g: blocks_data(c.rank * c.n + g // c.block, g % c.block, c.dtype)
 
     def output_fn(self, c):    # block i came from rank i
+        """This rank's expected output: block i came from rank i."""
         return lambda g: blocks_data((g // c.block) * c.n + c.rank, g % c.block, c.dtype)
 
     def args(self, c):
+        """The arguments: ``(send, recv)``."""
         return (c.send, c.recv)
 
 

@@ -63,6 +63,7 @@ def pair_checksum(rank, size, sendcounts, recvcounts):
 
 
 def run(call, bufs, algorithm):
+    """The alltoallv implementation (every face): validate, agree, launch; the output."""
     mine = 0
     with call.checking():
         size, rank = call.size, call.rank
@@ -108,6 +109,7 @@ def run(call, bufs, algorithm):
 
 
 def Alltoallv(comm, call, bnd, algorithm, sendbuf, recvbuf):
+    """mpi4py's ``Alltoallv``: its buffer forms parsed, then :func:`run`."""
     def bufs():
         # None means MPI.IN_PLACE, as in parse_bufspec
         size = comm.Get_size()
@@ -117,15 +119,21 @@ def Alltoallv(comm, call, bnd, algorithm, sendbuf, recvbuf):
 
 
 def call_arrays(size, rank, count, root=0, counts=None, op=None):
-    """``counts[j]``: what every rank sends to rank j (so rank i receives ``counts[i]`` from
-    each), default ``count`` everywhere."""
+    """The algorithm arguments of an alltoallv call on ``rank`` (arrays as ``Len``).
+
+    ``counts[j]``: what every rank sends to rank j (so rank i receives ``counts[i]`` from
+    each), default ``count`` everywhere.
+    """
     cs = [count] * size if counts is None else [int(c) for c in counts]
     rc = [cs[rank]] * size
     return (Len(sum(cs)), Len(sum(rc)), cs, offsets(cs)[:-1], rc, offsets(rc)[:-1])
 
 
 class AlltoallvSpec(VCounts, AlltoallSpec):
+    """The bench and test spec of alltoallv."""
+
     def args(self, c):
+        """The arguments: ``([send, counts], [recv, counts])``."""
         return ([c.send, c.vcounts], [c.recv, c.vcounts])
 
 

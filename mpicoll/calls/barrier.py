@@ -11,6 +11,7 @@ def barrier():
 
 
 def run(call, bufs, algorithm):
+    """The barrier implementation (every face): validate, agree, launch."""
     with call.checking():
         fn = call.choose(algorithm)
     call.settle()
@@ -23,24 +24,32 @@ def run(call, bufs, algorithm):
 
 
 def Barrier(comm, call, bnd, algorithm):
+    """mpi4py's ``Barrier``: :func:`run`."""
     run(call, None, algorithm)
 
 
 def call_arrays(size, rank, count, root=0, counts=None, op=None):
+    """Barrier's algorithm arguments: none."""
     return ()
 
 
 class BarrierSpec(Spec):
+    """The bench and test spec of barrier: no data."""
+
     def layout(self, nbytes, itemsize, n):
+        """No data: count 0, block 0."""
         return 0, 0
 
     def alloc(self, c):
+        """No buffers."""
         pass
 
     def io(self, c):
+        """No input, no output."""
         return None, None
 
     def args(self, c):
+        """No arguments."""
         return ()
 
 

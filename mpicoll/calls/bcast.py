@@ -18,6 +18,7 @@ def bcast(buf, root=0):
 
 
 def run(call, bufs, root, algorithm):
+    """The bcast implementation (every face): validate, agree, launch; the buffer."""
     with call.checking():
         (buf,) = bufs()
         root = check_root(root, call.size)
@@ -30,6 +31,7 @@ def run(call, bufs, root, algorithm):
 
 
 def Bcast(comm, call, bnd, algorithm, buf, root=0):
+    """mpi4py's ``Bcast``: its buffer forms parsed, then :func:`run`."""
     def bufs():
         role = "send" if is_rank(root, comm.Get_rank()) else "recv"
         b = parse_bufspec("buf", buf, bnd=bnd, role=role)
@@ -40,27 +42,35 @@ def Bcast(comm, call, bnd, algorithm, buf, root=0):
 
 
 def call_arrays(size, rank, count, root=0, counts=None, op=None):
+    """Bcast's algorithm arguments on ``rank``, arrays as lengths (``Len``)."""
     return (Len(count), root)
 
 
 class BcastSpec(Spec):
+    """The bench and test spec of bcast."""
+
     rooted = True
 
     def busbw(self, n):
+        """nccl-tests' factor: 1."""
         return 1.0
 
     def alloc(self, c):
+        """One vector on every rank."""
         c.recv = c.am.empty(c.count, c.dtype)
 
     def io(self, c):
+        """The root's vector is the input; every rank's is the output."""
         return (c.recv if c.rank == c.root else None), c.recv
 
     def input_fn(self, c):
+        """The root's data (also every rank's expected output)."""
         return lambda g: blocks_data(c.root, g, c.dtype)
 
     output_fn = input_fn
 
     def args(self, c):
+        """The arguments: ``(buf, root)``."""
         return (c.recv, c.root)
 
 

@@ -19,6 +19,7 @@ def exscan(sendbuf, recvbuf=None, op=MPI.SUM):
 
 
 def Exscan(comm, call, bnd, algorithm, sendbuf, recvbuf, op=MPI.SUM):
+    """mpi4py's ``Exscan``: its buffer forms parsed, then :func:`run`."""
     op = wrap_user_op(op, comm)      # a user op over a derived datatype: see args.user_ops
     # Rank 0's recvbuf is left as it was (MPI leaves it undefined): read it too, so that a
     # derived datatype's unpack writes back what was there.
@@ -26,11 +27,15 @@ def Exscan(comm, call, bnd, algorithm, sendbuf, recvbuf, op=MPI.SUM):
 
 
 class ExscanSpec(ScanSpec):
+    """The bench and test spec of exscan."""
+
     def io(self, c):
+        """The input, and the output except on rank 0 (MPI leaves rank 0's undefined)."""
         # Rank 0's result is undefined in MPI: not checked (it keeps the sentinel).
         return c.send, (c.recv if c.rank else None)
 
     def output_fn(self, c):
+        """The reduction over ranks 0 .. this rank - 1."""
         return lambda g: c.red_expected(g, c.rank)
 
 

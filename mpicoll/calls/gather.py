@@ -1,6 +1,12 @@
 """gather: every rank's block into the root's buffer, in rank order (``MPI_Gather``)."""
-from ..args.buffers import (as_array, check_root, is_in_place, not_in_place, recv_array,
-                            whole_blocks)
+from ..args.buffers import (
+    as_array,
+    check_root,
+    is_in_place,
+    not_in_place,
+    recv_array,
+    whole_blocks,
+)
 from ..args.bufspec import is_rank, parse_bufspec, recv_spec
 from ..engine.launch import run_call
 from ..sched.inspect import Len
@@ -18,6 +24,7 @@ def gather(sendbuf, recvbuf=None, root=0):
 
 
 def run(call, bufs, root, algorithm):
+    """The gather implementation (every face): validate, agree, launch; the output on the root."""
     with call.checking():
         root = check_root(root, call.size)
         is_root = call.rank == root
@@ -44,6 +51,7 @@ def run(call, bufs, root, algorithm):
 
 
 def Gather(comm, call, bnd, algorithm, sendbuf, recvbuf, root=0):
+    """mpi4py's ``Gather``: its buffer forms parsed, then :func:`run`."""
     n = comm.Get_size()
 
     def bufs():
@@ -56,26 +64,34 @@ def Gather(comm, call, bnd, algorithm, sendbuf, recvbuf, root=0):
 
 
 def call_arrays(size, rank, count, root=0, counts=None, op=None):
+    """Gather's algorithm arguments on ``rank``, arrays as lengths (``Len``)."""
     return (Len(count), Len(size * count) if rank == root else None, root)
 
 
 class GatherSpec(Spec):
+    """The bench and test spec of gather."""
+
     rooted = blocked = True
 
     def busbw(self, n):
+        """nccl-tests' factor: (n - 1) / n."""
         return (n - 1) / n
 
     def alloc(self, c):
+        """A block to send on every rank; N blocks to receive on the root."""
         c.send = c.am.empty(c.block, c.dtype)
         c.recv = c.am.empty_on(c.rank == c.root, c.count, c.dtype)
 
     def input_fn(self, c):
+        """This rank's block."""
         return lambda g: blocks_data(c.rank, g, c.dtype)
 
     def output_fn(self, c):
+        """Block i holds rank i's block."""
         return lambda g: blocks_data(g // c.block, g % c.block, c.dtype)
 
     def args(self, c):
+        """The arguments: ``(send, recv, root)``."""
         return (c.send, c.recv, c.root)
 
 

@@ -12,8 +12,11 @@ not match across ranks raise on every rank instead of truncating or hanging.
 """
 from mpi4py import MPI
 
-from ..args.buffers import (as_array, check_no_alias, check_root, is_in_place, not_in_place,
-                            same_dtype, same_memory)
+from ..args.buffers import (
+    check_root,
+    is_in_place,
+    not_in_place,
+)
 from ..args.bufspec import is_rank, parse_bufspec, parse_vec, required, role
 from ..core.blocks import offsets
 from ..core.errors import ArgumentError
@@ -21,9 +24,9 @@ from ..device.arrays import empty
 from ..engine.launch import run_call
 from ..sched.inspect import Len
 from ._vcommon import check_counts_match, send_side, v_side
+from .gather import GatherSpec
 from .primitive import Primitive, define
 from .spec import VCounts
-from .gather import GatherSpec
 
 
 def gatherv(sendbuf, recvbuf=None, root=0):
@@ -40,6 +43,7 @@ def gatherv(sendbuf, recvbuf=None, root=0):
 
 
 def run(call, bufs, root, algorithm):
+    """The gatherv implementation (every face): validate, agree, launch; the output on the root."""
     mine = -1
     with call.checking():
         root = check_root(root, call.size)
@@ -83,6 +87,7 @@ def run(call, bufs, root, algorithm):
 
 
 def Gatherv(comm, call, bnd, algorithm, sendbuf, recvbuf, root=0):
+    """mpi4py's ``Gatherv``: its buffer forms parsed, then :func:`run`."""
     def bufs():
         s = parse_bufspec("sendbuf", sendbuf, bnd=bnd)
         r = None
@@ -101,7 +106,10 @@ def call_arrays(size, rank, count, root=0, counts=None, op=None):
 
 
 class GathervSpec(VCounts, GatherSpec):
+    """The bench and test spec of gatherv."""
+
     def args(self, c):
+        """The arguments: ``(send, [recv, counts] on the root, root)``."""
         return (c.send, [c.recv, c.vcounts] if c.rank == c.root else None, c.root)
 
 

@@ -63,8 +63,10 @@ def define(primitive):
 
 
 def binder_parts(fn, skip=0):
-    """(parameters, buffer parameter names, other parameters) of a binder or method (after the
-    first ``skip`` parameters)."""
+    """(parameters, buffer parameter names, other parameters) of a binder or method.
+
+    Only the parameters after the first ``skip`` ones count.
+    """
     params = list(inspect.signature(fn).parameters.values())[skip:]
     bufs = [p.name for p in params if p.name in BUFFER_NAMES]
     others = [p for p in params if p.name not in BUFFER_NAMES]

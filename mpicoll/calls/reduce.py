@@ -22,6 +22,7 @@ def reduce(sendbuf, recvbuf=None, op=MPI.SUM, root=0):
 
 
 def run(call, bufs, op, root, algorithm):
+    """The reduce implementation (every face): validate, agree, launch; the output on the root."""
     with call.checking():
         root = check_root(root, call.size)
         is_root = call.rank == root
@@ -50,6 +51,7 @@ def run(call, bufs, op, root, algorithm):
 
 
 def Reduce(comm, call, bnd, algorithm, sendbuf, recvbuf, op=MPI.SUM, root=0):
+    """mpi4py's ``Reduce``: its buffer forms parsed, then :func:`run`."""
     op = wrap_user_op(op, comm)      # a user op over a derived datatype: see args.user_ops
 
     def bufs():
@@ -62,26 +64,34 @@ def Reduce(comm, call, bnd, algorithm, sendbuf, recvbuf, op=MPI.SUM, root=0):
 
 
 def call_arrays(size, rank, count, root=0, counts=None, op=MPI.SUM):
+    """Reduce's algorithm arguments on ``rank``, arrays as lengths (``Len``)."""
     return (Len(count), Len(count) if rank == root else None, op, root)
 
 
 class ReduceSpec(Spec):
+    """The bench and test spec of reduce."""
+
     rooted = reduces = True
 
     def busbw(self, n):
+        """nccl-tests' factor: 1."""
         return 1.0
 
     def alloc(self, c):
+        """A vector to send on every rank; one to receive on the root."""
         c.send = c.am.empty(c.count, c.dtype)
         c.recv = c.am.empty_on(c.rank == c.root, c.count, c.dtype)
 
     def input_fn(self, c):
+        """The case's reduction input (``c.red_input``)."""
         return c.red_input
 
     def output_fn(self, c):
+        """The reduction over every rank (``c.red_expected``)."""
         return c.red_expected
 
     def args(self, c):
+        """The arguments: ``(send, recv, op, root)``."""
         return (c.send, c.recv, c.op, c.root)
 
 

@@ -36,6 +36,7 @@ def reduce_scatter(sendbuf, recvbuf=None, recvcounts=None, op=MPI.SUM):
 
 
 def run(call, bufs, counts, op, algorithm):
+    """The reduce_scatter implementation (every face): validate, agree, launch; the output."""
     with call.checking():
         sendbuf, recvbuf = bufs()
         n = call.size
@@ -81,6 +82,7 @@ def run(call, bufs, counts, op, algorithm):
 
 
 def Reduce_scatter_block(comm, call, bnd, algorithm, sendbuf, recvbuf, op=MPI.SUM):
+    """mpi4py's ``Reduce_scatter_block``: its buffer forms parsed, then :func:`run`."""
     op = wrap_user_op(op, comm)      # a user op over a derived datatype: see args.user_ops
 
     def bufs():
@@ -94,6 +96,7 @@ def Reduce_scatter_block(comm, call, bnd, algorithm, sendbuf, recvbuf, op=MPI.SU
 
 
 def Reduce_scatter(comm, call, bnd, algorithm, sendbuf, recvbuf, recvcounts=None, op=MPI.SUM):
+    """mpi4py's ``Reduce_scatter``: its buffer forms parsed, then :func:`run`."""
     op = wrap_user_op(op, comm)      # a user op over a derived datatype: see args.user_ops
     # run validates ``counts`` after calling bufs(); bufs() fills it, in flat elements
     # (recvcounts are in entries of the datatype).
@@ -137,25 +140,33 @@ def call_arrays(size, rank, count, root=0, counts=None, op=MPI.SUM):
 
 
 class ReduceScatterSpec(Spec):
+    """The bench and test spec of reduce_scatter (run as ``reduce_scatter_block``)."""
+
     function = "reduce_scatter_block"
     reduces = blocked = True
 
     def busbw(self, n):
+        """nccl-tests' factor: (n - 1) / n."""
         return (n - 1) / n
 
     def call_count(self, c):
+        """The whole vector's count."""
         return c.count                             # mpicoll passes the whole vector
 
     def alloc(self, c):
+        """N blocks to send and one to receive, on every rank."""
         c.send, c.recv = c.am.empty(c.count, c.dtype), c.am.empty(c.block, c.dtype)
 
     def input_fn(self, c):
+        """The case's reduction input (``c.red_input``)."""
         return c.red_input
 
     def output_fn(self, c):
+        """This rank's block of the reduction over every rank."""
         return lambda g: c.red_expected(g + c.rank * c.block)
 
     def args(self, c):
+        """The arguments: ``(send, recv, op)``."""
         return (c.send, c.recv, c.op)
 
 

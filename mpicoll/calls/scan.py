@@ -4,7 +4,8 @@ from mpi4py import MPI
 from ..args.bufspec import reduction_bufs
 from ..args.user_ops import wrap as wrap_user_op
 from ..sched.inspect import Len
-from .allreduce import AllreduceSpec, run as allreduce_run
+from .allreduce import AllreduceSpec
+from .allreduce import run as allreduce_run
 from .primitive import Primitive, define
 
 
@@ -18,25 +19,33 @@ def scan(sendbuf, recvbuf=None, op=MPI.SUM):
 
 
 def run(call, bufs, op, algorithm):
-    """Scan and exscan (``call.primitive`` says which): one vector in, one out, an op —
-    validated exactly as allreduce is, so the allreduce implementation serves."""
+    """Scan and exscan (``call.primitive`` says which): one vector in, one out, an op.
+
+    Validated exactly as allreduce is, so the allreduce implementation serves.
+    """
     return allreduce_run(call, bufs, op, algorithm)
 
 
 def Scan(comm, call, bnd, algorithm, sendbuf, recvbuf, op=MPI.SUM):
+    """mpi4py's ``Scan``: its buffer forms parsed, then :func:`run`."""
     op = wrap_user_op(op, comm)      # a user op over a derived datatype: see args.user_ops
     run(call, lambda: reduction_bufs(bnd, sendbuf, recvbuf, op, False), op, algorithm)
 
 
 def call_arrays(size, rank, count, root=0, counts=None, op=MPI.SUM):
+    """Scan's (and exscan's) algorithm arguments on ``rank``, arrays as lengths (``Len``)."""
     return (Len(count), Len(count), op)
 
 
 class ScanSpec(AllreduceSpec):
+    """The bench and test spec of scan."""
+
     def busbw(self, n):
+        """nccl-tests' factor, as reduce's: 1."""
         return 1.0
 
     def output_fn(self, c):
+        """The reduction over ranks 0 .. this rank."""
         return lambda g: c.red_expected(g, c.rank + 1)
 
 

@@ -1,8 +1,17 @@
 """scatter: block i of the root's buffer into rank i's (``MPI_Scatter``)."""
 from mpi4py import MPI
 
-from ..args.buffers import (as_array, check_no_alias, check_root, check_size, is_in_place,
-                            not_in_place, same_dtype, same_memory, whole_blocks)
+from ..args.buffers import (
+    as_array,
+    check_no_alias,
+    check_root,
+    check_size,
+    is_in_place,
+    not_in_place,
+    same_dtype,
+    same_memory,
+    whole_blocks,
+)
 from ..args.bufspec import is_rank, missing, parse_bufspec
 from ..core.errors import ArgumentError
 from ..engine.launch import run_call
@@ -22,6 +31,7 @@ def scatter(sendbuf, recvbuf, root=0):
 
 
 def run(call, bufs, root, algorithm):
+    """The scatter implementation (every face): validate, agree, launch; the output."""
     with call.checking():
         root = check_root(root, call.size)
         is_root = call.rank == root
@@ -56,6 +66,7 @@ def run(call, bufs, root, algorithm):
 
 
 def Scatter(comm, call, bnd, algorithm, sendbuf, recvbuf, root=0):
+    """mpi4py's ``Scatter``: its buffer forms parsed, then :func:`run`."""
     n = comm.Get_size()
 
     def bufs():
@@ -73,26 +84,34 @@ def Scatter(comm, call, bnd, algorithm, sendbuf, recvbuf, root=0):
 
 
 def call_arrays(size, rank, count, root=0, counts=None, op=None):
+    """Scatter's algorithm arguments on ``rank``, arrays as lengths (``Len``)."""
     return (Len(size * count) if rank == root else None, Len(count), root)
 
 
 class ScatterSpec(Spec):
+    """The bench and test spec of scatter."""
+
     rooted = blocked = True
 
     def busbw(self, n):
+        """nccl-tests' factor: (n - 1) / n."""
         return (n - 1) / n
 
     def alloc(self, c):
+        """N blocks to send on the root; a block to receive on every rank."""
         c.send = c.am.empty_on(c.rank == c.root, c.count, c.dtype)
         c.recv = c.am.empty(c.block, c.dtype)
 
     def input_fn(self, c):
+        """Block i holds rank i's block."""
         return lambda g: blocks_data(g // c.block, g % c.block, c.dtype)
 
     def output_fn(self, c):
+        """This rank's block."""
         return lambda g: blocks_data(c.rank, g, c.dtype)
 
     def args(self, c):
+        """The arguments: ``(send, recv, root)``."""
         return (c.send, c.recv, c.root)
 
 

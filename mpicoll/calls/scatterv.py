@@ -12,18 +12,24 @@ not match across ranks raise on every rank instead of truncating or hanging.
 """
 from mpi4py import MPI
 
-from ..args.buffers import (as_array, check_no_alias, check_root, is_in_place, not_in_place,
-                            same_dtype, same_memory)
-from ..args.bufspec import is_rank, parse_bufspec, parse_vec, required, role
+from ..args.buffers import (
+    as_array,
+    check_no_alias,
+    check_root,
+    is_in_place,
+    not_in_place,
+    same_dtype,
+    same_memory,
+)
+from ..args.bufspec import is_rank, parse_bufspec, parse_vec, required
 from ..core.blocks import offsets
 from ..core.errors import ArgumentError
-from ..device.arrays import empty
 from ..engine.launch import run_call
 from ..sched.inspect import Len
-from ._vcommon import check_counts_match, send_side, v_side
+from ._vcommon import check_counts_match, v_side
 from .primitive import Primitive, define
-from .spec import VCounts
 from .scatter import ScatterSpec
+from .spec import VCounts
 
 
 def scatterv(sendbuf, recvbuf, root=0):
@@ -38,6 +44,7 @@ def scatterv(sendbuf, recvbuf, root=0):
 
 
 def run(call, bufs, root, algorithm):
+    """The scatterv implementation (every face): validate, agree, launch; the output."""
     mine = -1
     with call.checking():
         root = check_root(root, call.size)
@@ -81,6 +88,7 @@ def run(call, bufs, root, algorithm):
 
 
 def Scatterv(comm, call, bnd, algorithm, sendbuf, recvbuf, root=0):
+    """mpi4py's ``Scatterv``: its buffer forms parsed, then :func:`run`."""
     def bufs():
         root_here = is_rank(root, comm.Get_rank())
         s = parse_vec("sendbuf", required("sendbuf", sendbuf), bnd, "send",
@@ -101,7 +109,10 @@ def call_arrays(size, rank, count, root=0, counts=None, op=None):
 
 
 class ScattervSpec(VCounts, ScatterSpec):
+    """The bench and test spec of scatterv."""
+
     def args(self, c):
+        """The arguments: ``([send, counts] on the root, recv, root)``."""
         return ([c.send, c.vcounts] if c.rank == c.root else None, c.recv, c.root)
 
 

@@ -78,10 +78,12 @@ class Spec:
         return self.call_count(case) * case.dtype.itemsize
 
     def alloc(self, case):
-        """Allocate ``case.send`` and ``case.recv`` (None where this rank has none) with
-        ``case.am.empty(n, dtype)``, or ``case.am.empty_on(mine, n, dtype)`` for a buffer
-        some ranks only have: every rank makes the same calls (shared-memory buffers are
-        made collectively)."""
+        """Allocate ``case.send`` and ``case.recv`` (None where this rank has none).
+
+        With ``case.am.empty(n, dtype)``, or ``case.am.empty_on(mine, n, dtype)`` for a
+        buffer some ranks only have: every rank makes the same calls (shared-memory buffers
+        are made collectively).
+        """
         raise NotImplementedError
 
     def io(self, case):
@@ -102,8 +104,11 @@ class Spec:
 
 
 class VCounts:
-    """Mixin of the v specs: equal counts, blocks back to back (as OSU's v-benchmarks lay
-    them out), passed in mpi4py's ``[buf, counts]`` form."""
+    """Mixin of the v specs: equal counts, blocks back to back.
+
+    The blocks lie as OSU's v-benchmarks lay them out, passed in mpi4py's
+    ``[buf, counts]`` form.
+    """
 
     def alloc(self, c):
         super().alloc(c)

@@ -121,11 +121,13 @@ SHM_FROM = {"allreduce": 8 << 20, "reduce_scatter": 4 << 20}
 
 def default_algorithm(primitive, *, size, nbytes=0, count=0, commutative=True, table=True,
                       one_node_host=False):
-    """Name of the algorithm ``auto`` resolves to for this call (shm where it is measured
-    faster, then the tuned table, then rules; ``table=False``: the rules only -- they never
-    pick an algorithm that needs a node layout or, for a non-commutative op, a commutative
-    one). ``one_node_host``: every rank on one node, host arrays (the shm algorithms can
-    run)."""
+    """Name of the algorithm ``auto`` resolves to for this call.
+
+    Shm where it is measured faster, then the tuned table, then rules; ``table=False``:
+    the rules only -- they never pick an algorithm that needs a node layout or, for a
+    non-commutative op, a commutative one. ``one_node_host``: every rank on one node, host
+    arrays (the shm algorithms can run).
+    """
     if one_node_host and size > 1 and nbytes >= SHM_FROM.get(primitive, 1 << 62) \
             and "shm" in algorithms(primitive):
         return "shm"

@@ -39,8 +39,11 @@ class ArgumentTypeError(ArgumentError, TypeError):
 
 
 class NotSchedulable(TypeError):
-    """An algorithm did something a plan cannot record (it then runs directly, on the real
-    arrays: one that touches data itself, or reads peers' memory)."""
+    """An algorithm did something a plan cannot record.
+
+    It then runs directly, on the real arrays: one that touches data itself, or reads
+    peers' memory.
+    """
 
 
 def describe(obj):

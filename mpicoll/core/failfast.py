@@ -17,8 +17,9 @@ __all__ = ["run_main", "abort_on_error"]
 
 
 def _abort(code):
-    from mpi4py import MPI
     import time
+
+    from mpi4py import MPI
     sys.stdout.flush()
     sys.stderr.flush()
     time.sleep(1.0)   # let the launcher forward the last output before the kill

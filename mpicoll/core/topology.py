@@ -72,13 +72,16 @@ class Layout:
 
     @property
     def n_nodes(self):
+        """The number of nodes."""
         return len(self.members)
 
     @property
     def size(self):
+        """The number of ranks."""
         return len(self.nodes)
 
     def same_node(self, a, b):
+        """True when ranks ``a`` and ``b`` are on the same node."""
         return self.nodes[a] == self.nodes[b]
 
     def describe(self):
@@ -123,8 +126,11 @@ def parse_nodes(text, size):
 
 
 def _simulated(spec, pcomm):
-    """The nodes of ``pcomm``'s ranks under ``MPICOLL_NODES=spec``: its processes' nodes
-    in ``MPI.COMM_WORLD`` (its own ranks where some process is not in the world)."""
+    """The nodes of ``pcomm``'s ranks under ``MPICOLL_NODES=spec``.
+
+    Its processes' nodes in ``MPI.COMM_WORLD`` (its own ranks where some process is not in
+    the world).
+    """
     size = pcomm.Get_size()
     mine, world = pcomm.Get_group(), MPI.COMM_WORLD.Get_group()
     try:
@@ -139,8 +145,10 @@ def _simulated(spec, pcomm):
 
 
 def _agreed_spec(pcomm):
-    """This rank's ``MPICOLL_NODES`` value, once every rank has the same (else
-    ArgumentError on every rank, naming the values and their ranks)."""
+    """This rank's ``MPICOLL_NODES`` value, once every rank has the same.
+
+    Else ArgumentError on every rank, naming the values and their ranks.
+    """
     spec = os.environ.get("MPICOLL_NODES", "").strip()
     if pcomm.Get_size() == 1:
         return spec

@@ -10,9 +10,9 @@ from .. import distributed as dist
 from ..args.buffers import check_dtype
 from ..core.errors import ArgumentError
 from ..core.plugins import PluginError, import_modules
-from ..engine.context import private_comm
 from ..core.registry import PRIMITIVES, algorithms, lookup
 from ..core.topology import layout
+from ..engine.context import private_comm
 from .device import NoDevice, device_header, use_device
 from .nodes import show_nodes
 from .output import CheckFailed, Out, on_host

@@ -3,9 +3,9 @@ import numpy as np
 from mpi4py import MPI
 
 from .. import api as C
-from ..engine.context import private_comm, traffic
-from ..core.topology import layout
 from ..coll.hierarchical import phases
+from ..core.topology import layout
+from ..engine.context import private_comm, traffic
 from ..sched.inspect import plan_of
 from .output import agree, fmt, same
 

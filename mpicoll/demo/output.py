@@ -31,6 +31,7 @@ class Out:
         self.fancy = comm.bcast(color == "always", root=0)
 
     def say(self, text=""):
+        """Print ``text`` on rank 0."""
         if self.rank == 0:
             print(text, flush=True)
 
@@ -47,16 +48,20 @@ class Out:
         return f"\033[{code}m{text}\033[0m" if self.fancy else text
 
     def heading(self, text):
+        """Print a blank line, then ``text`` as a heading (bold when styled), on rank 0."""
         self.say()
         self.say(self._style(f"== {text} ==", "1"))
 
     def good(self, text):
+        """``text`` styled as good news (green when styled)."""
         return self._style(text, "32")
 
     def bad(self, text):
+        """``text`` styled as bad news (bold red when styled)."""
         return self._style(text, "31;1")
 
     def mark(self):
+        """A check mark (``ok`` when plain), styled as good news."""
         return self.good("✓" if self.fancy else "ok")
 
 

@@ -38,6 +38,7 @@ class RingModel:
             self.states.append((phase, s, moves, self._counts()))
 
     def chunk(self, rank, c):
+        """Chunk ``c`` of rank ``rank``'s current values."""
         return self.values[rank][self.off[c]:self.off[c + 1]]
 
     def _counts(self):

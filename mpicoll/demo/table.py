@@ -19,14 +19,13 @@ import numpy as np
 from mpi4py import MPI
 
 from .. import api as C
-from ..engine.context import traffic
+from ..bench.specs import SPECS
+from ..core.blocks import split
+from ..core.registry import SEED_PRIMITIVES as TABLE_BUILTIN
 from ..core.registry import lookup
 from ..core.topology import layout
 from ..engine.call import usable_algorithms
-from ..engine.context import private_comm
-from ..core.blocks import split
-from ..core.registry import SEED_PRIMITIVES as TABLE_BUILTIN
-from ..bench.specs import SPECS
+from ..engine.context import private_comm, traffic
 from ..sched.inspect import plan_of
 from ..sched.plan import NotSchedulable
 from .output import CheckFailed, fmt, fmt_value, on_host, same
@@ -92,8 +91,11 @@ def _table_call(comm, prim, algo, k, dtype, root, dev=on_host):
 
 
 def _spec_call(comm, prim, algo, k, dtype, root, t):
-    """A primitive the table has no hand-written case for (a plug-in's): one call on its spec's
-    exact data (:mod:`mpicoll.calls.spec`), checked against the spec's expected results."""
+    """One call of a primitive the table has no hand-written case for (a plug-in's).
+
+    The call is on its spec's exact data (:mod:`mpicoll.calls.spec`), checked against the
+    spec's expected results.
+    """
     from mpi4py import MPI
 
     from ..bench.specs import ArrayModule, Case

@@ -114,7 +114,7 @@ class CupyAdapter:
     _exports = None
 
     def ipc_supported(self):
-        """(ok, why): can this process export and map device memory through CUDA IPC?"""
+        """(ok, why): whether this process can export and map device memory via CUDA IPC."""
         if self._ipc_status is None:
             self._ipc_status = self._probe_ipc()
         return self._ipc_status
@@ -137,10 +137,13 @@ class CupyAdapter:
     _thread = threading.local()
 
     def _context(self):
-        """Make sure this thread has the current device's CUDA context current before a
-        driver call: a thread that made no runtime call on it yet (the progress thread)
-        has none, and the driver's calls then fail (CUDA_ERROR_INVALID_CONTEXT).
-        ``cudaFree(0)`` makes it current; once per thread and device."""
+        """Make sure this thread has the current device's CUDA context current.
+
+        Needed before a driver call: a thread that made no runtime call on it yet (the
+        progress thread) has none, and the driver's calls then fail
+        (CUDA_ERROR_INVALID_CONTEXT). ``cudaFree(0)`` makes it current; once per thread and
+        device.
+        """
         rt = self.cupy.cuda.runtime
         ready = getattr(self._thread, "ready", None)
         if ready is None:
@@ -174,13 +177,15 @@ class CupyAdapter:
         return self.cupy.cuda.runtime.ipcOpenMemHandle(handle)
 
     def ipc_check(self, mapping, size):
-        """(ok, why): is the pointer opened the start of a range of exactly ``size`` bytes
-        (the peer's allocation)? None when the driver cannot say.
+        """(ok, why): whether the pointer opened is the start of the peer's allocation.
+
+        That is, of a range of exactly ``size`` bytes. None when the driver cannot say.
 
         CUDA may carve small ``cudaMalloc`` allocations out of one larger block, and IPC
         then shares the whole block: where the pointer opened is not that allocation,
         reading at the sender's offset from it could read other bytes
-        (:meth:`mpicoll.device.ipc.Endpoint.mapping` then refuses the mapping)."""
+        (:meth:`mpicoll.device.ipc.Endpoint.mapping` then refuses the mapping).
+        """
         from .cuda_driver import cuda_driver
         try:
             got = cuda_driver().address_range(mapping)
@@ -259,8 +264,10 @@ _aware_decision = None     # (aware, what decided), from the probes, cached
 
 
 def set_cuda_aware(value):
-    """Force the device path: True (pass device pointers), False (stage), None (detect
-    again, reading ``MPICOLL_CUDA_AWARE`` and the probes anew)."""
+    """Force the device path: True (pass device pointers), False (stage), None (detect again).
+
+    None reads ``MPICOLL_CUDA_AWARE`` and the probes anew.
+    """
     global _aware_override, _aware_decision
     if value not in (None, True, False):
         from ..core.errors import ArgumentTypeError, describe
@@ -270,8 +277,11 @@ def set_cuda_aware(value):
 
 
 def cuda_aware_decision():
-    """(aware, source): what device buffers get -- ``set_cuda_aware``, else the probes
-    (``MPICOLL_CUDA_AWARE`` first), run once and cached (they cost an MPI info query)."""
+    """(aware, source): what device buffers get.
+
+    ``set_cuda_aware``, else the probes (``MPICOLL_CUDA_AWARE`` first), run once and
+    cached (they cost an MPI info query).
+    """
     global _aware_decision
     if _aware_override is not None:
         return _aware_override, "mpicoll.gpu.set_cuda_aware"
@@ -287,7 +297,7 @@ LIBRARY_SOURCES = ("MPIX_Query_cuda_support", "mpi_memory_alloc_kinds")
 
 
 def collectives_aware():
-    """(aware, source): may the MPI library's *own collectives* take device buffers?
+    """(aware, source): whether the MPI library's *own collectives* may take device buffers.
 
     Decided apart from point-to-point: a library whose point-to-point layer
     moves device memory (MPICH over UCX with CUDA transports, switched on with
@@ -337,6 +347,7 @@ class PinnedArena:
 
     @property
     def capacity(self):
+        """Bytes of the current block (0 before the first)."""
         return 0 if self.block is None else self.block.nbytes
 
     def take(self, dtype, count):
@@ -361,6 +372,7 @@ class PinnedArena:
         return view
 
     def give(self, n=1):
+        """Give back ``n`` slots (no longer live)."""
         self.live -= n
 
 
@@ -443,9 +455,11 @@ class AwareTransport(_Requests):
 
     @property
     def native_path(self):
-        """How the MPI library's own collectives get device arrays (see ``__getattr__``: a
-        reduction with a user op is staged even where this says cuda-aware, and a
-        recorded call's path is set so as it runs)."""
+        """How the MPI library's own collectives get device arrays.
+
+        See ``__getattr__``: a reduction with a user op is staged even where this says
+        cuda-aware, and a recorded call's path is set so as it runs.
+        """
         return "cuda-aware" if collectives_aware()[0] else "staged"
 
     def __init__(self, comm, adapter, device, requests=False):
@@ -461,29 +475,36 @@ class AwareTransport(_Requests):
         self.rec = rec
 
     def Send(self, buf, dest, tag):
+        """Synchronise, then send the device array."""
         self.adapter.sync()
         self.comm.Send(buf, dest, tag)
 
     def Recv(self, buf, source, tag):
+        """Synchronise, then receive into the device array."""
         self.adapter.sync()
         self.comm.Recv(buf, source, tag)
 
     def Sendrecv(self, sbuf, dest, stag, rbuf, source, rtag):
+        """Synchronise, then send and receive device arrays."""
         self.adapter.sync()
         self.comm.Sendrecv(sbuf, dest, stag, rbuf, source, rtag)
 
     def Isend(self, buf, dest, tag):
+        """Synchronise, then post a send of the device array."""
         self.adapter.sync()
         return self.comm.Isend(buf, dest, tag)
 
     def Irecv(self, buf, source, tag):
+        """Synchronise, then post a receive into the device array."""
         self.adapter.sync()
         return self.comm.Irecv(buf, source, tag)
 
     def waitall(self, requests):
+        """Complete ``requests``."""
         MPI.Request.Waitall(requests)
 
     def reset(self):
+        """A blocking call starts on this transport again (its staged fallback is reset too)."""
         if self.staged is not None:
             self.staged.reset()
 
@@ -533,6 +554,7 @@ class StagedTransport(_Requests):
         self.reset()
 
     def reset(self):
+        """A blocking call starts on this transport again (a blocking call's arena: no live slot)."""
         if not self.requests:
             # Every request of a blocking call completes within it: a new call starts
             # with no live slot (even if an earlier call was cut short by an error).
@@ -552,11 +574,13 @@ class StagedTransport(_Requests):
         return buf, False
 
     def Send(self, buf, dest, tag):
+        """Send ``buf`` (a device array through a pinned host copy)."""
         host, staged = self._outgoing(buf)
         self.comm.Send(host, dest, tag)
         self.arena.give(staged)
 
     def Recv(self, buf, source, tag):
+        """Receive into ``buf`` (a device array through a pinned host slot, then copied up)."""
         host, staged = self._incoming(buf)
         self.comm.Recv(host, source, tag)
         if staged:
@@ -564,6 +588,7 @@ class StagedTransport(_Requests):
             self.arena.give()
 
     def Sendrecv(self, sbuf, dest, stag, rbuf, source, rtag):
+        """Send and receive (device arrays through pinned host memory)."""
         shost, s_staged = self._outgoing(sbuf)
         rhost, r_staged = self._incoming(rbuf)
         self.comm.Sendrecv(shost, dest, stag, rhost, source, rtag)
@@ -572,9 +597,11 @@ class StagedTransport(_Requests):
         self.arena.give(s_staged + r_staged)
 
     def Isend(self, buf, dest, tag):
+        """Post a send of ``buf`` (a device array from a pinned host copy kept until :meth:`finish`)."""
         return self._post(self.comm.Isend, buf, dest, tag, lands=False)
 
     def Irecv(self, buf, source, tag):
+        """Post a receive into ``buf`` (a device array through a host slot landed by :meth:`finish`)."""
         return self._post(self.comm.Irecv, buf, source, tag, lands=True)
 
     def _post(self, start, buf, peer, tag, lands):
@@ -587,6 +614,7 @@ class StagedTransport(_Requests):
         return req
 
     def waitall(self, requests):
+        """Complete ``requests``, then :meth:`finish` them."""
         MPI.Request.Waitall(requests)
         self.finish(requests)
 
@@ -640,8 +668,10 @@ _transport_override = None
 
 
 def set_transport(name):
-    """Choose how device messages move: ``"auto"``, ``"ipc"``, ``"aware"``, ``"staged"``, or
-    None (read ``MPICOLL_GPU_TRANSPORT`` again). Set it alike on every rank.
+    """Choose how device messages move; set it alike on every rank.
+
+    ``"auto"``, ``"ipc"``, ``"aware"``, ``"staged"``, or None (read
+    ``MPICOLL_GPU_TRANSPORT`` again):
 
     - ``ipc``: peers on the same node through CUDA IPC mappings (a buffer that
       cannot be exported, or a peer that cannot map it, goes inline through the
@@ -688,7 +718,9 @@ HOST_COPY_MAX = 4096
 
 
 def host_copy_max():
-    """Calls on device arrays moving at most this many bytes per rank run their algorithm
+    """The size up to which calls on device arrays run on page-locked host copies.
+
+    Calls on device arrays moving at most this many bytes per rank run their algorithm
     on page-locked host copies (``MPICOLL_GPU_HOST_COPY``, bytes; 0: never).
 
     One device-to-host copy of the inputs, the algorithm's messages and reductions on
@@ -701,7 +733,9 @@ def host_copy_max():
 
 def env_bytes(name, default):
     """The byte count (>= 0) in environment variable ``name``; ``default`` when unset.
-    Anything else raises :class:`mpicoll.ArgumentError` naming the variable."""
+
+    Anything else raises :class:`mpicoll.ArgumentError` naming the variable.
+    """
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
@@ -716,10 +750,12 @@ def env_bytes(name, default):
 
 
 def speaks_ipc(adapter, choice=None):
-    """Whether this rank moves ``adapter``'s arrays through the ipc protocol with the
-    other ranks of its node (headers on their own tags: a peer that does not would
-    never match them). The agreement step compares it between a node's ranks.
-    ``choice``: :func:`transport_choice`'s, when the caller has it already."""
+    """Whether this rank moves ``adapter``'s arrays through the ipc protocol.
+
+    That is, with the other ranks of its node (headers on their own tags: a peer that does
+    not would never match them). The agreement step compares it between a node's ranks.
+    ``choice``: :func:`transport_choice`'s, when the caller has it already.
+    """
     if adapter is None or IPC is None:
         return False
     if choice is None:

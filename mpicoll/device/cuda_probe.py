@@ -50,9 +50,11 @@ def _alloc_kinds():
 
 
 def cuda_aware_report():
-    """Dict: the decision and every probe's answer (for provenance and headers); ``ucx``:
-    :func:`mpicoll.device.gpu_env.ucx_setup` (``source`` says "UCX point-to-point" when
-    MPICOLL_CUDA_AWARE decided with it)."""
+    """Dict: the decision and every probe's answer (for provenance and headers).
+
+    ``ucx``: :func:`mpicoll.device.gpu_env.ucx_setup` (``source`` says "UCX point-to-point"
+    when MPICOLL_CUDA_AWARE decided with it).
+    """
     report = {"override": os.environ.get("MPICOLL_CUDA_AWARE"), "mpix_query": None,
               "alloc_kinds": None, "library": MPI.Get_library_version().splitlines()[0].strip(),
               "ucx": ucx_setup()}

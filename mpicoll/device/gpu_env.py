@@ -70,9 +70,11 @@ def aware_env(root=None, preload=None, library_path=None):
 
 
 def ucx_setup():
-    """What :func:`aware_env` set up in this environment, or None: a libucx wheel's
-    ``libucp`` in ``LD_PRELOAD`` and MPICH's UCX netmod chosen -- MPICH CUDA-aware in
-    point-to-point only. The text names the preloaded folder."""
+    """What :func:`aware_env` set up in this environment, or None.
+
+    A libucx wheel's ``libucp`` in ``LD_PRELOAD`` and MPICH's UCX netmod chosen -- MPICH
+    CUDA-aware in point-to-point only. The text names the preloaded folder.
+    """
     preload = os.environ.get("LD_PRELOAD", "").replace(" ", ":").split(":")
     ucp = next((p for p in preload if os.path.basename(p) == _LIBS[-1] and "libucx" in p), None)
     if ucp is None or os.environ.get("MPIR_CVAR_CH4_NETMOD", "").strip().lower() != "ucx":
@@ -81,6 +83,7 @@ def ucx_setup():
 
 
 def main(argv):
+    """``python -m mpicoll.gpu env``: print the exports of :func:`aware_env`; the exit status."""
     if argv[:1] != ["env"] or len(argv) > 1:
         print("usage: python -m mpicoll.gpu env   (prints the exports for CUDA-aware MPICH "
               "from PyPI; use: eval \"$(python -m mpicoll.gpu env)\")")

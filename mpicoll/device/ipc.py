@@ -129,7 +129,6 @@ def tags_fit(comm=None):
 
 from .cuda_driver import cuda_driver  # noqa: F401  (re-exported: mpicoll.device.ipc.cuda_driver)
 
-
 # -- per (private communicator, device) state --------------------------------
 
 _keyval = None
@@ -177,10 +176,12 @@ class Endpoint:
         self.why.setdefault(what, f"{type(exc).__name__}: {exc}")
 
     def mapping(self, peer, base, gen, handle, size):
-        """The receiver's mapping of ``peer``'s allocation at ``base`` (opened once), held
-        for one message until :meth:`release` (after the stream that reads it was synced):
-        a mapping evicted or found stale meanwhile -- by another thread sharing this
-        endpoint, the progress thread or the caller -- is closed only then."""
+        """The receiver's mapping of ``peer``'s allocation at ``base`` (opened once).
+
+        Held for one message until :meth:`release` (after the stream that reads it was
+        synced): a mapping evicted or found stale meanwhile -- by another thread sharing
+        this endpoint, the progress thread or the caller -- is closed only then.
+        """
         with self.lock:
             m = self._mapping(peer, base, gen, handle, size)
             m.users += 1
@@ -320,17 +321,23 @@ class IpcTransport:
         self.rec = None
 
     def reset(self):
-        """A blocking call starts on this transport again (its memoized steps replay):
-        every message of the last one completed within it."""
+        """A blocking call starts on this transport again (its memoized steps replay).
+
+        Every message of the last one completed within it.
+        """
         self.fallback.reset()
 
     # -- who goes where ------------------------------------------------------
     def ipc_peer(self, peer):
+        """True when ``peer`` is another rank of this rank's node (messages go through IPC)."""
         return peer != self.rank and self.nodes[peer] == self.nodes[self.rank]
 
     def record(self, rec):
-        """Count each message under the transport that moved it (``CallTraffic.paths``); a
-        native call is the fallback's (its path, and the fallback's record if it keeps one)."""
+        """Count each message under the transport that moved it (``CallTraffic.paths``).
+
+        A native call is the fallback's (its path, and the fallback's record if it keeps
+        one).
+        """
         if rec.algorithm == "native":
             keep = getattr(self.fallback, "record", None)
             if keep is not None:
@@ -358,6 +365,7 @@ class IpcTransport:
 
     # -- posting ---------------------------------------------------------------
     def Isend(self, buf, dest, tag):
+        """Post a send of ``buf``: to a peer on this node by the ipc protocol, else by the fallback."""
         if not self.ipc_peer(dest):
             e = _Entry(True, buf, dest, tag)
             e.wait = self.fallback.Isend(buf, dest, tag)
@@ -401,8 +409,11 @@ class IpcTransport:
         return exported
 
     def Irecv(self, buf, source, tag, reduce=None):
-        """Receive into ``buf``; with ``reduce``, call ``reduce(data)`` on the message instead
-        of leaving it in ``buf`` (``data``: the peer's memory itself where it is mapped)."""
+        """Receive into ``buf``, or with ``reduce`` call ``reduce(data)`` on the message.
+
+        With ``reduce`` the message is not left in ``buf``; ``data``: the peer's memory
+        itself where it is mapped.
+        """
         e = _Entry(False, buf, source, tag, reduce)
         if not self.ipc_peer(source):
             e.wait = self.fallback.Irecv(buf, source, tag)
@@ -422,6 +433,7 @@ class IpcTransport:
         return not self.active and EAGER_MAX and nbytes <= EAGER_MAX and self.ipc_peer(peer)
 
     def Send(self, buf, dest, tag):
+        """Send ``buf`` (eager where it fits, else as :meth:`Isend` and wait)."""
         if self._eager_now(buf.nbytes, dest):
             self.comm.Send(self._eager_header(buf), dest, tag + HDR_TAG)
             self._tally(True, "eager", buf.nbytes)
@@ -515,8 +527,11 @@ class IpcTransport:
         return True
 
     def pending(self, requests):
-        """The MPI requests of every message in flight (not only ``requests``'s: a peer may
-        wait for this rank to answer a header before it sends what ``requests`` wait for)."""
+        """The MPI requests of every message in flight (not only ``requests``'s).
+
+        A peer may wait for this rank to answer a header before it sends what ``requests``
+        wait for.
+        """
         return [e.wait for e in self.active if e.state != _DONE] + [
             r for r in requests if id(r) not in self.entries]
 
@@ -528,6 +543,7 @@ class IpcTransport:
             self.ep.finish_acks()
 
     def finish(self, requests):
+        """Nothing to do: waitall has landed everything already (the transports' interface)."""
         # The transports' common interface; waitall has landed everything already.
         pass
 
@@ -657,8 +673,11 @@ class IpcTransport:
                 self._done(e)
 
     def _release(self, e, sync=False):
-        """``e`` no longer reads the mapping it held (``sync``: wait for the stream first,
-        best effort: a failed copy may have left work queued on it)."""
+        """``e`` no longer reads the mapping it held.
+
+        ``sync``: wait for the stream first, best effort: a failed copy may have left work
+        queued on it.
+        """
         if e.held is None:
             return
         if sync:

@@ -60,7 +60,7 @@ def _daemon_pids(proc):
 
 
 def server_status(pipe=None, proc="/proc"):
-    """{"running": bool, "how": why}: does an MPS control daemon serve this process?"""
+    """{"running": bool, "how": why}: whether an MPS control daemon serves this process."""
     pipe = pipe or pipe_dir()
     control = os.path.join(pipe, "control")
     has_pipe = os.path.exists(control)
@@ -88,8 +88,9 @@ def gpu_key(device=None):
 
 
 def mps_status(comm=None, key=None, server=None):
-    """Collective over ``comm`` (default COMM_WORLD): which ranks share this rank's GPU,
-    and whether MPS serves them.
+    """Which ranks share this rank's GPU, and whether MPS serves them.
+
+    Collective over ``comm`` (default COMM_WORLD).
 
     ``key``: this rank's GPU (default :func:`gpu_key`; None where there is none),
     ``server``: :func:`server_status`'s answer (default: probed here). Returns a

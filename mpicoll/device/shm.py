@@ -87,14 +87,19 @@ def _process_vm_readv():
 
 
 def address_of(a):
-    """The address of a contiguous host array's first byte (a fraction of ``a.ctypes.data``'s
-    cost: this runs several times per call)."""
+    """The address of a contiguous host array's first byte.
+
+    A fraction of ``a.ctypes.data``'s cost: this runs several times per call.
+    """
     return MPI.buffer(a).address if a.nbytes else a.__array_interface__["data"][0]
 
 
 def cma_read(pid, address, dst, nbytes=None):
-    """Copy ``nbytes`` (default: all of ``dst``) from ``address`` in process ``pid`` into the
-    host array ``dst``: one copy, by the kernel. OSError (with the errno) if refused."""
+    """Copy from ``address`` in process ``pid`` into the host array ``dst``.
+
+    ``nbytes`` bytes (default: all of ``dst``), one copy, by the kernel. OSError (with the
+    errno) if refused.
+    """
     nbytes = dst.nbytes if nbytes is None else nbytes
     if not nbytes:
         return
@@ -114,9 +119,12 @@ def cma_read(pid, address, dst, nbytes=None):
 
 
 def probe(node):
-    """(True, None) when every rank of ``node`` (a communicator) can read every peer's memory
-    with :func:`cma_read`, else (False, the first reason). Collective over ``node``.
-    ``MPICOLL_SHM_CMA=0`` turns single-copy reads off (the scratch segment is used)."""
+    """Whether every rank of ``node`` (a communicator) can read every peer's memory.
+
+    (True, None) when every rank can, with :func:`cma_read`, else (False, the first
+    reason). Collective over ``node``. ``MPICOLL_SHM_CMA=0`` turns single-copy reads off
+    (the scratch segment is used).
+    """
     why = None
     if getenv("MPICOLL_SHM_CMA", "1").strip().lower() in ("0", "off", "no", "false"):
         why = "turned off by MPICOLL_SHM_CMA=0"
@@ -240,8 +248,10 @@ class NodeShm:
         return "cma" if self.cma else "segment"
 
     def segment(self, nbytes):
-        """The scratch segment, at least ``nbytes`` per rank (collective: every rank of the
-        node asks for the same size at the same call); None above ``MPICOLL_SHM_MAX``."""
+        """The scratch segment, at least ``nbytes`` per rank; None above ``MPICOLL_SHM_MAX``.
+
+        Collective: every rank of the node asks for the same size at the same call.
+        """
         if nbytes > shm_max():
             return None
         seg = self.scratch
@@ -259,6 +269,7 @@ class NodeShm:
         return self.box
 
     def free(self):
+        """Free the mailbox, the scratch segment and the node communicator."""
         if self.box is not None:
             self.box.window.free()
             self.box = None
@@ -294,9 +305,11 @@ class Mailbox:
         self.calls = 0
 
     def post(self, data, declared):
-        """Write this rank's ``data`` (a host array or None) into its slot for this call, with
-        ``declared`` (the size this rank's call has, for :meth:`declared`), then the node
-        barrier; returns the slot index for :meth:`read`."""
+        """Write this rank's ``data`` (a host array or None) into its slot for this call.
+
+        With ``declared`` (the size this rank's call has, for :meth:`declared`), then the
+        node barrier; returns the slot index for :meth:`read`.
+        """
         k = self.calls & 1
         self.calls += 1
         base = k * self.slot_bytes
@@ -336,8 +349,10 @@ def _delete(comm, keyval, table):
 
 
 def node_shm(pcomm, members):
-    """The :class:`NodeShm` of this rank's node (``members``: its ranks in ``pcomm``), made on
-    first use (collective over ``pcomm``) and kept with ``pcomm``."""
+    """The :class:`NodeShm` of this rank's node (``members``: its ranks in ``pcomm``).
+
+    Made on first use (collective over ``pcomm``) and kept with ``pcomm``.
+    """
     global _keyval
     if _keyval is None:
         with _keyval_lock:
@@ -418,8 +433,10 @@ def free(a):
 # -- one call's arrays on every rank of the node -------------------------------------------
 
 class TooBig(Exception):
-    """Staging this call through the scratch segment needs more than ``MPICOLL_SHM_MAX``:
-    the algorithm falls back to point-to-point (every rank decides alike)."""
+    """Staging this call through the scratch segment needs more than ``MPICOLL_SHM_MAX``.
+
+    The algorithm falls back to point-to-point (every rank decides alike).
+    """
 
 
 class Peers:
@@ -527,14 +544,18 @@ class Peers:
 
     @property
     def path(self):
-        """What moves the data: ``shm-view``, ``shm-cma`` or ``shm-segment`` (the first of the
-        call's arrays read from peers)."""
+        """What moves the data: ``shm-view``, ``shm-cma`` or ``shm-segment``.
+
+        As for the first of the call's arrays read from peers.
+        """
         return "shm-" + (self.mode[0] if self.mode else "view")
 
     def publish(self, i, lo=0, hi=None):
-        """Make elements ``[lo, hi)`` of this rank's array ``i`` readable by its peers (a copy
-        into the segment in ``segment`` mode; nothing otherwise). A barrier must follow
-        before they read."""
+        """Make elements ``[lo, hi)`` of this rank's array ``i`` readable by its peers.
+
+        A copy into the segment in ``segment`` mode; nothing otherwise. A barrier must
+        follow before they read.
+        """
         if self.mode[i] != "segment":
             return
         a = self.arrays[i]
@@ -555,8 +576,11 @@ class Peers:
             w.sync()
 
     def get(self, q, i, lo, hi, dst=None, dtype=None):
-        """Elements ``[lo, hi)`` of node rank ``q``'s array ``i``: into ``dst`` (returned), or,
-        with ``dst`` None, a view of the peer's memory where there is one, as ``dtype``."""
+        """Elements ``[lo, hi)`` of node rank ``q``'s array ``i``.
+
+        Into ``dst`` (returned), or, with ``dst`` None, a view of the peer's memory where
+        there is one, as ``dtype``.
+        """
         isz = self.itemsize[i]
         nbytes = (hi - lo) * isz
         mode = self.mode[i]

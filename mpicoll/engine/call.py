@@ -54,20 +54,20 @@ import os
 import numpy as np
 from mpi4py import MPI
 
-from . import fingerprint as fpr
-from ..device import ipc as _ipc
-from .context import _TAG, Ctx, existing_private_comm, private_comm
+from ..args.user_ops import native_refusal
 from ..core.defaults import default_algorithm
 from ..core.env import getenv
-from ..device.arrays import adapter_of, host_copy_max, speaks_ipc
 from ..core.errors import ArgumentError, ArgumentTypeError, describe
-from .fingerprint import CollectiveMismatchError
 from ..core.registry import algorithms, env_choice, lookup
 from ..core.topology import layout
-from ..args.user_ops import native_refusal
-from . import nonblocking as _nb
-from .nonblocking import keep_until_complete
+from ..device import ipc as _ipc
+from ..device.arrays import adapter_of, host_copy_max, speaks_ipc
 from ..sched.record import PlanCache
+from . import fingerprint as fpr
+from . import nonblocking as _nb
+from .context import _TAG, Ctx, existing_private_comm, private_comm
+from .fingerprint import CollectiveMismatchError
+from .nonblocking import keep_until_complete
 
 __all__ = ["Call", "refusal", "usable_algorithms", "check_mode", "set_check", "get_check", "ipc_flags", "next_request_tag",
            "CollectiveMismatchError"]
@@ -162,16 +162,20 @@ def _as_comm(comm):
 
 
 def ipc_flags(ipc):
-    """The fingerprint flags of a call through the ipc protocol (``ipc``), else 0:
-    FLAG_IPC and the eager limit every rank of a node must share."""
+    """The fingerprint flags of a call through the ipc protocol (``ipc``), else 0.
+
+    FLAG_IPC and the eager limit every rank of a node must share.
+    """
     if not ipc:
         return 0
     return fpr.FLAG_IPC | (min(_ipc.EAGER_MAX, 1 << 40) << fpr.IPC_EAGER_SHIFT)
 
 
 def next_request_tag(state):
-    """The tag of the next nonblocking call on the communicator of ``state`` (its own,
-    the same on every rank: calls come in the same order)."""
+    """The tag of the next nonblocking call on the communicator of ``state``.
+
+    Its own, the same on every rank: calls come in the same order.
+    """
     tag = _NB_TAGS[0] + state.nb_seq % (_NB_TAGS[1] - _NB_TAGS[0])
     state.nb_seq += 1
     return tag
@@ -187,7 +191,8 @@ def allgather(pcomm, mine, raw, kind):
     for each other. While it waits, this rank's requests in flight advance: a peer
     may wait for their next rounds before it makes this call (MPI allows
     ``r1 = ialltoall(); r1.Wait(); r2 = igatherv()`` there while this rank made
-    both calls before waiting for either)."""
+    both calls before waiting for either).
+    """
     if kind != "start":
         pcomm.Allgather([mine, MPI.BYTE], [raw, MPI.BYTE])
         return
@@ -227,9 +232,11 @@ def _state(pcomm):
 
 
 def refusal(fn, pcomm, commutative=True, on_device=False):
-    """Why algorithm ``fn`` cannot run a call on ``pcomm``'s nodes and memory (None: it can):
-    the shm algorithms across nodes or on device arrays, hierarchical ones with a
-    non-commutative op on nodes that are not blocks of consecutive ranks."""
+    """Why algorithm ``fn`` cannot run a call on ``pcomm``'s nodes and memory (None: it can).
+
+    The shm algorithms across nodes or on device arrays, hierarchical ones with a
+    non-commutative op on nodes that are not blocks of consecutive ranks.
+    """
     check_layout = getattr(fn, "check_layout", None)
     if check_layout is not None:
         why = check_layout(layout(pcomm), commutative)
@@ -242,10 +249,12 @@ def refusal(fn, pcomm, commutative=True, on_device=False):
 
 
 def usable_algorithms(primitive, comm=None, device=False, commutative=True):
-    """The algorithms of ``primitive`` that can run a call on ``comm`` (default
-    ``MPI.COMM_WORLD``): on its nodes, on device arrays when ``device``, with a
-    non-commutative op unless ``commutative``. Collective the first time ``comm`` is used
-    by mpicoll (its private duplicate is made)."""
+    """The algorithms of ``primitive`` that can run a call on ``comm``.
+
+    ``comm``: default ``MPI.COMM_WORLD``. They run on its nodes, on device arrays when
+    ``device``, with a non-commutative op unless ``commutative``. Collective the first time
+    ``comm`` is used by mpicoll (its private duplicate is made).
+    """
     comm = MPI.COMM_WORLD if comm is None else comm
     pcomm = private_comm(comm)
     out = []
@@ -307,8 +316,10 @@ class Call:
 
     @property
     def name(self):
-        """The call's name with its face, as its fingerprint and messages give it
-        (``allreduce``, ``iallreduce``, ``allreduce_init``)."""
+        """The call's name with its face, as its fingerprint and messages give it.
+
+        ``allreduce``, ``iallreduce``, ``allreduce_init``.
+        """
         return fpr.face_name(self.primitive, self.kind)
 
     def settle(self):
@@ -416,15 +427,17 @@ class Call:
         self._raise_errors(err, diffs, every)
 
     def _resync(self, every):
-        """After a failed call: number it as the furthest rank did and count it (also
-        where it failed before it was counted, in an exchange), so that the ranks' next
-        calls have the same number -- keeping the calls this rank made since: a
+        """After a failed call: number it as the furthest rank did and count it.
+
+        Also where it failed before it was counted, in an exchange, so that the ranks'
+        next calls have the same number -- keeping the calls this rank made since: a
         nonblocking call is judged when its request first advances, which may be after
         this rank made later calls.
 
         Where other ranks made a persistent ``_init`` call and this rank a blocking
         one, take the persistent request tag they took for it, so that the ranks'
-        next persistent requests pair up again."""
+        next persistent requests pair up again.
+        """
         state = self.state
         seqs = every[:, fpr.C_SEQ]
         later = max(0, state.seq - int(seqs[self.rank]) - 1)
@@ -433,11 +446,13 @@ class Call:
             state.p_seq += 1
 
     def _check_ipc(self, every):
-        """Raise on every rank if some ranks of a node would send device buffers through
-        the ipc protocol and others of that node would not, or would with another eager
-        limit (``MPICOLL_IPC_EAGER``): headers would never be matched or be truncated (a
-        hang, or an error on some ranks). Every rank judges the same matrix, so all
-        raise alike."""
+        """Raise on every rank if the ranks of a node disagree on the ipc protocol.
+
+        That is, if some ranks of a node would send device buffers through the ipc
+        protocol and others of that node would not, or would with another eager limit
+        (``MPICOLL_IPC_EAGER``): headers would never be matched or be truncated (a hang, or
+        an error on some ranks). Every rank judges the same matrix, so all raise alike.
+        """
         flags = every[:, fpr.C_FLAGS]
         bits = (flags & fpr.FLAG_IPC) != 0
         if not bits.any():
@@ -567,5 +582,6 @@ class Call:
         return fn
 
     def ctx(self, count=0, itemsize=0, adapter=None, device=None):
+        """A :class:`Ctx` for this call's algorithm on its private communicator."""
         return Ctx(self.pcomm, self.primitive, self.algorithm, count, itemsize, adapter, device,
                    self.tag, self.kind is not None)

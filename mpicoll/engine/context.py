@@ -26,11 +26,11 @@ import numpy as np
 from mpi4py import MPI
 
 from ..args.buffers import wire
-from ..device.arrays import data_ptr, empty, transport
-from ..device.shm import node_shm
-from ..device import ipc as _ipc  # noqa: F401  (registers the ipc transport with _device)
-from ..device.reduce import combine
 from ..core.topology import detect, layout
+from ..device import ipc as _ipc  # noqa: F401  (registers the ipc transport with _device)
+from ..device.arrays import data_ptr, empty, transport
+from ..device.reduce import combine
+from ..device.shm import node_shm
 
 __all__ = ["private_comm", "Ctx", "traffic", "Traffic", "CallTraffic"]
 
@@ -51,8 +51,10 @@ def _free_private(comm, keyval, value):
 
 
 def existing_private_comm(comm):
-    """The private duplicate of ``comm`` if one was made already, else None (no MPI call
-    that involves other ranks: safe to use from one rank)."""
+    """The private duplicate of ``comm`` if one was made already, else None.
+
+    No MPI call that involves other ranks: safe to use from one rank.
+    """
     if _keyval is None:
         return None
     return comm.Get_attr(_keyval)
@@ -132,8 +134,11 @@ class CallTraffic:
 
     @property
     def paths(self):
-        """Which transport moved what: ``{path: [sent_msgs, sent_bytes, recv_msgs, recv_bytes]}``
-        ("ipc" for same-node device messages mapped through CUDA IPC)."""
+        """Which transport moved what.
+
+        ``{path: [sent_msgs, sent_bytes, recv_msgs, recv_bytes]}`` ("ipc" for same-node
+        device messages mapped through CUDA IPC).
+        """
         if self._paths is not None:
             return self._paths
         return {self.path: [self.sent_msgs, self.sent_bytes, self.recv_msgs, self.recv_bytes]}
@@ -145,10 +150,12 @@ class CallTraffic:
 
     @property
     def sent_elements(self):
+        """Elements sent (``sent_bytes`` / ``itemsize``; 0 without an itemsize)."""
         return self.sent_bytes // self.itemsize if self.itemsize else 0
 
     @property
     def recv_elements(self):
+        """Elements received (``recv_bytes`` / ``itemsize``; 0 without an itemsize)."""
         return self.recv_bytes // self.itemsize if self.itemsize else 0
 
     @property
@@ -157,6 +164,7 @@ class CallTraffic:
         return self.read_bytes // self.itemsize if self.itemsize else 0
 
     def as_dict(self):
+        """The record as a dict: its counters, ``paths``, the intra-node and element counts."""
         d = {k: getattr(self, k) for k in self.__slots__ if k not in ("nodes", "_paths")}
         d["paths"] = {p: list(c) for p, c in self.paths.items()}
         for k in ("intra_sent_msgs", "intra_sent_bytes", "intra_recv_msgs", "intra_recv_bytes"):
@@ -293,24 +301,31 @@ class Ctx:
 
     # shared memory --------------------------------------------------------
     def node_memory(self, members=None):
-        """The shared memory of this rank's node (:class:`mpicoll.device.shm.NodeShm`):
-        ``members``, its ranks in this communicator (default: this rank's node's)."""
+        """The shared memory of this rank's node (:class:`mpicoll.device.shm.NodeShm`).
+
+        ``members``: its ranks in this communicator (default: this rank's node's).
+        """
         if members is None:
             lay = layout(self.comm)
             members = lay.members[lay.nodes[self.rank]]
         return node_shm(self.comm, members)
 
     def read_from(self, peers, q, i, lo, hi, dst=None, dtype=None):
-        """Elements ``[lo, hi)`` of array ``i`` of node rank ``q`` (a :class:`~mpicoll.device.
-        shm.Peers` of this call): copied into ``dst`` and returned, or, where the peer's
-        array is in shared memory and ``dst`` is None, a view of it as ``dtype`` (no copy)."""
+        """Elements ``[lo, hi)`` of array ``i`` of node rank ``q``, from ``peers``.
+
+        ``peers``: a :class:`~mpicoll.device.shm.Peers` of this call. Copied into ``dst``
+        and returned, or, where the peer's array is in shared memory and ``dst`` is None,
+        a view of it as ``dtype`` (no copy).
+        """
         got = peers.get(q, i, lo, hi, dst, dtype)
         self._read((hi - lo) * peers.itemsize[i])
         return got
 
     def read_box(self, box, q, k, lo, hi, dtype):
-        """Bytes ``[lo, hi)`` of node rank ``q``'s mailbox slot ``k`` (a :class:`~mpicoll.
-        device.shm.Mailbox`), in place, as ``dtype``; counted as read from a peer."""
+        """Bytes ``[lo, hi)`` of node rank ``q``'s mailbox slot ``k``, in place, as ``dtype``.
+
+        ``box``: a :class:`~mpicoll.device.shm.Mailbox`. Counted as read from a peer.
+        """
         got = box.read(q, k, lo, hi, dtype)
         if q != box.shm.rank:
             self._read(hi - lo)
@@ -324,23 +339,28 @@ class Ctx:
 
     # point-to-point -----------------------------------------------------
     def send(self, buf, dest):
+        """Send ``buf`` to rank ``dest``."""
         self._sent(buf, dest)
         self.mpi.Send(wire(buf), dest, self.tag)
 
     def recv(self, buf, source):
+        """Receive into ``buf`` from rank ``source``."""
         self._recvd(buf, source)
         self.mpi.Recv(wire(buf), source, self.tag)
 
     def sendrecv(self, sendbuf, dest, recvbuf, source):
+        """Send ``sendbuf`` to ``dest`` and receive into ``recvbuf`` from ``source``, at once."""
         self._sent(sendbuf, dest)
         self._recvd(recvbuf, source)
         self.mpi.Sendrecv(wire(sendbuf), dest, self.tag, wire(recvbuf), source, self.tag)
 
     def isend(self, buf, dest):
+        """Post a send of ``buf`` to rank ``dest``; the request."""
         self._sent(buf, dest)
         return self.mpi.Isend(wire(buf), dest, self.tag)
 
     def irecv(self, buf, source):
+        """Post a receive into ``buf`` from rank ``source``; the request."""
         self._recvd(buf, source)
         return self.mpi.Irecv(wire(buf), source, self.tag)
 
@@ -353,6 +373,7 @@ class Ctx:
                 self.mpi.waitall(requests)    # staged receives land, ipc messages complete
 
     def wait(self, request):
+        """Complete ``request`` (as :meth:`waitall`)."""
         self.waitall([request])
 
     # local steps (the same calls a plan records, see mpicoll.sched.plan) --

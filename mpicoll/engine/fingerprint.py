@@ -47,7 +47,9 @@ _NONE = -1           # root / recvcounts of calls without one
 
 
 class CollectiveMismatchError(ArgumentError):
-    """The ranks called different collectives, chose different algorithms for one call, or
+    """The ranks made calls that do not match.
+
+    The ranks called different collectives, chose different algorithms for one call, or
     passed a different op, dtype, count or root (any mode with an agreement step: ``agree``
     and ``checked``); in checked mode also different recvcounts or call numbers.
 
@@ -86,8 +88,10 @@ def _unpack(row):
 
 
 def face_name(primitive, kind):
-    """The name a call travels under: ``allreduce`` (blocking), ``iallreduce``
-    (nonblocking, ``kind`` "start"), ``allreduce_init`` (persistent, "init").
+    """The name a call travels under.
+
+    ``allreduce`` (blocking), ``iallreduce`` (nonblocking, ``kind`` "start"),
+    ``allreduce_init`` (persistent, "init").
     The primitive's name, not the function's: ``reduce_scatter_block`` calls
     travel as ``reduce_scatter`` (their recvcounts tell them apart in checked mode).
 
@@ -103,8 +107,10 @@ def face_name(primitive, kind):
 
 
 def face_flags(kind):
-    """The flags a call's face sets: :data:`FLAG_PERSISTENT` for a persistent ``_init``
-    call ("init"), none otherwise."""
+    """The flags a call's face sets.
+
+    :data:`FLAG_PERSISTENT` for a persistent ``_init`` call ("init"), none otherwise.
+    """
     return FLAG_PERSISTENT if kind == "init" else 0
 
 
@@ -112,8 +118,10 @@ _FACE_NAMES = {}
 
 
 def _primitive_display(row):
-    """A primitive's name from its words: whole (known names are looked up by their
-    words; only the first 16 bytes travel), else those 16 bytes."""
+    """A primitive's name from its words: whole where known, else those 16 bytes.
+
+    Known names are looked up by their words; only the first 16 bytes travel.
+    """
     if not _FACE_NAMES:
         from ..core.registry import PRIMITIVES
         for p in PRIMITIVES:
@@ -135,6 +143,7 @@ def op_code(op):
 
 
 def dtype_code(dtype):
+    """The NumPy type string of ``dtype`` (``'<f8'``; "" for None), as the fingerprint packs it."""
     return "" if dtype is None else np.dtype(dtype).str
 
 

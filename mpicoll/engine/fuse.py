@@ -10,7 +10,8 @@ import time
 from functools import partial
 
 from ..core.ops import OPS
-from ..device import arrays as _device, reduce as _reduce
+from ..device import arrays as _device
+from ..device import reduce as _reduce
 from ..device.reduce import combine
 from ..sched.plan import COPY, IRECV, ISEND, RECV, REDUCE, SEND, SENDRECV
 
@@ -32,6 +33,7 @@ def _reduce_into(op, other, out, lower, data):
 
 
 def recv_reduce(ctx, buf, source, reduce):
+    """Receive ``buf`` from ``source``, calling ``reduce(data)`` on arrival."""
     ctx._recvd(buf, source)
     t0 = _now()
     ctx.mpi.Recv(buf, source, ctx.tag, reduce)
@@ -39,6 +41,7 @@ def recv_reduce(ctx, buf, source, reduce):
 
 
 def sendrecv_reduce(ctx, sendbuf, dest, recvbuf, source, reduce):
+    """Send ``sendbuf`` to ``dest``; receive ``recvbuf``, calling ``reduce(data)`` on arrival."""
     ctx._sent(sendbuf, dest)
     ctx._recvd(recvbuf, source)
     t0 = _now()

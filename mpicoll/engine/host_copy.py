@@ -29,10 +29,10 @@ from functools import partial
 
 from mpi4py import MPI
 
-from .context import Ctx
 from ..device.arrays import ALIGN, PinnedArena, arena_for, on_device
-from .memo import device_binding, wanted
 from . import nonblocking as _nb
+from .context import Ctx
+from .memo import device_binding, wanted
 from .run import assign, execute
 
 __all__ = ["run", "PATH"]
@@ -46,8 +46,7 @@ _ROOTED_SEND = frozenset({"scatter", "scatterv"})
 
 
 def run(call, count, itemsize, fn, args, prologue, adapter, device):
-    """Run ``fn`` (any kind of call, its agreement posted) on host mirrors
-    of its device arrays.
+    """Run ``fn`` (any kind of call, its agreement posted) on host mirrors of its device arrays.
 
     Calls within the memo's size limit hand their bound steps (copies included)
     to :mod:`mpicoll.engine.memo` through ``call.memo``.
@@ -113,10 +112,12 @@ def _copied_around(ctx, fn, entry, host, op, fast, d2h, h2d):
 
 def _start(call, ctx, fn, entry, host, op, fast, d2h, h2d, prologue, adapter, device,
            count, itemsize):
-    """The request of a nonblocking or persistent call on host mirrors: copies down
-    when it starts (in the caller's thread, ordered after its stream's work), the
-    algorithm as a request on the host, copies back as its last steps (with the
-    data's device current)."""
+    """The request of a nonblocking or persistent call on host mirrors.
+
+    Copies down when it starts (in the caller's thread, ordered after its stream's work),
+    the algorithm as a request on the host, copies back as its last steps (with the data's
+    device current).
+    """
     scope = partial(on_device, adapter, device)
     if call.kind == "init" and prologue is not None:
         # The in-place snapshot is taken again at every Start, before it is copied down.

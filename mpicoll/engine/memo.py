@@ -54,13 +54,13 @@ import weakref
 import numpy as np
 from mpi4py import MPI
 
-from . import context as _context
-from ..device import arrays as _device
-from . import fingerprint as fpr
 from ..core.registry import env_key
+from ..device import arrays as _device
 from ..device import reduce as _reduce
-from .call import Call, allgather, env_mode, ipc_flags, next_request_tag
+from . import context as _context
+from . import fingerprint as fpr
 from . import nonblocking as _nb
+from .call import Call, allgather, env_mode, ipc_flags, next_request_tag
 
 __all__ = ["run", "start", "run_specs", "start_specs", "spec_parts", "parts_of", "Parts",
            "device_binding", "memoizable", "wanted", "array_or_none", "remember", "forget_device", "LIMIT"]
@@ -72,15 +72,20 @@ _memo = {}
 
 
 def _observed():
-    """True while a traffic recorder or a tracer watches calls: each call must then be
-    counted and traced as it runs, so none is served or remembered by the memo."""
+    """True while a traffic recorder or a tracer watches calls.
+
+    Each call must then be counted and traced as it runs, so none is served or remembered
+    by the memo.
+    """
     return bool(_context._recorders) or _context.trace_hook is not None or \
         _reduce.trace_hook is not None
 
 
 def memoizable(bufs):
-    """True when every buffer is a NumPy array, a weakly referable device array,
-    IN_PLACE or None."""
+    """True when every buffer passes :func:`array_or_none`.
+
+    Each is a NumPy array, a weakly referable device array, IN_PLACE or None.
+    """
     for b in bufs:
         if not array_or_none(b):
             return False
@@ -88,17 +93,22 @@ def memoizable(bufs):
 
 
 def wanted(call, ctx, nbytes):
-    """True when a call whose steps were just bound on ``ctx`` hands them to the memo:
-    it was asked to (``call.memo``), nothing counts or traces it, and it moves at most
-    :data:`LIMIT` bytes per rank."""
+    """True when a call whose steps were just bound on ``ctx`` hands them to the memo.
+
+    It was asked to (``call.memo``), nothing counts or traces it, and it moves at most
+    :data:`LIMIT` bytes per rank.
+    """
     return (call.memo is not None and ctx._rec is None and type(ctx) is _context.Ctx
             and nbytes <= LIMIT)
 
 
 def array_or_none(b):
-    """A buffer the memo can key on: a NumPy array, a weakly referable device array,
-    IN_PLACE or None -- and not a view of more than :data:`LIMIT` bytes (an entry's
-    bound steps keep the view, hence its whole base, alive)."""
+    """Whether ``b`` is a buffer the memo can key on.
+
+    A NumPy array, a weakly referable device array, IN_PLACE or None -- and not a view of
+    more than :data:`LIMIT` bytes (an entry's bound steps keep the view, hence its whole
+    base, alive).
+    """
     if b is None or b is MPI.IN_PLACE:
         return True
     if type(b) is not np.ndarray and (_device.adapter_of(b) is None
@@ -132,8 +142,10 @@ def _key(primitive, comm, algorithm, bufs, rest):
 
 
 class Parts(tuple):
-    """The parts of a buffer spec other than its buffer, by value (:func:`parts_of`):
-    the memo keys on them as they are, not on their identity."""
+    """The parts of a buffer spec other than its buffer, by value (:func:`parts_of`).
+
+    The memo keys on them as they are, not on their identity.
+    """
 
     __slots__ = ()
 
@@ -143,8 +155,9 @@ _BY_VALUE = frozenset((Parts, int, np.int8, np.int16, np.int32, np.int64, np.uin
 
 
 def spec_parts(specs):
-    """Buffer specs as the memo keys them: (the arrays, the specs' other parts), or None
-    when some part is not one it can compare.
+    """Buffer specs as the memo keys them: (the arrays, the specs' other parts), or None.
+
+    None when some part is not one it can compare.
 
     A bare buffer is itself and its parts None; a list or tuple spec (mpi4py's
     ``[buf, counts, displs, datatype]`` forms) is its first item and
@@ -167,8 +180,9 @@ def spec_parts(specs):
 
 
 def parts_of(x):
-    """``x`` (counts, displacements, datatypes, or a sequence of them) by value, as
-    :class:`Parts`; None when some part is not one the memo can compare.
+    """``x`` (counts, displacements, datatypes, or a sequence of them) as :class:`Parts`.
+
+    By value; None when some part is not one the memo can compare.
 
     Integers, sequences or NumPy vectors of integers, predefined datatypes (by
     handle); each sequence keeps its kind (mpi4py reads ``[y, (c, d)]`` as counts
@@ -194,8 +208,10 @@ def _plain(x):
 
 
 def _by_value(counts):
-    """A list, tuple or NumPy array of counts as a tuple of Python values (a 0-d array,
-    a root given as ``np.array(0)``: its value)."""
+    """A list, tuple or NumPy array of counts as a tuple of Python values.
+
+    A 0-d array (a root given as ``np.array(0)``): its value.
+    """
     if type(counts) is np.ndarray:
         values = counts.tolist()
         return tuple(values) if type(values) is list else values
@@ -236,10 +252,12 @@ class _Entry:
         return self.var is None or env_key(self.var) == self.env
 
     def fingerprint(self):
-        """This call's fingerprint as the full path would build it (its check mode,
-        call number, flags): bytes; None when there is no agreement step (``local``
-        mode, one rank); :data:`_MISS` for a junk ``MPICOLL_CHECK`` (the full path
-        reports it)."""
+        """This call's fingerprint (bytes) as the full path would build it.
+
+        With its check mode, call number and flags. None when there is no agreement step
+        (``local`` mode, one rank); :data:`_MISS` for a junk ``MPICOLL_CHECK`` (the full
+        path reports it).
+        """
         state = self.state
         mode = state.mode or env_mode()
         if mode is None:
@@ -252,9 +270,11 @@ class _Entry:
         return self.static + _pack_dynamic(state.seq, self.count, flags, 0)
 
     def exchange_bytes(self):
-        """This rank's part of the exchange made again (:meth:`exchange`; for an entry
-        with ``xraw``): bytes, or :data:`_MISS` when it is not what it was when this
-        entry was made (another check mode): the full path then makes the call."""
+        """This rank's part of the exchange made again (:meth:`exchange`), as bytes.
+
+        For an entry with ``xraw``. :data:`_MISS` when it is not what it was when this
+        entry was made (another check mode): the full path then makes the call.
+        """
         gathered = self.xraw
         state = self.state
         flags = fpr.FLAG_CHECKED if _mode(state) == "checked" else 0
@@ -263,10 +283,12 @@ class _Entry:
         return mine if mine == gathered[self.rank].tobytes() else _MISS
 
     def exchange(self, mine, kind=None, tag=None):
-        """The exchange of a call that had one (the v-collectives' counts), made again as
-        the full path makes it (:meth:`mpicoll.engine.call.Call.exchange`), before the agreement;
-        ``mine``: :meth:`exchange_bytes`. ``kind``, ``tag``: the call's (a nonblocking
-        call has taken its tag already, as the full path's does when it is made).
+        """The exchange of a call that had one (the v-collectives' counts), made again.
+
+        Made as the full path makes it (:meth:`mpicoll.engine.call.Call.exchange`), before
+        the agreement; ``mine``: :meth:`exchange_bytes`. ``kind``, ``tag``: the call's (a
+        nonblocking call has taken its tag already, as the full path's does when it is
+        made).
 
         None: every rank sent what it sent when this entry was made, so the counts and
         the steps bound to them still hold. A :class:`~mpicoll.engine.call.Call` (its kind and
@@ -330,9 +352,11 @@ class _Entry:
 
 
 class _RequestEntry(_Entry):
-    """A remembered nonblocking call: its :class:`~mpicoll.engine.nonblocking.Program`
-    (``steps``) is replayed as the request of the next identical call once the
-    request last made from it completed."""
+    """A remembered nonblocking call, replayed as the request of the next identical call.
+
+    Its :class:`~mpicoll.engine.nonblocking.Program` (``steps``) is replayed once the
+    request last made from it completed.
+    """
 
     __slots__ = ("judge", "raw")
 
@@ -384,8 +408,10 @@ _pack_dynamic = fpr.DYNAMIC.pack
 
 
 def _mode(state):
-    """The check mode a call on ``state``'s communicator runs in, as the full path
-    resolves it (:func:`mpicoll.engine.call.check_mode`); None for a junk ``MPICOLL_CHECK``."""
+    """The check mode a call on ``state``'s communicator runs in, as the full path resolves it.
+
+    See :func:`mpicoll.engine.call.check_mode`; None for a junk ``MPICOLL_CHECK``.
+    """
     return state.mode or env_mode()
 
 
@@ -400,10 +426,12 @@ class _Judge:
 
 
 def _make_room(device):
-    """Drop the oldest entries (dicts keep insertion order: a loop's calls, remembered
-    last, survive what earlier code left behind) until one more fits -- and, for a
-    device entry, until fewer than :data:`_MAX_DEVICE` device entries are left: each
-    holds its arrays, scratch and transport on the GPU."""
+    """Drop the oldest entries until one more fits.
+
+    Dicts keep insertion order: a loop's calls, remembered last, survive what earlier code
+    left behind. For a device entry, drop also until fewer than :data:`_MAX_DEVICE` device
+    entries are left: each holds its arrays, scratch and transport on the GPU.
+    """
     while len(_memo) >= _MAX:
         del _memo[next(iter(_memo))]
     if device:
@@ -413,9 +441,11 @@ def _make_room(device):
 
 
 def device_binding(transport, adapter, device):
-    """What a device entry is bound to: ``transport`` (None: host mirrors,
-    :mod:`mpicoll.engine.host_copy`), the arrays' adapter and device, and
-    :func:`mpicoll.device.arrays.transport_key` now (the entry is valid while it holds)."""
+    """What a device entry is bound to (the entry is valid while it holds).
+
+    ``transport`` (None: host mirrors, :mod:`mpicoll.engine.host_copy`), the arrays'
+    adapter and device, and :func:`mpicoll.device.arrays.transport_key` now.
+    """
     return (transport, adapter, device, _device.transport_key())
 
 
@@ -532,9 +562,12 @@ def run(primitive, impl, comm, algorithm, bufs, rest, args, space=None):
 
 
 def _through_specs(through):
-    """:func:`run` or :func:`start` (``through``) for calls whose buffers are mpi4py
-    buffer specs (the v-collectives): keyed on the arrays in the specs and, by value,
-    their other parts (:func:`spec_parts`); ``impl`` parses the specs themselves."""
+    """:func:`run` or :func:`start` (``through``) for calls whose buffers are buffer specs.
+
+    The buffers are mpi4py buffer specs (the v-collectives): keyed on the arrays in the
+    specs and, by value, their other parts (:func:`spec_parts`); ``impl`` parses the specs
+    themselves.
+    """
     def with_specs(primitive, impl, comm, algorithm, specs, rest, args, space=None):
         parts = spec_parts(specs)
         if parts is None:           # lists the memo cannot key on: never memoizable

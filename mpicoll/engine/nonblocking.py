@@ -42,14 +42,13 @@ algorithms that cannot be recorded — complete when they are made: they wait
 for the agreement and run blocking, then return a completed request.
 """
 import threading
+from functools import partial
 
 from mpi4py import MPI
 
-from functools import partial
-
-from . import progress as _thread
 from ..device.arrays import on_device
 from ..sched.record import is_array
+from . import progress as _thread
 from .run import assign, bind, scratch_for
 
 __all__ = ["Request", "PersistentRequest", "Program", "waitall", "testall", "active_count",
@@ -205,13 +204,16 @@ class Request:
 
     # torch.distributed's Work
     def wait(self, timeout=None):
+        """Block until the collective is complete (torch's ``Work.wait``); True."""
         self.Wait()
         return True
 
     def is_completed(self):
+        """True once complete (torch's ``Work.is_completed``; as :meth:`Test`)."""
         return self.Test()
 
     def test(self):
+        """True once complete (as :meth:`Test`)."""
         return self.Test()
 
     def __repr__(self):
@@ -434,8 +436,11 @@ class Program:
         return last is None or (last._done and not last._failed)
 
     def replay(self, tag, result, agreement):
-        """A new request running the steps with ``tag``; ``agreement``: (Iallgather
-        request, every fingerprint, mine, call to judge them) or None."""
+        """A new request running the steps with ``tag``.
+
+        ``agreement``: (Iallgather request, every fingerprint, mine, call to judge them) or
+        None.
+        """
         if self.retag is not None:
             self.retag[0] = tag
         self.ctx.tag = tag
@@ -450,10 +455,13 @@ class Program:
 
 
 def _launch(req, transport, before, agreement, keep=True):
-    """Hand an armed request to the engine: the caller's stream synced (device data),
-    its ``before`` steps run, its ``agreement`` -- (Iallgather request, every
-    fingerprint, mine, call) or None -- judged as it progresses. ``keep``: if the
-    ``before`` steps raise, hold the agreement's request and buffers until it completes."""
+    """Hand an armed request to the engine.
+
+    The caller's stream synced (device data), its ``before`` steps run, its ``agreement``
+    -- (Iallgather request, every fingerprint, mine, call) or None -- judged as it
+    progresses. ``keep``: if the ``before`` steps raise, hold the agreement's request and
+    buffers until it completes.
+    """
     if transport is not None:
         transport.adapter.sync()       # the data were produced on the caller's stream
     try:

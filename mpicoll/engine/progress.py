@@ -50,8 +50,11 @@ def wanted():
 
 
 def auto_allowed():
-    """False when ``MPICOLL_PROGRESS`` says ``none`` (no thread, not even for a blocking call
-    made while requests are in flight: see :func:`mpicoll.engine.nonblocking.before_blocking`)."""
+    """False when ``MPICOLL_PROGRESS`` says ``none``.
+
+    No thread then, not even for a blocking call made while requests are in flight: see
+    :func:`mpicoll.engine.nonblocking.before_blocking`.
+    """
     return os.environ.get("MPICOLL_PROGRESS", "").strip().lower() not in (
         "none", "off", "caller", "0")
 

@@ -22,8 +22,8 @@ import numpy as np
 from mpi4py import MPI
 
 from ..args.buffers import wire
-from ..device.arrays import adapter_of, data_ptr, empty
 from ..core.ops import OPS
+from ..device.arrays import adapter_of, data_ptr, empty
 from ..device.reduce import combine
 from ..sched.plan import COPY, IRECV, ISEND, RECV, REDUCE, SEND, SENDRECV, WAIT
 from ..sched.record import is_array
@@ -61,6 +61,7 @@ def _views(plan, arrays):
 
 
 def assign(dst, src):
+    """Copy ``src`` into ``dst`` (a step)."""
     dst[...] = src
 
 
@@ -213,9 +214,10 @@ def _wait_slots(reqs, slots, ctx):
 
 
 def execute(ctx, fn, entry, args, op, fast):
-    """Run one blocking call of ``entry``'s plan on ``args`` -- or, where ``entry`` is
-    None (an algorithm that cannot be recorded), ``fn`` itself on them; return the
-    steps that repeat it.
+    """Run one blocking call of ``entry``'s plan on ``args``; return the steps that repeat it.
+
+    Where ``entry`` is None (an algorithm that cannot be recorded), ``fn`` itself runs on
+    them.
 
     (Reductions never raise floating-point traps: :func:`_quiet` on the fast
     path, :func:`mpicoll.device.reduce.combine`'s errstate otherwise.)

@@ -23,8 +23,10 @@ class Len:
 
 
 def call_arrays(primitive, size, rank, count, root=0, counts=None, op=MPI.SUM):
-    """The algorithm arguments of a call on ``rank`` (arrays as :class:`Len`), as the
-    primitive's implementation passes them (its ``call_arrays``, :mod:`mpicoll.calls`).
+    """The algorithm arguments of a call on ``rank`` (arrays as :class:`Len`).
+
+    As the primitive's implementation passes them (its ``call_arrays``,
+    :mod:`mpicoll.calls`).
 
     ``count``: elements of each rank's vector (bcast, reduce, allreduce, scan,
     exscan), of each rank's block (gather, allgather, scatter, alltoall and the

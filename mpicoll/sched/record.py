@@ -23,6 +23,7 @@ _MAX_PLANS = 64
 
 
 def is_array(a):
+    """True for an array argument (not None, an int, an op, a list or a tuple)."""
     return not (a is None or isinstance(a, (int, np.integer, MPI.Op, list, tuple)))
 
 
@@ -101,4 +102,5 @@ class PlanCache:
         return entry
 
     def clear(self):
+        """Forget every cached plan."""
         self.entries.clear()

@@ -26,8 +26,11 @@ __all__ = ["empty", "zeros", "free", "stats", "report", "main"]
 
 
 def report(comm=None):
-    """What the shm algorithms use on ``comm``'s nodes (collective): per node, its ranks,
-    whether cross-memory attach works (and why not), the segment cap; this rank's windows."""
+    """What the shm algorithms use on ``comm``'s nodes (collective).
+
+    Per node, its ranks, whether cross-memory attach works (and why not), the segment cap;
+    this rank's windows.
+    """
     comm = MPI.COMM_WORLD if comm is None else comm
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
     try:

@@ -30,7 +30,8 @@ from mpi4py import MPI
 
 from ..engine.context import traffic
 from ._backend import Options, ProcessGroupMpicoll, parse_algorithms
-from ._rendezvous import install as _install_rendezvous, mpi_store
+from ._rendezvous import install as _install_rendezvous
+from ._rendezvous import mpi_store
 from ._tensors import SUPPORTED as DTYPES
 
 __all__ = ["ProcessGroupMpicoll", "Options", "BACKEND", "DTYPES", "traffic", "mpi_store",
@@ -41,8 +42,11 @@ BACKEND = "mpicoll"
 
 
 def _world_check(rank, size):
-    """Raise on every rank unless torch's rank and size are ``MPI.COMM_WORLD``'s (collective
-    over COMM_WORLD, which every process of the job enters in init_process_group)."""
+    """Raise on every rank unless torch's rank and size are ``MPI.COMM_WORLD``'s.
+
+    Collective over COMM_WORLD, which every process of the job enters in
+    init_process_group.
+    """
     world = MPI.COMM_WORLD
     every = world.allgather((rank, size))
     bad = [(r, t) for r, t in enumerate(every) if t != (r, world.Get_size())]
@@ -57,9 +61,12 @@ def _world_check(rank, size):
 
 
 def create_process_group(dist_options, pg_options=None):
-    """The backend's creator (``extended_api``): a :class:`ProcessGroupMpicoll` for the default
-    group (on a duplicate of ``COMM_WORLD``) or for a ``new_group`` (on the sub-communicator
-    of its ranks, made by the members alone, as torch calls this on the members only)."""
+    """The backend's creator (``extended_api``): a :class:`ProcessGroupMpicoll`.
+
+    For the default group (on a duplicate of ``COMM_WORLD``) or for a ``new_group`` (on the
+    sub-communicator of its ranks, made by the members alone, as torch calls this on the
+    members only).
+    """
     rank, size = dist_options.group_rank, dist_options.group_size
     ranks = list(dist_options.global_ranks_in_group or [])
     world = MPI.COMM_WORLD

@@ -23,11 +23,12 @@ import torch.distributed as dist
 from mpi4py import MPI
 
 import mpicoll
-from ..engine.call import Call
+
 from ..core.errors import ArgumentError, ArgumentTypeError, describe
 from ..core.registry import PRIMITIVES, lookup
+from ..engine.call import Call
 from . import _ops, _tensors
-from ._tensors import consecutive, cuda_stream, flat_views, view
+from ._tensors import consecutive, cuda_stream, view
 from ._work import Done, Pending
 
 __all__ = ["ProcessGroupMpicoll", "Options", "parse_algorithms"]
@@ -69,7 +70,9 @@ def parse_algorithms(text, where="algorithms"):
 
 
 class Options:
-    """Backend options for ``init_process_group(backend="mpicoll", pg_options=...)`` and
+    """Backend options for ``init_process_group`` and ``new_group``.
+
+    Passed as ``init_process_group(backend="mpicoll", pg_options=...)`` and
     ``new_group(..., pg_options=...)``.
 
     ``algorithms``: {primitive: algorithm} or ``"allreduce=ring,bcast=binomial"``
@@ -145,16 +148,21 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
 
     # -- plumbing -------------------------------------------------------------
     def _fail(self, fname, exc, nonblocking):
-        """Raise ``exc`` on every rank: the others are making call ``fname``; this rank joins
-        its agreement step with the error (mpicoll names the rank and its reason there)."""
+        """Raise ``exc`` on every rank: the others are making call ``fname``.
+
+        This rank joins its agreement step with the error (mpicoll names the rank and its
+        reason there).
+        """
         call = Call(_PRIMITIVE[fname], self._comm, "start" if nonblocking else None)
         call.error = exc
         call.settle()
         raise exc                      # one rank alone (size 1): settle raised already
 
     def _run(self, fname, nonblocking, args, result, finish=None, like=None):
-        """Call mpicoll's ``fname`` (or its ``i`` form) on this group's communicator; ``like``:
-        a tensor of the call, whose device's current CUDA stream the call follows."""
+        """Call mpicoll's ``fname`` (or its ``i`` form) on this group's communicator.
+
+        ``like``: a tensor of the call, whose device's current CUDA stream the call follows.
+        """
         algorithm = self._algorithms.get(_PRIMITIVE[fname])
         with cuda_stream(like):
             if nonblocking:
@@ -166,8 +174,10 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         return Done(result)
 
     def _scratch_like(self, t, numel):
-        """A reusable flat tensor of ``numel`` elements of ``t``'s dtype and device (the
-        same object for the same shape: repeated calls keep mpicoll's memo)."""
+        """A reusable flat tensor of ``numel`` elements of ``t``'s dtype and device.
+
+        The same object for the same shape: repeated calls keep mpicoll's memo.
+        """
         key = (t.dtype, t.device, numel)
         s = self._scratch.get(key)
         if s is None:
@@ -177,8 +187,11 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         return s
 
     def _joined(self, argname, tensors, like):
-        """One flat tensor holding ``tensors`` back to back: their own storage when they are
-        chunks of one tensor, else scratch (``copied`` True: copies needed in or out)."""
+        """One flat tensor holding ``tensors`` back to back.
+
+        Their own storage when they are chunks of one tensor, else scratch (``copied``
+        True: copies needed in or out).
+        """
         total = sum(t.numel() for t in tensors)
         if consecutive(tensors):
             first = tensors[0]
@@ -504,8 +517,10 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         return self._run("barrier", getattr(opts, "asyncOp", True), (), None)
 
     def monitored_barrier(self, timeout=None, wait_all_ranks=False):
-        """A barrier that names the ranks that did not arrive in time
-        (:func:`mpicoll.monitored_barrier`; raises :class:`mpicoll.BarrierTimeoutError`)."""
+        """A barrier that names the ranks that did not arrive in time.
+
+        See :func:`mpicoll.monitored_barrier`; raises :class:`mpicoll.BarrierTimeoutError`.
+        """
         seconds = 1800.0 if timeout is None else (
             timeout.total_seconds() if hasattr(timeout, "total_seconds") else float(timeout))
         mpicoll.monitored_barrier(self._comm, timeout=seconds, wait_all_ranks=wait_all_ranks)

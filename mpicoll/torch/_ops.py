@@ -52,8 +52,11 @@ class Reduction:
         t.mul_(factor)
 
     def finish(self, t, size):
-        """The result ``t`` after MPI's part: divided by ``size`` for AVG, in place (complex
-        numbers part by part, as torch's all_reduce, which hands them over as real views)."""
+        """The result ``t`` after MPI's part: divided by ``size`` for AVG, in place.
+
+        Complex numbers part by part, as torch's all_reduce, which hands them over as real
+        views.
+        """
         if self.divide:
             (torch.view_as_real(t) if t.is_complex() else t).div_(size)
 

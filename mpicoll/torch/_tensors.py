@@ -28,8 +28,11 @@ _cache = OrderedDict()
 
 
 class Carrier:
-    """How one torch dtype travels: the NumPy dtype of its view, and whether MPI and
-    NumPy can reduce it as they are (else :mod:`._ops` reduces it in torch)."""
+    """How one torch dtype travels.
+
+    The NumPy dtype of its view, and whether MPI and NumPy can reduce it as they are (else
+    :mod:`._ops` reduces it in torch).
+    """
 
     __slots__ = ("torch_dtype", "view_as", "np_dtype", "native_math")
 
@@ -131,8 +134,11 @@ def flat_views(argname, tensors):
 
 
 def consecutive(tensors):
-    """True when the tensors lie back to back in one storage, in list order (the chunks
-    of one tensor, as ``torch.chunk`` makes them): one buffer then holds them all."""
+    """True when the tensors lie back to back in one storage, in list order.
+
+    As the chunks of one tensor do (as ``torch.chunk`` makes them): one buffer then holds
+    them all.
+    """
     if not tensors:
         return False
     first = tensors[0]
@@ -150,9 +156,11 @@ def consecutive(tensors):
 
 
 def cuda_stream(t):
-    """A context that makes CuPy work on torch's current stream of tensor ``t``'s device (a
-    CPU tensor, or None: nothing), so that mpicoll's kernels and copies follow torch's
-    stream order."""
+    """A context that makes CuPy work on torch's current stream of tensor ``t``'s device.
+
+    So mpicoll's kernels and copies follow torch's stream order. For a CPU tensor, or None:
+    nothing.
+    """
     if t is None or not t.is_cuda:
         return _NULL
     import cupy

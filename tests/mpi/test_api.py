@@ -1,12 +1,11 @@
 """Selection, registry and bad-input behaviour of the functional API, on every rank."""
-import os
 
 import numpy as np
 import pytest
 from mpi4py import MPI
+from refdata import AFFINE
 
 import mpicoll
-from refdata import AFFINE
 
 WORLD = MPI.COMM_WORLD
 N, RANK = WORLD.Get_size(), WORLD.Get_rank()

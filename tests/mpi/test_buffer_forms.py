@@ -17,9 +17,9 @@ import array
 import numpy as np
 import pytest
 from mpi4py import MPI
+from refdata import data
 
 import mpicoll
-from refdata import data
 
 WORLD = MPI.COMM_WORLD
 N, RANK = WORLD.Get_size(), WORLD.Get_rank()
@@ -358,7 +358,8 @@ def test_vector_forms(method):
 @pytest.mark.mpi
 def test_vector_forms_with_the_remaining_kinds():
     """The block forms meet every kind across test_block_forms' methods; the v-forms meet
-    four kinds across test_vector_forms': here each v-form meets the fifth."""
+    four kinds across test_vector_forms': here each v-form meets the fifth.
+    """
     for f, form in enumerate(VFORMS):
         i = f + len(VECTOR)
         case_allgatherv(i, form, pick(i, form, v_typed), dtype_of(i))
@@ -403,7 +404,8 @@ def test_none_buffers_are_empty_messages():
 @pytest.mark.mpi
 def test_none_buffer_errors_match_mpi4py():
     """Where mpi4py refuses None, P2PComm does too (on every rank; mpi4py's KeyError for a
-    missing datatype is P2PComm's ArgumentTypeError, a TypeError)."""
+    missing datatype is P2PComm's ArgumentTypeError, a TypeError).
+    """
     for args, exc in ((([None, 2, MPI.INT], 0), ValueError),     # a count with no buffer
                       (([None, 0], 0), (TypeError, KeyError)),    # no datatype to type it
                       ((None, 0), TypeError)):                    # Bcast has no in-place form

@@ -166,7 +166,8 @@ def test_agree_mode_catches_per_rank_algorithms():
 def test_agree_mode_catches_count_and_dtype_mismatches():
     """Default mode: a count or dtype that differs on one rank raises everywhere, naming it,
     where plain MPI truncates, hangs or returns garbage: block collectives, v-collectives and
-    scans, blocking and nonblocking, first calls and repeated (memo) calls alike."""
+    scans, blocking and nonblocking, first calls and repeated (memo) calls alike.
+    """
     if N == 1:
         pytest.skip("needs two ranks to disagree")
     comm = world.Dup()
@@ -352,7 +353,8 @@ def test_recvcounts_mismatch(ccomm):
 @pytest.mark.mpi(min_size=2)
 def test_call_number_mismatch(ccomm):
     """Rank 0 made one more collective call than the others (here via a local-mode call
-    that the others matched by hand): the next checked call reports the sequence numbers."""
+    that the others matched by hand): the next checked call reports the sequence numbers.
+    """
     set_check(ccomm, "local")
     if RANK == 0:
         mpicoll.barrier(comm=ccomm, algorithm="native")
@@ -451,7 +453,8 @@ def test_validation_error_and_mismatch(ccomm):
 @pytest.mark.mpi(min_size=2)
 def test_exchange_phase_against_other_collective(ccomm):
     """Reduce_scatter without recvcounts exchanges counts first; a rank in another
-    collective meanwhile gets an error instead of a hang, on every rank."""
+    collective meanwhile gets an error instead of a hang, on every rank.
+    """
     comm = mpicoll.P2PComm(ccomm)
 
     def call():
@@ -479,7 +482,8 @@ def test_a_mismatch_judged_late_keeps_later_calls_in_step(ccomm, monkeypatch):
     """A nonblocking call is judged when its request first advances: on rank 1 at once,
     on rank 0 only at its Wait, after a blocking call made meanwhile. Both raise the
     mismatch, and the call numbers of every rank stay in step for the calls that follow
-    (checked mode compares them): no rank's count moves back."""
+    (checked mode compares them): no rank's count moves back.
+    """
     monkeypatch.setenv("MPICOLL_PROGRESS", "none")     # no thread judges it early
     x, y = np.ones(3), np.empty(3)
     algo = "ring" if RANK == 1 else "recursive_doubling"

@@ -22,11 +22,11 @@ unpacked with ``MPI_Unpack``.
 import numpy as np
 import pytest
 from mpi4py import MPI
+from refdata import data
 
 import mpicoll
 from mpicoll.args.datatypes import Boundary
 from mpicoll.comm import parse_bufspec
-from refdata import data
 
 WORLD = MPI.COMM_WORLD
 N, RANK = WORLD.Get_size(), WORLD.Get_rank()
@@ -79,7 +79,8 @@ def test_example_6_3_gather_into_a_contiguous_type():
 @pytest.mark.mpi
 def test_examples_6_5_to_6_8_gatherv_columns():
     """6.5: received stride apart; 6.6: column 0 sent with a vector type; 6.7: rank i sends
-    ROWS - i ints of column i (vector type); 6.8: the same with a resized int of one row's extent."""
+    ROWS - i ints of column i (vector type); 6.8: the same with a resized int of one row's extent.
+    """
     stride = ROWS + 2
     col0 = committed(INT.Create_vector(ROWS, 1, COLS))
     row_int = committed(INT.Create_resized(0, COLS * 4))
@@ -127,7 +128,8 @@ def test_examples_6_9_and_6_10_varying_receive_strides():
 @pytest.mark.mpi
 def test_examples_6_11_to_6_13_scatter():
     """6.11: Scatter ROWS ints; 6.12: Scatterv stride apart; 6.13: varying stride at the root,
-    each rank receiving into column ``rank`` of its array with a vector type."""
+    each rank receiving into column ``rank`` of its array with a vector type.
+    """
     stride = ROWS + 2
     counts = [ROWS - i for i in range(N)]
     displs, at = [], 0
@@ -151,7 +153,8 @@ def test_examples_6_11_to_6_13_scatter():
 @pytest.mark.mpi
 def test_gather_columns_into_columns_with_a_resized_vector():
     """Each rank's column 1 (a vector type) lands in column ``rank`` of the root's ROWS x N
-    matrix through a vector resized to one int: type maps differ, signatures match."""
+    matrix through a vector resized to one int: type maps differ, signatures match.
+    """
     send = committed(INT.Create_vector(ROWS, 1, COLS))
     column = INT.Create_vector(ROWS, 1, N)
     recv = committed(column.Create_resized(0, 4))
@@ -170,7 +173,8 @@ def test_gather_columns_into_columns_with_a_resized_vector():
 @pytest.mark.mpi
 def test_scatter_strided_rows():
     """The root holds 2N rows; rank i gets rows i and i + N (a vector of two rows resized to
-    one row, so consecutive ranks start one row apart), into a contiguous(2 * COLS) type."""
+    one row, so consecutive ranks start one row apart), into a contiguous(2 * COLS) type.
+    """
     two_rows = INT.Create_vector(2, COLS, N * COLS)
     send = committed(two_rows.Create_resized(0, COLS * 4))
     two_rows.Free()
@@ -189,7 +193,8 @@ def test_scatter_strided_rows():
 @pytest.mark.mpi
 def test_gatherv_varying_counts_with_a_resized_stride_type():
     """The root receives every other int: a resized int of extent 2, counts varying per rank,
-    blocks displaced in extents (so they interleave with gaps)."""
+    blocks displaced in extents (so they interleave with gaps).
+    """
     every_other = committed(INT.Create_resized(0, 8))
     counts = [(i % 3) + 1 for i in range(N)]
     displs = [3 * i for i in range(N)][::-1]
@@ -207,7 +212,7 @@ def test_gatherv_varying_counts_with_a_resized_stride_type():
 # -- the other collectives, every kind of datatype ----------------------------------------------
 
 def types():
-    """name -> (committed datatype over doubles, doubles of buffer one entry needs)."""
+    """Type name -> (committed datatype over doubles, doubles of buffer one entry needs)."""
     t = {
         "contiguous": DOUBLE.Create_contiguous(3),
         "dup": DOUBLE.Dup(),
@@ -230,7 +235,8 @@ STRUCT = committed(MPI.Datatype.Create_struct([1, 2], [0, 8], [INT, DOUBLE]))   
 
 def room(t, count):
     """Doubles of buffer ``count`` entries of ``t`` need, and the displacement (entries) that
-    keeps a negative lower bound inside it."""
+    keeps a negative lower bound inside it.
+    """
     lb, ext = t.Get_extent()
     tlb, text = t.Get_true_extent()
     displ = 1 if tlb < 0 else 0
@@ -260,7 +266,8 @@ def test_bcast_allgather_alltoall(name):
 @pytest.mark.mpi
 def test_struct_of_mixed_types_and_differing_type_maps():
     """A struct {int, hole, 2 doubles} travels as its bytes; a contiguous send received as a
-    strided vector (one signature, two layouts)."""
+    strided vector (one signature, two layouts).
+    """
     k = STRUCT.Get_extent()[1]
     strided = committed(DOUBLE.Create_vector(3, 1, 2))
     contig = committed(DOUBLE.Create_contiguous(3))
@@ -322,7 +329,8 @@ def unpacked(t, count, flat, into, displ=0):
 @pytest.mark.parametrize("name", ["vector", "indexed", "subarray", "neg_lb"])
 def test_reductions(name):
     """Allreduce (and in place), Reduce, Reduce_scatter_block, Scan, Exscan over a type whose
-    elements are all doubles: the packed elements reduced as MPI reduces them."""
+    elements are all doubles: the packed elements reduced as MPI reduces them.
+    """
     t = TYPES[name]
     n, d = room(t, N)
     k = t.Get_size() // 8
@@ -377,7 +385,7 @@ def test_reductions(name):
 
 @pytest.mark.mpi
 def test_reduce_scatter_counts_in_entries():
-    """recvcounts count entries of the datatype (here three doubles each), given or from recvbuf."""
+    """Recvcounts count entries of the datatype (here three doubles each), given or from recvbuf."""
     t = TYPES["contiguous"]
     counts = [(i % 2) + 1 for i in range(N)]
     x = data(RANK, 3 * sum(counts), "float64")
@@ -437,7 +445,8 @@ def test_contiguous_types_are_views():
 
 def raises_everywhere(call, match, eclass, bad=None):
     """``call()`` raises ArgumentError with ``match`` on every rank, ``bad`` being the rank
-    whose arguments are wrong (None: all); the buffers it was given are not touched."""
+    whose arguments are wrong (None: all); the buffers it was given are not touched.
+    """
     with pytest.raises(mpicoll.ArgumentError) as info:
         call()
     text = str(info.value)
@@ -453,7 +462,8 @@ def test_receives_that_would_write_a_location_twice():
     place, and entries of one block that overlap (a type resized below its size), raise
     on every rank before anything moves; blocks that interleave without touching the
     same bytes (the resized-vector idiom: test_gather_columns_into_columns_with_a_resized_vector,
-    test_examples_6_5_to_6_8_gatherv_columns) are not refused."""
+    test_examples_6_5_to_6_8_gatherv_columns) are not refused.
+    """
     pair = committed(DOUBLE.Create_contiguous(2))
     two = DOUBLE.Create_contiguous(2)
     shifted = committed(two.Create_resized(0, 8))       # two doubles, one double apart

@@ -27,19 +27,19 @@ CUDA-aware).
 """
 import os
 
+import fakedevice as fd
 import numpy as np
 import pytest
 from mpi4py import MPI
-
-import fakedevice as fd
-import mpicoll
-from mpicoll.core.registry import EXTENDED_PRIMITIVES
-from mpicoll.device import arrays as _device
-from mpicoll import gpu
-from mpicoll.engine.context import private_comm
-from mpicoll.core.topology import layout
 from refdata import OPS, data, keeps_rank_order, reduce_ref, usable
 from test_matrix import assert_same, run_case
+
+import mpicoll
+from mpicoll import gpu
+from mpicoll.core.registry import EXTENDED_PRIMITIVES
+from mpicoll.core.topology import layout
+from mpicoll.device import arrays as _device
+from mpicoll.engine.context import private_comm
 
 comm = MPI.COMM_WORLD
 N, RANK = comm.Get_size(), comm.Get_rank()
@@ -98,7 +98,8 @@ def kind(request):
 
 def fake(aware):
     """Switch to the CPU stand-in on one path (CUDA-aware or staged, no IPC, whatever
-    MPICOLL_GPU_TRANSPORT says); return its adapter, counters zeroed."""
+    MPICOLL_GPU_TRANSPORT says); return its adapter, counters zeroed.
+    """
     ad = fd.install()
     _device.set_cuda_aware(aware)
     _device.set_transport("auto")
@@ -126,7 +127,8 @@ MOVE_DTYPES = ["float64", "int16"]
 
 def device_cases(primitive, fn, light=False):
     """(dtype, op, count) cases; ``light``: counts 1 and 1003 of the first op and dtype, one
-    odd count of an integer op and of the user op, nothing else."""
+    odd count of an integer op and of the user op, nothing else.
+    """
     counts = [1] if light else sorted({0, 1, max(N - 1, 0), 2 * N + 1})
     if primitive in ("reduce", "allreduce", "reduce_scatter"):
         for k, (dt, opname) in enumerate(REDUCE_CASES):
@@ -175,7 +177,8 @@ def test_ipc_kinds_map_every_message_they_can(kind):
     """On the ipc kinds, every same-node message above the eager limit is mapped: nothing
     is refused for export or mapping (the first reasons are in the failure message), for
     arrays of several sizes -- a few KiB (small allocations of the pool, which CUDA may carve
-    out of one block) to 1 MiB -- at offsets inside their allocations."""
+    out of one block) to 1 MiB -- at offsets inside their allocations.
+    """
     name, dev, host = kind
     if not name.endswith("-ipc"):
         pytest.skip("ipc kinds only")
@@ -205,7 +208,8 @@ def test_ipc_kinds_map_every_message_they_can(kind):
 
 def check_cases(kind, primitive, algo, cases, roots, face="blocking"):
     """Run ``cases`` (dtype, op, count) at each root, in place and not, through ``face``;
-    check each result against NumPy and, bitwise, against native. The number of calls."""
+    check each result against NumPy and, bitwise, against native. The number of calls.
+    """
     name, dev, host = kind
     calls = 0
     for dt, opname, c in cases:
@@ -295,7 +299,8 @@ def test_aware_path_passes_device_arrays_after_a_sync(restore_path):
 @pytest.mark.mpi
 def test_aware_native_with_a_user_op_is_staged(restore_path, monkeypatch):
     """A user op's Python function reads host memory: never give it device pointers, even
-    where the library's collectives are trusted with them; the call's record says so."""
+    where the library's collectives are trusted with them; the call's record says so.
+    """
     monkeypatch.setenv("MPICOLL_CUDA_AWARE_COLLECTIVES", "1")
     ad = fake(aware=True)
     x = data(RANK, 11, "complex128", "AFFINE")
@@ -405,7 +410,8 @@ def test_p2pcomm_and_distributed_take_device_arrays(restore_path):
 def test_native_collectives_staged_unless_the_library_is_trusted(restore_path, monkeypatch, trust):
     """CUDA-aware point-to-point (MPICOLL_CUDA_AWARE=1, e.g. MPICH over UCX) does not make the
     library's own collectives safe on device pointers: they are staged unless
-    MPICOLL_CUDA_AWARE_COLLECTIVES=1 (or the library itself reports CUDA support)."""
+    MPICOLL_CUDA_AWARE_COLLECTIVES=1 (or the library itself reports CUDA support).
+    """
     if trust is None:
         monkeypatch.delenv("MPICOLL_CUDA_AWARE_COLLECTIVES", raising=False)
     else:

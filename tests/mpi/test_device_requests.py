@@ -10,22 +10,23 @@ its peers' headers while it waits.
 import numpy as np
 import pytest
 from mpi4py import MPI
-
-import mpicoll
-from mpicoll.device import arrays as _device
-from mpicoll import gpu
-from mpicoll.engine.context import private_comm
-from mpicoll.core.topology import layout
-from mpicoll.engine import nonblocking as nb
 from refdata import data, reduce_ref, usable
 from test_device import check_cases, device_algorithms, device_cases, kind  # noqa: F401
 from test_matrix import assert_same
+
+import mpicoll
+from mpicoll import gpu
+from mpicoll.core.topology import layout
+from mpicoll.device import arrays as _device
+from mpicoll.engine import nonblocking as nb
+from mpicoll.engine.context import private_comm
 
 
 @pytest.fixture(autouse=True)
 def _not_host_copy(request):
     """Requests run on host copies in the ``*-host-copy`` kinds (every case is small
-    enough there): no message moves through ipc then."""
+    enough there): no message moves through ipc then.
+    """
     spec = getattr(request.node, "callspec", None)
     if spec is not None and str(spec.params.get("kind", "")).endswith("host-copy") and \
             "through_ipc" in request.node.name:
@@ -40,7 +41,8 @@ N, RANK = comm.Get_size(), comm.Get_rank()
 @pytest.mark.parametrize("primitive,algo", device_algorithms())
 def test_device_requests_matrix(kind, face, primitive, algo):  # noqa: F811
     """Every algorithm through ``i<name>(...).Wait()`` and ``<name>_init`` + Start/Wait, on
-    device arrays: checked against NumPy and, bitwise, against native on the same arrays."""
+    device arrays: checked against NumPy and, bitwise, against native on the same arrays.
+    """
     if N > 5:
         # CI's slowest launch (8 ranks on 2 cores): the engine and the transports do not
         # depend on N beyond the plans, which the blocking device matrix and the host
@@ -62,7 +64,8 @@ def test_device_requests_matrix(kind, face, primitive, algo):  # noqa: F811
 @pytest.mark.mpi(min_size=2)
 def test_a_device_request_waits_for_its_peers_not_at_the_call(kind):  # noqa: F811
     """Rank 1 starts the call only after rank 0's request has returned and been tested:
-    a request that ran at the call (blocking) would never return on rank 0."""
+    a request that ran at the call (blocking) would never return on rank 0.
+    """
     name, dev, host = kind
     x = dev(data(RANK, 2 * N + 1, "float64"))
     want = reduce_ref([data(r, 2 * N + 1, "float64") for r in range(N)], "SUM", "float64")
@@ -80,7 +83,8 @@ def test_a_device_request_waits_for_its_peers_not_at_the_call(kind):  # noqa: F8
 def test_device_requests_outstanding_with_blocking_calls_between(kind):  # noqa: F811
     """Three requests per rank (two algorithms, one persistent restarted with new data),
     a blocking call and user traffic between their start and their waits, waited in
-    another order on odd ranks; the blocking call's staging arena is untouched."""
+    another order on odd ranks; the blocking call's staging arena is untouched.
+    """
     name, dev, host = kind
     c = 3 * N + 2
     every = [data(r, c, "float64") for r in range(N)]
@@ -113,8 +117,10 @@ def test_device_requests_outstanding_with_blocking_calls_between(kind):  # noqa:
 @pytest.mark.mpi
 def test_progress_thread_drives_device_requests(kind):  # noqa: F811
     """MPICOLL_PROGRESS=thread: device requests complete with no mpicoll call from the
-    caller (the thread runs their steps with the data's device current)."""
+    caller (the thread runs their steps with the data's device current).
+    """
     import time
+
     from mpicoll.engine import progress
     if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
         pytest.skip("MPI initialised without MPI_THREAD_MULTIPLE")
@@ -140,7 +146,8 @@ def test_progress_thread_drives_device_requests(kind):  # noqa: F811
 @pytest.mark.mpi(min_size=2)
 def test_ipc_requests_move_through_ipc(kind):  # noqa: F811
     """On ipc, a nonblocking call's messages between ranks of one node take the ipc
-    protocols: mapped (the ring's 8 KiB chunks) and eager (one double per rank)."""
+    protocols: mapped (the ring's 8 KiB chunks) and eager (one double per rank).
+    """
     name, dev, host = kind
     if not name.endswith("-ipc"):
         pytest.skip("ipc kinds only")
@@ -161,7 +168,8 @@ def test_ipc_requests_move_through_ipc(kind):  # noqa: F811
 def test_blocking_device_call_before_the_wait_while_peers_wait_first(kind):  # noqa: F811
     """Rank 0 makes a blocking call on device arrays before waiting for its requests; the
     others wait first (valid MPI): rank 0's requests advance meanwhile (on ipc: its peers'
-    headers are answered) through the progress thread started for them."""
+    headers are answered) through the progress thread started for them.
+    """
     from mpicoll.engine import progress
     if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
         pytest.skip("MPI initialised without MPI_THREAD_MULTIPLE")

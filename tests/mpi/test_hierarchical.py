@@ -13,11 +13,11 @@ import os
 import numpy as np
 import pytest
 from mpi4py import MPI
+from refdata import OPS, data, on_nodes, reduce_ref
 
 import mpicoll
-from mpicoll.engine.context import private_comm
 from mpicoll.core.topology import layout, parse_nodes
-from refdata import OPS, data, on_nodes, reduce_ref
+from mpicoll.engine.context import private_comm
 
 comm = MPI.COMM_WORLD
 N, RANK = comm.Get_size(), comm.Get_rank()
@@ -261,7 +261,8 @@ def test_node_specs_that_differ_between_ranks_fail_on_every_rank():
     """Each rank reads MPICOLL_NODES itself (``mpiexec -n 1 -env MPICOLL_NODES 1 : -n 4
     -env MPICOLL_NODES 2``): ranks with different layouts would build different plans and
     wait for each other forever. A value that differs, or is junk on one rank only
-    (that rank alone failed, the others waited), raises on every rank, naming them."""
+    (that rank alone failed, the others waited), raises on every rank, naming them.
+    """
     last = N - 1
     for mine, want in (("1" if RANK == 0 else "2", r"'1' on rank\(s\) 0; '2' on rank\(s\) 1"),
                        ("x" if RANK == last else "2", rf"'x' on rank\(s\) {last}"),
@@ -288,7 +289,8 @@ def _world_nodes(spec):
 def test_a_sub_communicator_sees_its_processes_on_their_world_nodes(monkeypatch, spec):
     """Simulated nodes hold processes, as real ones do: a Split (ranks reordered) and
     COMM_SELF see each process on its node in the world, and node sizes ``a,b,c`` that
-    sum to the world's size do not make calls on smaller communicators fail."""
+    sum to the world's size do not make calls on smaller communicators fail.
+    """
     monkeypatch.setenv("MPICOLL_NODES", spec)
     world = _world_nodes(spec)
     sub = comm.Split(RANK % 2, N - RANK)            # reversed order inside each half
@@ -313,8 +315,10 @@ def test_a_sub_communicator_sees_its_processes_on_their_world_nodes(monkeypatch,
 def test_auto_does_not_take_a_tuned_node_aware_choice_that_cannot_run(monkeypatch, tmp_path):
     """A tuning table measured on block-placed nodes names ``hierarchical``; on
     round-robin nodes with a non-commutative op it cannot keep rank order (it refuses
-    when asked by name). ``auto`` then takes the rules' choice instead of refusing."""
+    when asked by name). ``auto`` then takes the rules' choice instead of refusing.
+    """
     import json
+
     from mpicoll.core import defaults as _defaults
     table = tmp_path / f"table-{RANK}.json"
     table.write_text(json.dumps({"format": _defaults.TABLE_FORMAT, "rules": {

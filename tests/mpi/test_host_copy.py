@@ -6,15 +6,16 @@ the threshold (``MPICOLL_GPU_HOST_COPY``), the memo, and how such calls meet
 ranks on other paths. test_device.py's ``fake-host-copy`` kind runs the whole
 device matrix this way.
 """
+import fakedevice as fd
 import numpy as np
 import pytest
 from mpi4py import MPI
-
-import fakedevice as fd
-import mpicoll
-from mpicoll.device import arrays as _device, ipc as _ipc
 from refdata import data, on_nodes, reduce_ref
 from test_memo import hits
+
+import mpicoll
+from mpicoll.device import arrays as _device
+from mpicoll.device import ipc as _ipc
 
 comm = MPI.COMM_WORLD
 N, RANK = comm.Get_size(), comm.Get_rank()
@@ -38,7 +39,8 @@ def stand_in(monkeypatch):
 def test_each_primitive_copies_once_each_way(stand_in):
     """Every primitive on small device arrays: path host-copy, the inputs copied to the
     host once and the results back once -- none down for a rank that sends nothing, none
-    back for a rank that receives nothing -- results as NumPy computes them."""
+    back for a rank that receives nothing -- results as NumPy computes them.
+    """
     c = 3
     every = [data(r, c * N, "float64") for r in range(N)]
     x = fd.to_device(every[RANK])
@@ -88,7 +90,8 @@ def test_in_place_reads_the_output_buffer(stand_in):
 
 def test_threshold_and_switch(stand_in, monkeypatch):
     """Above MPICOLL_GPU_HOST_COPY bytes per rank (or with it 0) the transport moves the
-    messages; a junk value is an argument error on every rank, before anything is sent."""
+    messages; a junk value is an argument error on every rank, before anything is sent.
+    """
     x = fd.to_device(np.ones(513))                     # 4104 bytes
     with mpicoll.traffic() as t:
         mpicoll.allreduce(x[:512])                     # 4096: host copies
@@ -106,7 +109,8 @@ def test_threshold_and_switch(stand_in, monkeypatch):
 
 def test_repeated_calls_replay_the_copies(stand_in):
     """The memo replays a host-copy call with its copies: new data each time, two copies
-    per call, and a change of the threshold rebinds."""
+    per call, and a change of the threshold rebinds.
+    """
     x, y = fd.device_empty(4, np.float64), fd.device_empty(4, np.float64)
 
     def loop():
@@ -123,7 +127,8 @@ def test_repeated_calls_replay_the_copies(stand_in):
 @pytest.mark.mpi(min_size=2)
 def test_host_copy_ranks_meet_staged_ranks_but_not_ipc_ones(stand_in, monkeypatch):
     """A rank on host copies sends plain messages, as a staged rank does: they meet. An ipc
-    rank of the same node would wait for headers: the agreement step refuses that split."""
+    rank of the same node would wait for headers: the agreement step refuses that split.
+    """
     fd.enable_ipc(True)
     x = fd.to_device(np.full(4, RANK + 1.0))
     monkeypatch.setenv("MPICOLL_GPU_HOST_COPY", "4096" if RANK == 0 else "0")
@@ -160,7 +165,8 @@ def test_native_keeps_the_transport(stand_in):
 
 def test_persistent_requests_copy_at_every_start(stand_in):
     """A persistent request on host copies copies its inputs down at every Start (the
-    in-place snapshot first) and its results back as each run ends."""
+    in-place snapshot first) and its results back as each run ends.
+    """
     x, y = fd.device_empty(5, np.float64), fd.device_empty(5, np.float64)
     z = fd.device_empty(5, np.float64)
     p = mpicoll.allreduce_init(x, y, MPI.MAX, algorithm="recursive_doubling")
@@ -189,7 +195,8 @@ def test_persistent_requests_copy_at_every_start(stand_in):
 def test_nonblocking_calls_copy_once_each_way_and_replay(stand_in):
     """A small nonblocking call on device arrays: its inputs copied down when it is made,
     its results back when it completes (one copy each way), requests in flight at once
-    kept apart (their mirrors are their own), and the memo replays them with the copies."""
+    kept apart (their mirrors are their own), and the memo replays them with the copies.
+    """
     from test_memo_requests import replays
     xs = [fd.device_empty(4, np.float64) for _ in range(2)]
     ys = [fd.device_empty(4, np.float64) for _ in range(2)]
@@ -218,9 +225,10 @@ def test_nonblocking_calls_copy_once_each_way_and_replay(stand_in):
 
 
 def test_outputs_left_partly_unwritten_keep_their_contents(stand_in):
-    """exscan's rank 0 and the gaps between v-collective blocks are not written: on host
+    """Exscan's rank 0 and the gaps between v-collective blocks are not written: on host
     copies too they keep what they held (the outputs are copied down before), even after
-    other calls left other data in the pinned mirrors."""
+    other calls left other data in the pinned mirrors.
+    """
     mpicoll.allreduce(fd.to_device(np.full(8, 7.0)), fd.device_empty(8, np.float64))
     x = fd.to_device(np.full(4, RANK + 1.0))
     out = fd.to_device(np.full(4, -1.0))
@@ -251,7 +259,8 @@ def test_outputs_left_partly_unwritten_keep_their_contents(stand_in):
 def test_requests_packing_a_derived_datatype_send_each_starts_data(stand_in, face):
     """A drop-in request whose device send buffer is packed first (a contiguous derived
     datatype over gapped displacements): on host copies the packing comes before the
-    copies down, at every Start, so each run scatters that run's data."""
+    copies down, at every Start, so each run scatters that run's data.
+    """
     pc = mpicoll.P2PComm(comm)
     pair = MPI.DOUBLE.Create_contiguous(2).Commit()
     full = fd.device_empty(4 * N, np.float64)            # block r at element 4r: gaps
@@ -278,7 +287,8 @@ def test_requests_packing_a_derived_datatype_send_each_starts_data(stand_in, fac
 
 def test_a_failing_copy_down_leaves_a_persistent_request_startable(stand_in, monkeypatch):
     """A copy down that raises at Start raises from Start and leaves the request inactive:
-    it can be started again (and freed) once the device works."""
+    it can be started again (and freed) once the device works.
+    """
     x, y = fd.to_device(np.full(3, RANK + 1.0)), fd.device_empty(3, np.float64)
     works = stand_in.to_host
     lost = [True]

@@ -13,11 +13,11 @@ import re
 import numpy as np
 import pytest
 from mpi4py import MPI
+from refdata import AFFINE, usable
 
 import mpicoll
 import mpicoll.distributed as dist
 from mpicoll import ArgumentError, ArgumentTypeError
-from refdata import AFFINE, usable
 
 world = MPI.COMM_WORLD
 N, RANK = world.Get_size(), world.Get_rank()
@@ -737,7 +737,8 @@ def test_nan_and_inf(opname):
     """NaN/inf data: mpicoll's MIN/MAX propagate NaN (NumPy semantics: np.minimum /
     np.maximum); results equal NumPy's rank-order reduction and are bitwise identical
     on every rank, for every algorithm. (The MPI library's own MIN/MAX need not
-    propagate NaN, so native results may differ where NaN is involved.)"""
+    propagate NaN, so native results may differ where NaN is involved.)
+    """
     op, ufunc = getattr(MPI, opname), {"SUM": np.add, "MIN": np.minimum, "MAX": np.maximum,
                                        "PROD": np.multiply}[opname]
     special = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0]
@@ -812,7 +813,8 @@ def test_large_count_bcast_above_2_31():
     """A 2^31 + 8 element (= byte) uint8 bcast, hand-written algorithm: mpi4py 4 uses
     MPICH's large-count (``MPI_Send_c``) calls, so nothing overflows. Only at N = 2, when
     the machine has the memory (the root's zero buffer is never touched, so it costs no
-    memory; the receiver's 2 GiB does); MPICOLL_TEST_LARGE=0 skips it."""
+    memory; the receiver's 2 GiB does); MPICOLL_TEST_LARGE=0 skips it.
+    """
     if N != 2 or os.environ.get("MPICOLL_TEST_LARGE", "1") == "0":
         pytest.skip("runs at N = 2 only (MPICOLL_TEST_LARGE=0 skips it)")
     if MPI.Get_version() < (4, 0):
@@ -850,11 +852,12 @@ def _combine_raises_under_seterr():
 
 @pytest.mark.parametrize("algo", ["reduce_bcast", "ring", "recursive_doubling"])
 def test_floating_point_traps_do_not_hang(algo):
-    """inf + -inf under ``np.seterr(all="raise")`` (or ``-W error``): MPI defines no FP
+    """Inf + -inf under ``np.seterr(all="raise")`` (or ``-W error``): MPI defines no FP
     exceptions, so the reduction must complete (NaN) on every rank, never raise mid-
     algorithm on one rank (which leaves the others waiting forever). Needs the reductions
     to run under ``np.errstate(all="ignore")`` (mpicoll/device/reduce.py: reported); skipped until then
-    because the failure mode is a hang."""
+    because the failure mode is a hang.
+    """
     if _combine_raises_under_seterr():
         pytest.skip("mpicoll.device.reduce.combine raises FloatingPointError under np.seterr(all='raise'): "
                     "a mid-algorithm error on one rank would hang the others (known issue)")

@@ -11,17 +11,19 @@ import gc
 import threading
 import time
 
+import fakedevice as fd
 import numpy as np
 import pytest
 from mpi4py import MPI
-
-import fakedevice as fd
-import mpicoll
-from mpicoll.device import cuda_driver as _cuda_driver, arrays as _device, ipc as _ipc
-from mpicoll.engine import fuse as _fuse
-from mpicoll import gpu
-from mpicoll.engine.context import Ctx, private_comm
 from refdata import OPS, data, on_nodes, reduce_ref
+
+import mpicoll
+from mpicoll import gpu
+from mpicoll.device import arrays as _device
+from mpicoll.device import cuda_driver as _cuda_driver
+from mpicoll.device import ipc as _ipc
+from mpicoll.engine import fuse as _fuse
+from mpicoll.engine.context import Ctx, private_comm
 
 comm = MPI.COMM_WORLD
 N, RANK = comm.Get_size(), comm.Get_rank()
@@ -33,7 +35,8 @@ pytestmark = pytest.mark.mpi
 @pytest.fixture(autouse=True)
 def ipc_on():
     """The stand-in with IPC, the ipc transport forced, staged for other peers; no eager
-    messages (the tests that want them set ``_ipc.EAGER_MAX``)."""
+    messages (the tests that want them set ``_ipc.EAGER_MAX``).
+    """
     ad = fd.install()
     fd.enable_ipc(True)
     _device.set_cuda_aware(False)
@@ -66,7 +69,8 @@ def stats(c):
 
 def test_export_names_the_base_allocation_and_the_offset(ipc_on):
     """Small arrays are carved out of one allocation: same handle, base and generation,
-    different offsets; a slice is its array's offset plus its own."""
+    different offsets; a slice is its array's offset plus its own.
+    """
     fd.POOL.new_segment()
     a = fd.to_device(np.arange(10.0))
     b = fd.to_device(np.arange(20.0))
@@ -126,7 +130,8 @@ def test_a_freed_and_reallocated_block_is_mapped_anew(ipc_on):
 @pytest.mark.mpi(min_size=2)
 def test_send_completes_only_after_the_receiver_copied(ipc_on):
     """The sender overwrites its buffer as soon as send returns; the receiver, late on
-    purpose, still gets the old data (it reads the sender's memory directly)."""
+    purpose, still gets the old data (it reads the sender's memory directly).
+    """
     with nodes() as c:
         ctx = ctx_of(c)
         x = fd.to_device(np.arange(5000.0) + RANK)
@@ -150,7 +155,8 @@ def test_send_completes_only_after_the_receiver_copied(ipc_on):
 @pytest.mark.mpi(min_size=2)
 def test_many_outstanding_messages(ipc_on):
     """Every rank posts 24 messages to and from every peer before one waitall (some ranks
-    sends first, some receives first), then waits for them in reverse order."""
+    sends first, some receives first), then waits for them in reverse order.
+    """
     K = 24
     with nodes() as c:
         ctx = ctx_of(c)
@@ -201,7 +207,8 @@ def fused_cases():
 @pytest.mark.mpi(min_size=2)
 def test_fused_reductions_match_copy_then_reduce_and_numpy(ipc_on):
     """Reducing straight from the peer's memory gives, bit for bit, what copying then
-    reducing gives (ipc without fusion, and the staged transport), and NumPy's result."""
+    reducing gives (ipc without fusion, and the staged transport), and NumPy's result.
+    """
     with nodes() as c:
         for dt, opname, primitive, algo in fused_cases():
             every = [data(r, 7 * N, dt, opname) for r in range(N)]
@@ -243,7 +250,8 @@ def _request(c, primitive, algo, x, op, face):
 def test_requests_fuse_like_blocking_calls(ipc_on, face):
     """Nonblocking and persistent requests reduce straight from the peer's memory too
     (the reduction runs in the engine when the header arrives): bit for bit what the
-    blocking call gives, and NumPy's result; a persistent request fuses at every Start."""
+    blocking call gives, and NumPy's result; a persistent request fuses at every Start.
+    """
     with nodes() as c:
         for primitive, algo in FUSED_CASES:
             every = [data(r, 7 * N, "float64", "SUM") for r in range(N)]
@@ -275,7 +283,8 @@ def test_requests_fuse_like_blocking_calls(ipc_on, face):
 @pytest.mark.mpi(min_size=3)
 def test_ipc_inside_nodes_staged_across(ipc_on):
     """Two nodes (MPICOLL_NODES=2): same-node messages through IPC, the others staged;
-    the traffic record says which moved what."""
+    the traffic record says which moved what.
+    """
     with nodes("2") as c:
         x = fd.to_device(data(RANK, 1003, "float64"))
         want = reduce_ref([data(r, 1003, "float64") for r in range(N)], "SUM", "float64")
@@ -303,7 +312,8 @@ def test_ipc_inside_nodes_staged_across(ipc_on):
 @pytest.mark.mpi(min_size=3)
 def test_requests_ipc_inside_nodes_staged_across(ipc_on):
     """Nonblocking and persistent calls in the progress engine, outstanding together on two
-    nodes: the same split as blocking calls, each request counting its own messages."""
+    nodes: the same split as blocking calls, each request counting its own messages.
+    """
     with nodes("2") as c:
         x = fd.to_device(data(RANK, 1003, "float64"))
         y = fd.device_empty(1003, np.float64)
@@ -334,7 +344,8 @@ def test_requests_ipc_inside_nodes_staged_across(ipc_on):
 def test_a_node_split_between_ipc_and_not_raises_everywhere(ipc_on, face):
     """One rank of a node with host buffers (or another transport) while its node peers
     send device buffers through ipc: their headers would never be matched. Every rank
-    raises, naming both sides, before anything is sent; the next call works."""
+    raises, naming both sides, before anything is sent; the next call works.
+    """
     with nodes() as c:
         x = fd.to_device(np.full(3, RANK + 1.0))
         y = fd.device_empty(3, np.float64)
@@ -367,7 +378,8 @@ def test_a_node_split_between_ipc_and_not_raises_everywhere(ipc_on, face):
 @pytest.mark.mpi(min_size=2)
 def test_different_eager_limits_on_a_node_raise_everywhere(ipc_on):
     """MPICOLL_IPC_EAGER must be alike on a node's ranks (a receiver sizes its header by
-    its own): a difference raises on every rank, naming each limit and its ranks."""
+    its own): a difference raises on every rank, naming each limit and its ranks.
+    """
     with nodes() as c:
         x = fd.to_device(np.full(3, RANK + 1.0))
         _ipc.EAGER_MAX = 256 if RANK == 0 else 0
@@ -384,7 +396,8 @@ def test_different_eager_limits_on_a_node_raise_everywhere(ipc_on):
 def test_host_and_device_ranks_on_different_nodes_or_staged_work(ipc_on):
     """A split only matters inside a node: rank 0 alone on its node with host buffers, the
     others with device buffers through ipc, is fine; so is any mix with staged, and with
-    native (the ipc transport hands native collectives to its fallback)."""
+    native (the ipc transport hands native collectives to its fallback).
+    """
     host = RANK == 0
     for spec, transport, algo in [(f"1,{N - 1}", "ipc", "ring"), (str(N), "staged", "ring"),
                                   (str(N), "ipc", "native")]:
@@ -401,7 +414,8 @@ def test_host_and_device_ranks_on_different_nodes_or_staged_work(ipc_on):
 def test_traffic_names_what_moved_native_and_hand_written_calls(ipc_on, aware, monkeypatch):
     """mpicoll.traffic() on the ipc transport: a hand-written call's messages under ipc; a
     native call under the fallback's path for the library's collectives (staged: a library
-    CUDA-aware in point-to-point only gets its collectives staged), with no messages of ours."""
+    CUDA-aware in point-to-point only gets its collectives staged), with no messages of ours.
+    """
     monkeypatch.delenv("MPICOLL_CUDA_AWARE_COLLECTIVES", raising=False)
     _device.set_cuda_aware(aware)
     x = fd.to_device(np.full(4096, RANK + 1.0))      # 32 KiB: above the host-copy limit
@@ -419,7 +433,8 @@ def test_traffic_names_what_moved_native_and_hand_written_calls(ipc_on, aware, m
 def test_small_messages_travel_eagerly_in_their_header(ipc_on):
     """Up to EAGER_MAX bytes: one header message carries the payload (copied to the host and
     back), no mapping, no acknowledgement; a byte more takes the mapping protocol. Eager and
-    mapped messages in flight together, to and from every peer, arrive in posting order."""
+    mapped messages in flight together, to and from every peer, arrive in posting order.
+    """
     _ipc.EAGER_MAX = 256
     with nodes() as c:
         ctx = ctx_of(c)
@@ -449,7 +464,8 @@ def test_small_messages_travel_eagerly_in_their_header(ipc_on):
 def test_blocking_eager_messages_are_one_mpi_call(ipc_on, monkeypatch):
     """With nothing in flight, a blocking eager send, receive or sendrecv posts no request
     (one blocking MPI call on the header); the data and the eager counts are right, and a
-    receive of another size raises naming both sizes."""
+    receive of another size raises naming both sizes.
+    """
     _ipc.EAGER_MAX = 256
     with nodes() as c:
         ctx = ctx_of(c)
@@ -482,7 +498,8 @@ def test_blocking_eager_messages_are_one_mpi_call(ipc_on, monkeypatch):
 @pytest.mark.mpi(min_size=2)
 def test_eager_messages_fuse_and_match_the_mapped_protocol(ipc_on):
     """Small reductions through eager messages give, bit for bit, what the mapped protocol
-    and NumPy give (every reducing algorithm that fuses, and a non-commutative user op)."""
+    and NumPy give (every reducing algorithm that fuses, and a non-commutative user op).
+    """
     with nodes() as c:
         for dt, opname, primitive, algo in fused_cases():
             x = fd.to_device(data(RANK, 3 * N, dt, opname))     # blocks of 3: all eager
@@ -502,7 +519,8 @@ def test_eager_messages_fuse_and_match_the_mapped_protocol(ipc_on):
 @pytest.mark.mpi(min_size=2)
 def test_a_peer_that_cannot_map_gets_the_payload_inline(ipc_on):
     """Rank 1 cannot open handles: it answers NACK once per sender, the payload comes
-    through the fallback, and from then on that sender sends to it inline."""
+    through the fallback, and from then on that sender sends to it inline.
+    """
     ipc_on.ipc_refuse = RANK == 1
     with nodes() as c:
         x = fd.to_device(data(RANK, 2 * N + 1, "float64"))
@@ -524,7 +542,8 @@ def test_a_mapping_that_is_not_the_allocation_is_refused(ipc_on):
     """Rank 1's mappings are not the allocations its peers exported (as where CUDA shares a
     block holding several small allocations): it closes them unread and answers NACK for
     that allocation; the payload comes through the fallback and the result is right. The
-    sender sends that allocation inline from then on, but maps its others as before."""
+    sender sends that allocation inline from then on, but maps its others as before.
+    """
     ipc_on.ipc_mismatch = RANK == 1
     try:
         with nodes() as c:
@@ -603,8 +622,9 @@ def test_transport_choice(ipc_on, monkeypatch):
 
 @pytest.mark.mpi(min_size=2)
 def test_each_transport_when_chosen(ipc_on):
-    """auto picks ipc where IPC works; staged and aware when chosen; ipc without IPC
-    support still works (every payload inline); nonblocking calls complete."""
+    """Auto picks ipc where IPC works; staged and aware when chosen; ipc without IPC
+    support still works (every payload inline); nonblocking calls complete.
+    """
     with nodes() as c:
         # 3N elements: no ring chunk is empty (empty messages go inline on the fallback path).
         x = fd.to_device(np.full(3 * N, RANK + 1.0))
@@ -670,7 +690,8 @@ def mps_forget():
 
 def test_mps_status_finds_ranks_sharing_a_gpu(mps_forget):
     """Every rank on one fake GPU: shared (N > 1) and, without a server, the advice names
-    the command that starts one; device_path reports it; one GPU per rank: not shared."""
+    the command that starts one; device_path reports it; one GPU per rank: not shared.
+    """
     from mpicoll.device import mps as _mps
     off = {"running": False, "how": "no MPS control daemon (faked)"}
     st = _mps.mps_status(comm, key="0000:01:00.0", server=off)
@@ -694,7 +715,8 @@ def test_mps_status_finds_ranks_sharing_a_gpu(mps_forget):
 
 def test_a_mapping_in_use_is_closed_only_when_released(ipc_on, monkeypatch):
     """A mapping evicted (or found stale) while a message still reads it -- another thread
-    sharing the endpoint opened more -- stays open until that message releases it."""
+    sharing the endpoint opened more -- stays open until that message releases it.
+    """
     monkeypatch.setattr(_ipc, "MAX_MAPPINGS", 2)
     arrays = [fd.to_device(np.zeros(20_000)) for _ in range(4)]   # an allocation each
     exports = [ipc_on.ipc_export(a) for a in arrays]
@@ -729,7 +751,8 @@ def test_a_mapping_in_use_is_closed_only_when_released(ipc_on, monkeypatch):
 
 def test_cupy_adapter_exports_each_allocation_once_per_generation(monkeypatch):
     """The handle is of the base allocation (cuMemGetAddressRange) with the offset beside
-    it; it is cached until the allocation's buffer id (its generation) changes."""
+    it; it is cached until the allocation's buffer id (its generation) changes.
+    """
     import sys
     import types
     exported = []

@@ -8,10 +8,10 @@ same data. A new registered algorithm is tested without new test code.
 import numpy as np
 import pytest
 from mpi4py import MPI
+from refdata import OPS, data, keeps_rank_order, reduce_ref, usable
 
 import mpicoll
 from mpicoll.core.registry import EXTENDED_PRIMITIVES
-from refdata import OPS, data, keeps_rank_order, reduce_ref, usable
 
 comm = MPI.COMM_WORLD
 N, RANK = comm.Get_size(), comm.Get_rank()

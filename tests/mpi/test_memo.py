@@ -10,17 +10,18 @@ tests/support/fakedevice.py), the transport the steps were bound to.
 import gc
 import weakref
 
+import fakedevice as fd
 import numpy as np
 import pytest
 from mpi4py import MPI
+from refdata import on_nodes, usable
 
-import fakedevice as fd
 import mpicoll
-from mpicoll.device import arrays as _device, ipc as _ipc
+from mpicoll import gpu
+from mpicoll.device import arrays as _device
+from mpicoll.device import ipc as _ipc
 from mpicoll.engine import fuse as _fuse
 from mpicoll.engine import memo as _memo
-from mpicoll import gpu
-from refdata import on_nodes, usable
 
 comm = MPI.COMM_WORLD
 N, RANK = comm.Get_size(), comm.Get_rank()
@@ -28,7 +29,8 @@ N, RANK = comm.Get_size(), comm.Get_rank()
 
 def count_calls(cls, name, fn, counted=lambda result: True):
     """Run ``fn`` with the method ``cls.name`` watched; how many of its calls returned a
-    result ``counted`` accepts."""
+    result ``counted`` accepts.
+    """
     seen = []
     orig = getattr(cls, name)
 
@@ -173,7 +175,8 @@ def test_large_calls_are_not_memoized():
 @pytest.mark.mpi
 def test_views_of_large_arrays_are_not_remembered():
     """A small view of a large array takes the full path every time: a memo entry would
-    keep the whole array alive. A view of a small one is remembered as usual."""
+    keep the whole array alive. A view of a small one is remembered as usual.
+    """
     big, y = np.ones(_memo.LIMIT // 8 + 1), np.empty(4)
     x = big[:4]
     assert hits(lambda: [mpicoll.allreduce(x, y) for _ in range(3)]) == 0
@@ -192,7 +195,8 @@ def test_views_of_large_arrays_are_not_remembered():
 @pytest.mark.mpi
 def test_p2pcomm_methods_repeat_correctly_against_native():
     """Every memoized P2PComm method, called repeatedly with new data in the same arrays
-    (positional and keyword forms, in place), gives what the native method gives."""
+    (positional and keyword forms, in place), gives what the native method gives.
+    """
     pc = mpicoll.P2PComm(comm)
     plain = comm.Dup()
     c = 3
@@ -249,7 +253,8 @@ def test_p2pcomm_methods_repeat_correctly_against_native():
 def test_p2pcomm_call_forms_share_one_entry(monkeypatch):
     """Positional, keyword and default arguments of one call key alike (the drop-in's quick
     form and its general form): after the first call, every form is served by one entry;
-    another op is another entry."""
+    another op is another entry.
+    """
     monkeypatch.setattr(_memo, "_memo", {})          # (the memo may be full: it evicts then)
     pc = mpicoll.P2PComm(comm, allreduce="ring", bcast="binomial")
     x, y = np.arange(4.0) + RANK, np.empty(4)
@@ -335,7 +340,8 @@ def ipc_moved(c):
 @pytest.mark.parametrize("algo", ["ring", "recursive_doubling", "native"])
 def test_device_calls_repeat_on_their_transport(fake, transport, algo):
     """Repeated calls on the same device arrays are memo hits and see new data, on every
-    transport (ipc-mapped: no eager messages, the payload through mapped allocations)."""
+    transport (ipc-mapped: no eager messages, the payload through mapped allocations).
+    """
     _device.set_transport(transport.split("-")[0])
     if transport == "ipc-mapped":
         _ipc.EAGER_MAX = 0
@@ -356,7 +362,8 @@ def test_device_calls_repeat_on_their_transport(fake, transport, algo):
 @pytest.mark.mpi
 def test_device_memo_rebinds_when_the_transport_changes(fake):
     """A new transport choice (or the ipc fusion switch) makes the next call take the full
-    path and bind anew: the messages then move the new way."""
+    path and bind anew: the messages then move the new way.
+    """
     with on_nodes(str(N)) as c:
         x, y = fd.to_device(np.full(4, RANK + 1.0)), fd.device_empty(4, np.float64)
         for choice, fuse in [("ipc", True), ("staged", True), ("ipc", True), ("ipc", False),
@@ -375,7 +382,8 @@ def test_device_memo_rebinds_when_the_transport_changes(fake):
 @pytest.mark.mpi(min_size=2)
 def test_a_failed_device_replay_is_forgotten(fake, monkeypatch):
     """A replay that raises (here every rank, at its first copy off the device, before any
-    message) drops its entry: the next call builds a fresh transport and binds again."""
+    message) drops its entry: the next call builds a fresh transport and binds again.
+    """
     _device.set_transport("staged")
     with on_nodes(str(N)) as c:
         x, y = fd.to_device(np.ones(4)), fd.device_empty(4, np.float64)
@@ -397,7 +405,8 @@ def test_a_failed_device_replay_is_forgotten(fake, monkeypatch):
 @pytest.mark.parametrize("transport", ["staged", "ipc"])
 def test_p2pcomm_methods_on_device_arrays_repeat_correctly(fake, transport):
     """The drop-in's blocking methods on device arrays are memo hits too, and give what
-    the native methods give on the same data in host arrays."""
+    the native methods give on the same data in host arrays.
+    """
     _device.set_transport(transport)
     with on_nodes(str(N)) as c:
         pc = mpicoll.P2PComm(c, allreduce="recursive_doubling")
@@ -423,7 +432,8 @@ def test_p2pcomm_methods_on_device_arrays_repeat_correctly(fake, transport):
 @pytest.mark.mpi
 def test_release_staging_forgets_device_entries(fake):
     """gpu.release_staging() drops the pinned arenas: the memo's device entries, which
-    hold them through their transports, go too; the next call binds anew."""
+    hold them through their transports, go too; the next call binds anew.
+    """
     _device.set_transport("staged")
     with on_nodes(str(N)) as c:
         x, y = fd.to_device(np.ones(4)), fd.device_empty(4, np.float64)
@@ -439,7 +449,8 @@ def test_release_staging_forgets_device_entries(fake):
 @pytest.mark.mpi
 def test_device_entries_are_capped(fake):
     """At most _MAX_DEVICE entries on device arrays (each keeps GPU memory alive): a loop
-    over more distinct arrays keeps the newest, and its calls stay correct."""
+    over more distinct arrays keeps the newest, and its calls stay correct.
+    """
     _device.set_transport("staged")
     with on_nodes(str(N)) as c:
         xs = [fd.to_device(np.full(2, k + 1.0)) for k in range(_memo._MAX_DEVICE + 8)]

@@ -12,17 +12,18 @@ Results are compared with mpi4py's native collectives on the same data.
 """
 import contextlib
 
+import fakedevice as fd
 import numpy as np
 import pytest
 from mpi4py import MPI
+from refdata import on_nodes, runs_as_plan, usable
+from test_memo import count_calls, fake, ipc_moved  # noqa: F401  (fake: the device fixture)
 
-import fakedevice as fd
 import mpicoll
-from mpicoll.device import arrays as _device, ipc as _ipc
+from mpicoll.device import arrays as _device
+from mpicoll.device import ipc as _ipc
 from mpicoll.engine import memo as _memo
 from mpicoll.engine.call import Call
-from refdata import runs_as_plan, on_nodes, usable
-from test_memo import count_calls, fake, ipc_moved  # noqa: F401  (fake: the device fixture)
 
 comm = MPI.COMM_WORLD
 N, RANK = comm.Get_size(), comm.Get_rank()
@@ -30,7 +31,8 @@ N, RANK = comm.Get_size(), comm.Get_rank()
 
 def replays(fn):
     """Run ``fn`` and count the requests a memo entry made (replays that were not misses,
-    nor exchanges that sent the call on along the full path)."""
+    nor exchanges that sent the call on along the full path).
+    """
     return count_calls(_memo._RequestEntry, "start", fn,
                        lambda req: req is not _memo._MISS and type(req) is not Call)
 
@@ -107,7 +109,8 @@ def test_every_primitive_repeats_as_requests():
 def test_in_place_requests_take_a_fresh_snapshot():
     """In-place calls whose algorithms read a snapshot of the input (reduce on the root,
     reduce_scatter_block, alltoall) copy it when the call is made: a replay copies it
-    again, so every round reduces or exchanges that round's data."""
+    again, so every round reduces or exchanges that round's data.
+    """
     y = np.empty(4)
     r = np.empty(2 * N)
     a = np.empty(2 * N)
@@ -140,7 +143,8 @@ def test_in_place_requests_take_a_fresh_snapshot():
 @pytest.mark.mpi
 def test_requests_in_flight_keep_their_own_tags():
     """Several replayed requests in flight at once, waited in a different order on
-    different ranks, with blocking calls between: each keeps its own messages."""
+    different ranks, with blocking calls between: each keeps its own messages.
+    """
     xs = [np.empty(3) for _ in range(3)]
     ys = [np.empty(3) for _ in range(3)]
     algos = ["ring", "recursive_doubling", "ring"]
@@ -164,7 +168,8 @@ def test_requests_in_flight_keep_their_own_tags():
 @pytest.mark.mpi
 def test_a_call_repeated_while_its_twin_is_in_flight():
     """The same call made again before its first request completed (legal here: off the
-    root nothing is written) takes the full path: the program is busy."""
+    root nothing is written) takes the full path: the program is busy.
+    """
     x = np.empty(4)
     for k in range(3):
         x[...] = RANK + k
@@ -266,7 +271,8 @@ def test_p2pcomm_nonblocking_methods_repeat_correctly():
 @pytest.mark.parametrize("algo", ["ring", "recursive_doubling"])
 def test_device_requests_repeat_on_their_transport(fake, transport, algo):  # noqa: F811
     """Repeated nonblocking calls on the same device arrays replay their program on its own
-    transport and see new data; two in flight at once keep apart."""
+    transport and see new data; two in flight at once keep apart.
+    """
     _device.set_transport(transport.split("-")[0])
     if transport == "ipc-mapped":
         _ipc.EAGER_MAX = 0
@@ -298,7 +304,8 @@ def test_nonblocking_v_calls_replay_beside_ranks_on_the_full_path():
     """A call that exchanges counts before it can validate (the v-collectives) replays
     that exchange too: the ranks that send the same arrays replay while the root, which
     allocates its result every time, takes the full path -- one exchange on every rank,
-    no hang, the right result."""
+    no hang, the right result.
+    """
     x = np.empty(2)
 
     def loop():
@@ -318,7 +325,8 @@ def test_nonblocking_v_calls_replay_beside_ranks_on_the_full_path():
 def test_counts_in_an_array_mutated_between_calls(face):
     """reduce_scatter's recvcounts as a NumPy array changed in place between two calls
     with the same objects: the memo compares counts by value, so the second call uses
-    the new counts (not the remembered ones)."""
+    the new counts (not the remembered ones).
+    """
     r = np.empty(3 * N)
     counts = np.ones(N, dtype=np.int64)
     for k in range(4):
@@ -338,7 +346,8 @@ def test_counts_in_an_array_mutated_between_calls(face):
 def test_in_place_device_requests_on_host_copies_refresh_the_snapshot(
         fake, transport, monkeypatch):  # noqa: F811
     """A small in-place nonblocking call on device arrays (host copies): every replay takes
-    the snapshot of that round's input again before copying it down."""
+    the snapshot of that round's input again before copying it down.
+    """
     monkeypatch.setenv("MPICOLL_GPU_HOST_COPY", "4096")
     _device.set_transport(transport)
     with on_nodes(str(N)) as c:

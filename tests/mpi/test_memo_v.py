@@ -13,12 +13,12 @@ import weakref
 import numpy as np
 import pytest
 from mpi4py import MPI
+from test_memo import hits
+from test_memo_requests import replays
 
 import mpicoll
 from mpicoll.engine import memo as _memo
 from mpicoll.engine.call import Call
-from test_memo import hits
-from test_memo_requests import replays
 
 comm = MPI.COMM_WORLD
 N, RANK = comm.Get_size(), comm.Get_rank()
@@ -26,7 +26,8 @@ N, RANK = comm.Get_size(), comm.Get_rank()
 
 def full_path_after_exchange(fn):
     """Run ``fn`` and count the replayed exchanges that sent their call on along the full
-    path (some rank sent something else)."""
+    path (some rank sent something else).
+    """
     seen, orig = [], _memo._Entry.exchange
 
     def counting(self, *args):
@@ -122,7 +123,8 @@ def test_a_peer_that_changes_its_count_sends_replays_down_the_full_path():
     """The last rank sends 1, 2, 1, 2... elements (a new array each time); the root's
     counts follow. The ranks in between repeat the same call: their replayed exchange
     sees the last rank's new count and they go on along the full path, with the right
-    result at the root."""
+    result at the root.
+    """
     x = np.full(2, float(RANK))
     y = np.empty(2 * N) if RANK == 0 else None
 
@@ -303,7 +305,8 @@ def test_spec_parts_compare_by_value_and_refuse_what_they_cannot_compare():
 def test_an_error_on_one_rank_while_the_others_replay_a_request():
     """Rank 1's argument error is judged by the replaying ranks as a nonblocking call
     judges it (from the flags, no message exchange), so nobody waits for a message
-    exchange the failing rank never makes."""
+    exchange the failing rank never makes.
+    """
     x, y = np.full(2, RANK + 1.0), np.zeros(2 * N)
     for _ in range(2):
         mpicoll.iallgatherv(x, [y, 2]).Wait()
@@ -318,7 +321,8 @@ def test_an_error_on_one_rank_while_the_others_replay_a_request():
 @pytest.mark.mpi(min_size=2)
 def test_a_replayed_request_that_meets_another_call_keeps_the_tags_in_step():
     """The replay takes its request tag when the call is made, as the full path does,
-    also when its exchange then raises: the next nonblocking calls still pair up."""
+    also when its exchange then raises: the next nonblocking calls still pair up.
+    """
     x, y = np.full(2, RANK + 1.0), np.zeros(2 * N)
     for _ in range(2):
         mpicoll.iallgatherv(x, [y, 2]).Wait()
@@ -336,7 +340,8 @@ def test_a_replayed_request_that_meets_another_call_keeps_the_tags_in_step():
 @pytest.mark.parametrize("where", ["every rank", "one rank"])
 def test_unhashable_counts_are_reported_not_hashed(where):
     """A caller's tuple of counts is keyed by identity, never hashed (a list inside it
-    would raise TypeError on that rank alone, before the call is agreed)."""
+    would raise TypeError on that rank alone, before the call is agreed).
+    """
     good = (1,) * N
     bad = (1,) * (N - 1) + ([1],)
     rc = bad if where == "every rank" or RANK == N - 1 else good
@@ -348,7 +353,8 @@ def test_unhashable_counts_are_reported_not_hashed(where):
 @pytest.mark.mpi(min_size=2)
 def test_a_tuple_and_a_list_of_the_same_numbers_are_different_specs():
     """``[y, (c, d)]`` is counts and displacements, ``[y, [c, d]]`` two counts: the
-    second call must not replay the first one's layout."""
+    second call must not replay the first one's layout.
+    """
     x, y = np.full(1, RANK + 1.0), np.zeros(2 * N)
     cd = (1, 2)                                  # one element each, every 2 elements
     mpicoll.allgatherv(x, [y, cd])
@@ -363,7 +369,8 @@ def test_a_tuple_and_a_list_of_the_same_numbers_are_different_specs():
 @pytest.mark.parametrize("face", ["blocking", "nonblocking"])
 def test_a_root_given_as_a_numpy_value(face):
     """Roots as 0-d arrays and as np.int64 (a new object at each call): accepted as MPI
-    accepts them, and the np.int64 ones still replay (keyed by value)."""
+    accepts them, and the np.int64 ones still replay (keyed by value).
+    """
     x = np.full(2, float(RANK))
     y = np.full(2 * N, -1.0)
     call = mpicoll.gatherv if face == "blocking" else \
@@ -382,7 +389,8 @@ def test_a_root_given_as_a_numpy_value(face):
 @pytest.mark.mpi
 def test_a_small_count_in_a_spec_does_not_keep_a_large_buffer_alive():
     """``[x, 8, MPI.DOUBLE]`` moves 64 bytes of an 8 MiB ``x``: the memo must not keep
-    ``x`` (its steps would hold it) -- as it keeps no view of a large base."""
+    ``x`` (its steps would hold it) -- as it keeps no view of a large base.
+    """
     pc = mpicoll.P2PComm(comm)
     alive = []
     for _ in range(4):
@@ -405,7 +413,8 @@ def test_a_small_count_in_a_spec_does_not_keep_a_large_buffer_alive():
 def test_a_nonblocking_v_call_meeting_another_nonblocking_call_raises_everywhere(warm):
     """The count exchange of a nonblocking v-call is a nonblocking collective, as the
     agreement of the other nonblocking calls is: where one rank makes another nonblocking
-    call, the two meet and every rank raises (a blocking exchange waited forever)."""
+    call, the two meet and every rank raises (a blocking exchange waited forever).
+    """
     x, y = np.full(2, 1.0), np.empty(2 * N)
 
     def igatherv():
@@ -430,7 +439,8 @@ def test_a_nonblocking_v_call_meeting_another_nonblocking_call_raises_everywhere
 def test_a_nonblocking_v_call_made_while_an_earlier_request_needs_this_rank(warm):
     """MPI allows rank 0 to start two nonblocking calls before waiting for either while
     the others wait for the first before starting the second: rank 0's second call
-    (its count exchange waits) must keep the first one's rounds going meanwhile."""
+    (its count exchange waits) must keep the first one's rounds going meanwhile.
+    """
     a, b = np.arange(2.0 * N) + 10 * RANK, np.empty(2 * N)
     x, y = np.full(2, float(RANK)), np.empty(2 * N)
     spec = [y, [2] * N] if RANK == 0 else None

@@ -33,7 +33,8 @@ def comm():
 def together(away):
     """Run the present ranks (all but ``away``) through a barrier of their own, so that
     they enter the timed barrier within moments of each other: only the ranks meant to
-    be late are late, however slowly the others got here."""
+    be late are late, however slowly the others got here.
+    """
     present = world.Split(MPI.UNDEFINED if RANK in away else 0)
     if present != MPI.COMM_NULL:
         present.Barrier()

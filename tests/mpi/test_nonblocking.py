@@ -10,11 +10,11 @@ the request API of mpicoll, P2PComm and mpicoll.distributed.
 import numpy as np
 import pytest
 from mpi4py import MPI
+from refdata import data, usable
 
 import mpicoll
 import mpicoll.distributed as dist
 from mpicoll.core.registry import EXTENDED_PRIMITIVES
-from refdata import data, usable
 
 comm = MPI.COMM_WORLD
 N, RANK = comm.Get_size(), comm.Get_rank()
@@ -107,7 +107,8 @@ def test_blocking_call_before_the_wait_while_peers_wait_first(algo):
     """Rank 0 makes blocking calls (functional, memoized the second time, and P2PComm)
     before waiting; the others wait first, then make them: valid MPI. Rank 0's requests
     must advance while it blocks (a progress thread starts for them and stops once they
-    are done)."""
+    are done).
+    """
     from mpicoll.engine import progress
     if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
         pytest.skip("MPI initialised without MPI_THREAD_MULTIPLE")
@@ -160,7 +161,8 @@ FACE_NAME = {"blocking": "allreduce", "persistent": "allreduce_init", "P2PComm":
 
 def _every_face_pairs_up(x, y, c):
     """Each face's next call completes with the right sum on every rank (the ranks'
-    persistent request tags compared first: tags out of step would hang, not fail)."""
+    persistent request tags compared first: tags out of step would hang, not fail).
+    """
     from mpicoll.engine.call import _state
     from mpicoll.engine.context import private_comm
     p_seq = _state(private_comm(c)).p_seq
@@ -185,7 +187,8 @@ def test_a_blocking_call_against_its_persistent_form_raises_everywhere(mode, fac
     fingerprint they agreed -- one rank then ran the algorithm while the others waited
     for ``Start`` (a hang). Every rank raises naming both faces -- for the functional
     faces after the blocking call was remembered (memo); each P2PComm face is a new
-    drop-in (the full path) -- and the persistent tags stay in step after."""
+    drop-in (the full path) -- and the persistent tags stay in step after.
+    """
     c = comm.Dup()
     try:
         mpicoll.set_check(c, mode)
@@ -208,7 +211,8 @@ def test_a_blocking_call_against_its_persistent_form_raises_everywhere(mode, fac
 def test_an_argument_error_in_a_blocking_call_against_its_persistent_form():
     """Rank 0's blocking call has a bad recvbuf, the others make the ``_init`` call:
     rank 0 raises its error, the others that error named with its rank and the
-    mismatch."""
+    mismatch.
+    """
     c = comm.Dup()
     try:
         mpicoll.set_check(c, "agree")           # (not MPICOLL_CHECK's: local would hang)
@@ -351,6 +355,7 @@ def test_distributed_async_op():
 def test_progress_thread_completes_requests_while_the_caller_computes():
     """MPICOLL_PROGRESS=thread: requests advance with no mpicoll call from the caller."""
     import time
+
     from mpicoll.engine import progress
     if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
         pytest.skip("MPI initialised without MPI_THREAD_MULTIPLE")

@@ -8,9 +8,9 @@ import array
 import numpy as np
 import pytest
 from mpi4py import MPI
+from refdata import data, usable
 
 import mpicoll
-from refdata import data, usable
 
 WORLD = MPI.COMM_WORLD
 N, RANK = WORLD.Get_size(), WORLD.Get_rank()

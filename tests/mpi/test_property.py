@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from mpi4py import MPI
+from refdata import OPS, data, keeps_rank_order, reduce_ref, usable
 
 import mpicoll
-from refdata import OPS, data, keeps_rank_order, reduce_ref, usable
 
 world = MPI.COMM_WORLD
 N, RANK = world.Get_size(), world.Get_rank()

@@ -13,9 +13,9 @@ import os
 import numpy as np
 import pytest
 from mpi4py import MPI
+from refdata import data, on_nodes, reduce_ref
 
 import mpicoll
-from refdata import OPS, data, on_nodes, reduce_ref
 
 comm = MPI.COMM_WORLD
 N, RANK = comm.Get_size(), comm.Get_rank()
@@ -26,7 +26,8 @@ COUNTS = (0, 1, max(N - 1, 1), 2 * N + 1, 20011)
 def env(**values):
     """A fresh ``COMM_WORLD.Dup()`` made while ``values`` are in the environment (the node's
     memory, and whether single-copy reads are used, is set up on its first shm call, here),
-    its ranks on one node whatever ``MPICOLL_NODES`` the suite was launched with."""
+    its ranks on one node whatever ``MPICOLL_NODES`` the suite was launched with.
+    """
     values.setdefault("MPICOLL_NODES", "")
     old = {k: os.environ.get(k) for k in values}
     os.environ.update({k: str(v) for k, v in values.items()})
@@ -49,7 +50,8 @@ def path_of(t):
 
 def check_primitives(c, make, expect_path, counts=COUNTS, dt="float64"):
     """Every shm primitive on ``c`` with inputs from ``make(n, dtype)`` (filled here), against
-    NumPy; ``expect_path``: the traffic record's path of the data-moving calls."""
+    NumPy; ``expect_path``: the traffic record's path of the data-moving calls.
+    """
     for n in counts:
         every = [data(r, n, dt, "SUM") for r in range(N)]
         red = reduce_ref(every, "SUM", dt)
@@ -128,8 +130,9 @@ def test_symmetric_arrays_read_in_place():
 
 @pytest.mark.parametrize("n", [0, 1, 2 * N + 1, 20011])
 def test_node_shared_result(n):
-    """allreduce and allgather into one array for the whole node: each rank writes its part,
-    nothing is copied back, every rank sees the whole result."""
+    """Allreduce and allgather into one array for the whole node: each rank writes its part,
+    nothing is copied back, every rank sees the whole result.
+    """
     every = [data(r, n, "float32", "SUM") for r in range(N)]
     x = mpicoll.shm.empty(n, np.float32)
     y = mpicoll.shm.zeros(n, np.float32, shared=True)
@@ -156,7 +159,8 @@ def test_node_shared_result(n):
 def test_read_bytes_follow_the_cost_formulas(n):
     """traffic() counts the bytes each rank reads from its peers: the docstrings' β_r terms,
     for small calls (through the mailbox: every reducing rank reads every peer's vector)
-    and large ones (each rank reduces its slice)."""
+    and large ones (each rank reduces its slice).
+    """
     from mpicoll.device.shm import MAILBOX_BYTES
     small = 8 * n <= MAILBOX_BYTES
     x = np.arange(n, dtype=np.float64) + RANK
@@ -217,7 +221,8 @@ def test_non_commutative_op_keeps_rank_order():
 
 def test_fallback_above_the_segment_cap():
     """No single-copy reads and a segment too small for the call: every rank runs the
-    point-to-point algorithm instead (messages, no reads), with the same results."""
+    point-to-point algorithm instead (messages, no reads), with the same results.
+    """
     n = 4096
     every = [data(r, n, "float64", "SUM") for r in range(N)]
     with env(MPICOLL_SHM_CMA=0, MPICOLL_SHM_MAX=1024) as c:
@@ -264,7 +269,8 @@ def test_report_and_bad_arguments():
 @pytest.mark.parametrize("cma", [1, 0])
 def test_sizes_that_differ_over_the_node_are_refused_on_every_rank(cma):
     """A rank reads its peers' arrays as if they had its own size: where they do not, every
-    rank raises (none reads past a peer's buffer, none is left waiting)."""
+    rank raises (none reads past a peer's buffer, none is left waiting).
+    """
     if N < 2:
         pytest.skip("needs two ranks")
     with env(MPICOLL_SHM_CMA=cma) as c:

@@ -53,7 +53,8 @@ def test_short_soak_checked_on_a_split_comm():
 
 def test_short_soak_shm():
     """The shm algorithms wherever a primitive has one, on a communicator on one node (its
-    private duplicate made while MPICOLL_NODES is empty): nothing left in shared memory."""
+    private duplicate made while MPICOLL_NODES is empty): nothing left in shared memory.
+    """
     old = os.environ.get("MPICOLL_NODES")
     os.environ["MPICOLL_NODES"] = ""
     comm = world.Dup()

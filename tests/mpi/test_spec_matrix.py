@@ -15,11 +15,11 @@ import os
 import numpy as np
 import pytest
 from mpi4py import MPI
+from refdata import usable
 
 import mpicoll
 from mpicoll.bench.specs import SPECS, ArrayModule, Case
 from mpicoll.core.plugins import import_modules
-from refdata import usable
 
 import_modules([p for p in os.environ.get("MPICOLL_TEST_PLUGINS", "").split(",") if p.strip()],
                flag="MPICOLL_TEST_PLUGINS")

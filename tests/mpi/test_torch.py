@@ -12,7 +12,6 @@ torch is not installed.
 """
 import datetime
 
-import numpy as np
 import pytest
 from mpi4py import MPI
 
@@ -42,7 +41,8 @@ def roots():
 @pytest.fixture(scope="module", autouse=True)
 def groups():
     """The default group over "mpicoll" (env:// without MASTER_ADDR: the MPI rendezvous), and
-    a gloo group beside it for cross-checks; destroyed at the end of the module."""
+    a gloo group beside it for cross-checks; destroyed at the end of the module.
+    """
     dist.init_process_group(backend="mpicoll", timeout=datetime.timedelta(seconds=120))
     gloo = dist.new_group(backend="gloo")
     yield gloo

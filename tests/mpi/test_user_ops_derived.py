@@ -25,9 +25,9 @@ with a sentinel: holes must keep it, as MPI leaves them.
 import numpy as np
 import pytest
 from mpi4py import MPI
+from refdata import keeps_rank_order, usable
 
 import mpicoll
-from refdata import keeps_rank_order, usable
 
 WORLD = MPI.COMM_WORLD
 N, RANK = WORLD.Get_size(), WORLD.Get_rank()
@@ -191,7 +191,8 @@ def test_reduce_scatter_and_scans():
 @pytest.mark.mpi
 def test_commutative_op_on_a_strided_type_every_algorithm():
     """A commutative user op over a vector type: every algorithm, results only where the
-    type map reaches (the op adds those ints; the gaps keep what the receive buffer had)."""
+    type map reaches (the op adds those ints; the gaps keep what the receive buffer had).
+    """
     count = N + 1
     x = (np.arange(5 * count) + 10 * RANK).astype("i4")
     for algo in algorithms_for("allreduce", True):

@@ -14,11 +14,11 @@ which must raise on every rank before any message.
 import numpy as np
 import pytest
 from mpi4py import MPI
+from refdata import OPS, data, reduce_ref
 
 import mpicoll
 from mpicoll import api as vc
 from mpicoll import api as vr
-from refdata import OPS, data, reduce_ref
 
 comm = MPI.COMM_WORLD
 N, RANK = comm.Get_size(), comm.Get_rank()
@@ -341,7 +341,8 @@ def test_native_alltoallv_is_called_by_a_rank_with_nothing_to_move(monkeypatch, 
     """The last rank sends and receives nothing, the others exchange: MPI requires every
     rank to make the collective call, so ``native`` must call ``MPI_Alltoallv`` there
     too (the hand-written algorithms may leave it out: they skip empty blocks on both
-    sides). Results against mpi4py's own call."""
+    sides). Results against mpi4py's own call.
+    """
     import mpicoll.coll.alltoallv as impl
     calls = []
     real = impl.native
@@ -491,8 +492,10 @@ def test_p2pcomm_methods_match_mpi4py(column):
 @pytest.mark.parametrize("aware", [False, True], ids=["fake-staged", "fake-aware"])
 def test_fake_device_arrays(aware):
     """Every algorithm, native included, on device arrays: hand-written ones through the
-    transports, native ones through host copies where the library cannot take them."""
+    transports, native ones through host copies where the library cannot take them.
+    """
     import fakedevice as fd
+
     from mpicoll.device import arrays as _device
     fd.install()
     _device.set_cuda_aware(aware)

@@ -58,7 +58,8 @@ def mpi_env(timeout, python=None):
 
 def timed_out(proc):
     """Whether the launcher's time limit (or ours) ended the job: any launcher, no output format
-    needed (the elapsed time says it), the known texts as well."""
+    needed (the elapsed time says it), the known texts as well.
+    """
     if getattr(proc, "timed_out", False):
         return True
     out = (proc.stdout or "") + (proc.stderr or "")

@@ -189,7 +189,8 @@ def import_with_world(name, view):
 def world_classes(module, no_dup, world):
     """The module's TestCase classes that run on COMM_WORLD: by mpi4py's naming
     ``Test...World`` and ``Test...WorldDup``, and the intercommunicator ones built from
-    ``BASECOMM = MPI.COMM_WORLD`` (``Test...Inter``, ``Test...InterDup``)."""
+    ``BASECOMM = MPI.COMM_WORLD`` (``Test...Inter``, ``Test...InterDup``).
+    """
     out = []
     for name, obj in sorted(vars(module).items()):
         if not (isinstance(obj, type) and issubclass(obj, unittest.TestCase)):
@@ -221,7 +222,8 @@ def checked(cls, kind):
 
 def restrict_typecodes(arrayimpl, codes):
     """Keep only ``codes`` in each array backend's type map (mpi4py's tests loop over
-    backends x type codes); drop backends left with none. Configuration, not an edit."""
+    backends x type codes); drop backends left with none. Configuration, not an edit.
+    """
     keep = []
     for backend in arrayimpl.ArrayBackends:
         backend.TypeMap = {c: t for c, t in backend.TypeMap.items() if c in codes}
@@ -270,6 +272,7 @@ def main(argv=None):
     sys.path.insert(0, testdir)
 
     from mpi4py import MPI
+
     import mpicoll
     from mpicoll import P2PComm
 

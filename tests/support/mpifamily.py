@@ -84,7 +84,7 @@ def venv_python(family):
 
 
 def requirements(family):
-    """mpicoll's dependencies + its test extra + the family's wheel (nothing else)."""
+    """The package's dependencies + its test extra + the family's wheel (nothing else)."""
     reqs = None
     try:
         try:
@@ -102,7 +102,8 @@ def requirements(family):
 
 def _torch():
     """The torch this interpreter has, pinned (its public version), so the other family's
-    suite runs the torch backend too; nothing where torch is not installed here."""
+    suite runs the torch backend too; nothing where torch is not installed here.
+    """
     try:
         from importlib.metadata import PackageNotFoundError, version
         try:
@@ -152,7 +153,8 @@ def _usable(family):
 
 def ensure_venv(family, log=None):
     """``(python, None)`` for a venv with ``family``'s MPI wheel, built if needed, or
-    ``(None, reason)`` where it cannot be built (no network, no pip, ...)."""
+    ``(None, reason)`` where it cannot be built (no network, no pip, ...).
+    """
     log = log or (lambda msg: None)
     if family not in WHEELS:
         return None, f"unknown MPI family {family!r} (one of {', '.join(WHEELS)})"
@@ -192,7 +194,8 @@ def ensure_venv(family, log=None):
 
 def python_for(family, log=None):
     """An interpreter whose mpi4py uses ``family``'s MPI: this one if it does, else the
-    family's venv (built if needed). ``(python, None)`` or ``(None, reason)``."""
+    family's venv (built if needed). ``(python, None)`` or ``(None, reason)``.
+    """
     if family_of(sys.executable) == family:
         return sys.executable, None
     return ensure_venv(family, log)

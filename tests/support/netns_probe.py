@@ -80,8 +80,8 @@ def main(argv=None):
             "slurm_node": os.environ.get("SLURMD_NODENAME")}
     local.Free()
 
-    from mpicoll.engine.context import private_comm
     from mpicoll.core.topology import layout
+    from mpicoll.engine.context import private_comm
     lay = layout(private_comm(comm))
     info["nodes"] = [list(m) for m in lay.members]
 

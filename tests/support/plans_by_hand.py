@@ -10,8 +10,8 @@ Sizes: ``k`` is the length of each rank's vector (bcast, reduce, allreduce,
 reduce_scatter) or of the full N-block vector (gather, allgather, scatter,
 alltoall, whose blocks have ``k // n`` elements).
 """
-from mpicoll.core.blocks import first_rank, fold_rank, offsets, pof2_below, split, unfold_rank
 from mpicoll.coll.bcast import PIPELINE_SEGMENT_BYTES
+from mpicoll.core.blocks import first_rank, fold_rank, offsets, pof2_below, split, unfold_rank
 
 
 def _lowbit(x):

@@ -88,14 +88,15 @@ def reduce_ref(blocks, opname, dtype):
 
 def keeps_rank_order(fn, comm=MPI.COMM_WORLD):
     """Whether algorithm ``fn`` takes non-commutative ops on ``comm`` (node-aware
-    algorithms do only where the nodes are blocks of consecutive ranks)."""
+    algorithms do only where the nodes are blocks of consecutive ranks).
+    """
     if fn.commutative_only:
         return False
     check = getattr(fn, "check_layout", None)
     if check is None:
         return True
-    from mpicoll.engine.context import private_comm
     from mpicoll.core.topology import layout
+    from mpicoll.engine.context import private_comm
     return check(layout(private_comm(comm)), False) is None
 
 
@@ -103,7 +104,8 @@ def usable(primitive, comm=MPI.COMM_WORLD, device=False, commutative=True):
     """The algorithms of ``primitive`` that can run a call on ``comm``'s nodes and memory
     (the library's own refusal: :func:`mpicoll.engine.call.refusal`). Unlike
     :func:`mpicoll.usable_algorithms`, a non-commutative op keeps the commutative-only
-    algorithms: the tests check that they refuse it."""
+    algorithms: the tests check that they refuse it.
+    """
     from mpicoll.engine.call import refusal
     from mpicoll.engine.context import private_comm
     pcomm = private_comm(comm)
@@ -127,7 +129,8 @@ def runs_as_plan(primitive, algorithm, size=None):
 @contextlib.contextmanager
 def on_nodes(spec, comm=MPI.COMM_WORLD):
     """A fresh ``comm.Dup()`` whose ranks are on the nodes ``MPICOLL_NODES=spec`` describes
-    (read when its private communicator is made, here); freed on exit."""
+    (read when its private communicator is made, here); freed on exit.
+    """
     from mpicoll.engine.context import private_comm
     old = os.environ.get("MPICOLL_NODES")
     os.environ["MPICOLL_NODES"] = spec

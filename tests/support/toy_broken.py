@@ -1,5 +1,6 @@
 """A wrong algorithm for the toy primitive (tests/support/toy_primitive.py): it never
-receives its left neighbour's block. The generated matrix must catch it."""
+receives its left neighbour's block. The generated matrix must catch it.
+"""
 import mpicoll
 
 
