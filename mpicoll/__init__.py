@@ -20,12 +20,14 @@ plug-in for the demo, the bench and ``python -m mpicoll.verify``),
 """
 from . import api as _api
 from . import shm
-from .api import FUNCTIONS as _FUNCTIONS, PersistentRequest, Request, testall, waitall
+from .api import FUNCTIONS as _FUNCTIONS
+from .api import PersistentRequest, Request, testall, waitall
 from .calls import Primitive
 from .comm import P2PComm
 from .core.defaults import DEFAULTS_TABLE, default_algorithm
 from .core.errors import ArgumentError, ArgumentTypeError
-from .core.registry import PRIMITIVES, algorithms, lookup as _lookup, register
+from .core.registry import PRIMITIVES, algorithms, register
+from .core.registry import lookup as _lookup
 from .engine.call import CollectiveMismatchError, get_check, set_check, usable_algorithms
 from .engine.context import CallTraffic, Traffic, traffic
 from .monitored import BarrierTimeoutError, monitored_barrier

@@ -27,14 +27,14 @@ import numpy as np
 import pytest
 
 import mpicoll
-from mpicoll.core.registry import _REGISTRY, lookup
 from mpicoll.coll.cost import Phases
+from mpicoll.core.registry import _REGISTRY, lookup
 from mpicoll.verify.check import verify
 from mpicoll.verify.costs import call_of, cost_of
 from mpicoll.verify.formula import terms
 from mpicoll.verify.mutations import MUTATIONS, run_mutations
 from mpicoll.verify.show import plan_lines
-from mpicoll.verify.spec import Case, REDUCING, ROOTED
+from mpicoll.verify.spec import REDUCING, ROOTED, Case
 from mpicoll.verify.sweep import algorithms, sizes, sweep
 from mpicoll.verify.values import Bits, Fingerprint, Ordered
 

@@ -44,8 +44,8 @@ from functools import lru_cache
 from math import ceil, log2
 
 from mpicoll.coll.cost import Call
-from mpicoll.sched import inspect as _inspect  # noqa: F401  (fills the registry)
 from mpicoll.core.registry import lookup
+from mpicoll.sched import inspect as _inspect  # noqa: F401  (fills the registry)
 
 __all__ = ["COSTS", "cost", "has_cost", "link_split", "has_link_split", "cost2"]
 

@@ -8,8 +8,8 @@ Per rank, N = 3, root = 0::
 Costs use the Hockney model: α latency per message, β time per byte,
 n bytes in ``buf``, N ranks.
 """
+from ..core.blocks import offsets, split
 from ..core.registry import register
-from ..core.blocks import split, offsets
 from .cost import Cost, even, lg, segments
 
 #: Segment size of the pipelined chain (bytes).

@@ -40,13 +40,12 @@ are blocks of consecutive ranks; on other placements they are refused.
 from ..core.errors import ArgumentError
 from ..core.registry import algorithms, lookup, register
 from .allgatherv import allgatherv_bruck, allgatherv_ring
-from .bcast import bcast_binomial, bcast_linear, bcast_scatter_allgather, binomial_bcast
-from .gather import binomial_gather, gather_linear
-from .reduce import binomial_reduce, reduce_binomial, reduce_linear, reduce_rabenseifner
 from .allreduce import allreduce_rabenseifner, allreduce_recursive_doubling
-from .shm import bcast_shm, gather_shm, reduce_shm
+from .bcast import bcast_binomial, bcast_linear, bcast_scatter_allgather, binomial_bcast
 from .cost import Call, Phases
-from .gather import gather_binomial
+from .gather import binomial_gather, gather_binomial, gather_linear
+from .reduce import binomial_reduce, reduce_binomial, reduce_linear, reduce_rabenseifner
+from .shm import bcast_shm, gather_shm, reduce_shm
 
 __all__ = ["Group", "SMALL", "phases", "default_inter"]
 

@@ -10,8 +10,8 @@ Costs: α per message, β per byte, γ per byte reduced, n bytes per rank.
 Algorithms never write ``sendbuf`` and read it before writing ``recvbuf``
 (the in-place layer passes a copy when they alias).
 """
+from ..core.blocks import fold_rank, offsets, pof2_below, split, unfold_rank
 from ..core.registry import register
-from ..core.blocks import split, offsets, pof2_below, fold_rank, unfold_rank
 from .cost import Cost, lg
 
 

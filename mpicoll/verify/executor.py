@@ -36,7 +36,7 @@ from collections import deque
 
 import numpy as np
 
-from ._mpicoll import (COPY, IRECV, ISEND, OP_NAMES, RECV, REDUCE, SEND, SENDRECV, WAIT)
+from ._mpicoll import COPY, IRECV, ISEND, OP_NAMES, RECV, REDUCE, SEND, SENDRECV, WAIT
 
 __all__ = ["Failure", "Executor", "timing", "load"]
 

@@ -42,7 +42,8 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
-from ._mpicoll import PRIMITIVES, algorithms as registered, lookup
+from ._mpicoll import PRIMITIVES, lookup
+from ._mpicoll import algorithms as registered
 from .check import Result, record, verify
 from .spec import IN_PLACE, REDUCING, ROOTED, V_PRIMITIVES, Case, setup
 
