@@ -291,7 +291,8 @@ def test_fingerprints_tell_multisets_apart():
 def _builtin():
     """The built-in algorithms with a plan: not native, not the shm ones (their cost is in
     reads of peers' memory, :class:`mpicoll.coll.shm.Reads`, which tests/mpi/test_shm.py
-    checks against the reads counted at run time)."""
+    checks against the reads counted at run time).
+    """
     for p in mpicoll.PRIMITIVES:
         for a in mpicoll.algorithms(p):
             fn = mpicoll.algorithm_info(p, a)

@@ -18,7 +18,7 @@ def add_parser(sub):
 
 
 def need_matplotlib():
-    """matplotlib's ``pyplot`` on the Agg backend; SystemExit where matplotlib is missing."""
+    """Matplotlib's ``pyplot`` on the Agg backend; SystemExit where matplotlib is missing."""
     try:
         import matplotlib
     except ImportError:

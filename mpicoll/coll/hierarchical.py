@@ -408,7 +408,8 @@ def _configure(base):
 
 def _flat_inter(primitive):
     """The algorithms an inter phase may take: flat point-to-point ones (not native, not
-    node-aware, not the shm ones, which read memory the leaders of other nodes lack)."""
+    node-aware, not the shm ones, which read memory the leaders of other nodes lack).
+    """
     return [a for a in algorithms(primitive) if a not in ("native", "hierarchical")
             and getattr(lookup(primitive, a), "check_layout", None) is None]
 
@@ -432,7 +433,8 @@ def _check_layout(lay, commutative):
 
 def _variants(base):
     """``variants()`` of ``base``: the names of its configured variants (every intra
-    option, every flat inter algorithm registered now), for tools that sweep them."""
+    option, every flat inter algorithm registered now), for tools that sweep them.
+    """
     inter_of = "allgatherv" if base.primitive == "allgather" else base.primitive
 
     def variants():

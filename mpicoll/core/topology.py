@@ -63,7 +63,8 @@ class Layout:
 
     def memory_split(self):
         """None when every node of this layout lies in one shared-memory domain; else a
-        sentence naming the first node that does not (for refusals)."""
+        sentence naming the first node that does not (for refusals).
+        """
         for n, m in enumerate(self.members):
             if not self.shares_memory(m):
                 return (f"node {n} (ranks {' '.join(map(str, m))}) of {self.describe()} "
@@ -166,7 +167,8 @@ def _agreed_spec(pcomm):
 
 def _memory_domains(pcomm):
     """Every rank's shared-memory domain (its lowest rank of ``pcomm`` sharing memory with
-    it): collective over ``pcomm``."""
+    it): collective over ``pcomm``.
+    """
     local = pcomm.Split_type(MPI.COMM_TYPE_SHARED)
     try:
         leader = local.allreduce(pcomm.Get_rank(), op=MPI.MIN)

@@ -610,7 +610,8 @@ def timing(ex):
 
 def load(plan):
     """(messages, elements moved, elements reduced) of one rank's plan, counted as the
-    bench's plan model counts them: a ``sendrecv`` is one message of its larger half."""
+    bench's plan model counts them: a ``sendrecv`` is one message of its larger half.
+    """
     msgs = moved = reduced = 0
     if plan is None:
         return 0, 0, 0

@@ -116,7 +116,8 @@ def _roots(primitive, N, rng):
 
 def _ops(primitive, fn, small):
     """The op kinds of the main grid ("sum" stands for both commutative kinds: the
-    built-in and the user op take turns with it, see :func:`cases`)."""
+    built-in and the user op take turns with it, see :func:`cases`).
+    """
     if primitive not in REDUCING:
         return [None]
     if getattr(fn, "commutative_only", False):
@@ -303,6 +304,7 @@ def run(all_cases, seed=0, jobs=1, imports=(), progress=None):
 @dataclass
 class Summary:
     """The outcome of a sweep, per algorithm."""
+
     results: list
     seconds: float = 0.0
 
