@@ -135,7 +135,7 @@ def _check_results(ex, s):
     d = s.mode.describe
     for r, rs in enumerate(s.ranks):
         if ex.plans[r] is None:
-            for b, (init, want) in enumerate(zip(rs.init, rs.expect)):
+            for b, (init, want) in enumerate(zip(rs.init, rs.expect, strict=True)):
                 if want is not None and not np.array_equal(init, want):
                     raise Failure("result", f"rank {r} makes no call but buf{b} should change")
             continue

@@ -291,7 +291,8 @@ def run(all_cases, seed=0, jobs=1, imports=(), progress=None):
     ctx = mp.get_context("fork" if hasattr(os, "fork") else "spawn")
     with ctx.Pool(jobs, initializer=_init, initargs=(list(imports),)) as pool:
         done = 0
-        for i, r in zip(order, pool.imap(_one, [work[i] for i in order], chunksize=8)):
+        results = pool.imap(_one, [work[i] for i in order], chunksize=8)
+        for i, r in zip(order, results, strict=True):
             res[i] = r
             done += 1
             if progress:
