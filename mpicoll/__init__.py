@@ -44,8 +44,9 @@ __all__ = ["PRIMITIVES", "algorithms", "usable_algorithms", "algorithm_info", "r
 
 
 def define_primitive(primitive):
-    """Define a new primitive at run time (:func:`mpicoll.api.define_primitive`); its functions
-    join this namespace. Returns their names.
+    """Define a new primitive at run time; its functions join this namespace.
+
+    As :func:`mpicoll.api.define_primitive`; returns the names of its functions.
     """
     made = _api.define_primitive(primitive)
     globals().update({n: _FUNCTIONS[n] for n in made})

@@ -93,8 +93,9 @@ class _Split:
         return self
 
     def xor(self, N, K, size):
-        """Recursive doubling/halving on the p = 2^⌊log2 N⌋ virtual ranks: every rank
-        exchanges with virtual rank XOR d, d = 1 .. p/2, a node's ranks at once.
+        """Recursive doubling/halving on the p = 2^⌊log2 N⌋ virtual ranks.
+
+        Every rank exchanges with virtual rank XOR d, d = 1 .. p/2, a node's ranks at once.
         """
         across = _xor_across(N, K)
         for d in across:
@@ -143,8 +144,9 @@ class _Split:
         return self
 
     def fold(self, N, K, size, times=1):
-        """Pairs (2i, 2i+1), i < N - p, of a non-power-of-two N: one crosses nodes
-        when K is odd and K < 2(N - p).
+        """Pairs (2i, 2i+1), i < N - p, of a non-power-of-two N.
+
+        One crosses nodes when K is odd and K < 2(N - p).
         """
         if K % 2 and K < 2 * (N - _p(N)):
             self.ea += times
@@ -245,8 +247,9 @@ LINKS = {
 
 
 def _formula(decl):
-    """``(N, n, α, β, γ) -> seconds`` of a declared :class:`~mpicoll.coll.cost.Cost`
-    (``n`` in bytes: the formula is read with one-byte elements).
+    """``(N, n, α, β, γ) -> seconds`` of a declared :class:`~mpicoll.coll.cost.Cost`.
+
+    ``n`` is in bytes: the formula is read with one-byte elements.
     """
     def formula(N, n, a, b, g):
         return decl.time(Call(N, n, itemsize=1, counts=[n] * N), a, b, g)

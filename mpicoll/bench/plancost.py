@@ -275,8 +275,9 @@ def block_layout(nranks, per_node):
 
 @lru_cache(maxsize=1024)
 def layout_plans(primitive, algorithm, nranks, count, itemsize, layout):
-    """Every rank's :class:`Messages` of one call on ``layout`` (a hashable Layout or None
-    for one node), cached.
+    """Every rank's :class:`Messages` of one call on ``layout``, cached.
+
+    ``layout``: a hashable Layout, or None for one node.
     """
     return tuple(messages_of(plan_of(primitive, algorithm, nranks, r, count, itemsize=itemsize,
                                      layout=layout)) for r in range(nranks))

@@ -1,5 +1,6 @@
-"""Allreduce: every rank ends with the element-wise reduction of all ranks'
-data in ``recvbuf``; results are bitwise identical on every rank.
+"""Allreduce: every rank ends with the element-wise reduction of all ranks' data.
+
+It lands in ``recvbuf``; results are bitwise identical on every rank.
 
 Per rank, N = 3, op = SUM::
 

@@ -407,8 +407,10 @@ def _configure(base):
 
 
 def _flat_inter(primitive):
-    """The algorithms an inter phase may take: flat point-to-point ones (not native, not
-    node-aware, not the shm ones, which read memory the leaders of other nodes lack).
+    """The algorithms an inter phase may take: flat point-to-point ones.
+
+    Not native, not node-aware, not the shm ones (they read memory the leaders of other
+    nodes lack).
     """
     return [a for a in algorithms(primitive) if a not in ("native", "hierarchical")
             and getattr(lookup(primitive, a), "check_layout", None) is None]
@@ -432,8 +434,10 @@ def _check_layout(lay, commutative):
 
 
 def _variants(base):
-    """``variants()`` of ``base``: the names of its configured variants (every intra
-    option, every flat inter algorithm registered now), for tools that sweep them.
+    """``variants()`` of ``base``: the names of its configured variants.
+
+    Every intra option and every flat inter algorithm registered now, for tools that
+    sweep them.
     """
     inter_of = "allgatherv" if base.primitive == "allgather" else base.primitive
 

@@ -1,5 +1,6 @@
-"""Reduce: the element-wise reduction of every rank's ``sendbuf`` lands in
-``recvbuf`` on ``root`` (other ranks' ``recvbuf`` is None and untouched).
+"""Reduce: the element-wise reduction of every rank's ``sendbuf`` lands on ``root``.
+
+It lands in ``recvbuf`` there (other ranks' ``recvbuf`` is None and untouched).
 
 Per rank, N = 3, op = SUM, root = 0::
 

@@ -609,8 +609,10 @@ def timing(ex):
 
 
 def load(plan):
-    """(messages, elements moved, elements reduced) of one rank's plan, counted as the
-    bench's plan model counts them: a ``sendrecv`` is one message of its larger half.
+    """(messages, elements moved, elements reduced) of one rank's plan.
+
+    Counted as the bench's plan model counts them: a ``sendrecv`` is one message of its
+    larger half.
     """
     msgs = moved = reduced = 0
     if plan is None:

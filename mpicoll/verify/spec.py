@@ -51,9 +51,11 @@ _OPS = {}
 
 
 def op_object(kind):
-    """The MPI op standing for an op kind: ``sum`` (built-in), ``user`` (commutative user
-    op), ``noncomm`` (non-commutative user op). Plans read only whether the op is a user
-    op and whether it commutes; the functions are never called.
+    """The MPI op standing for an op kind.
+
+    ``sum`` (built-in), ``user`` (commutative user op), ``noncomm`` (non-commutative user
+    op). Plans read only whether the op is a user op and whether it commutes; the
+    functions are never called.
     """
     if kind == "sum":
         return MPI.SUM
@@ -138,8 +140,9 @@ class Case:
 
 @lru_cache(maxsize=512)
 def layout_of(spec, N):
-    """The :class:`Layout` of ``N`` ranks for a layout name, or None for one node (immutable,
-    so shared between cases).
+    """The :class:`Layout` of ``N`` ranks for a layout name, or None for one node.
+
+    Immutable, so shared between cases.
     """
     if not spec:
         return None
@@ -177,8 +180,10 @@ def v_counts(pattern, count, N):
 
 
 def displs_of(pattern, counts, shift=0):
-    """Block displacements and the buffer's length: ``packed`` (rank order, back to back) or
-    ``gaps`` (reverse rank order, one element before each block; ``shift`` rotates).
+    """Block displacements and the buffer's length, for a pattern.
+
+    ``packed``: rank order, back to back; ``gaps``: reverse rank order, one element before
+    each block (``shift`` rotates).
     """
     N = len(counts)
     if pattern == "packed":

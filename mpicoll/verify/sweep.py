@@ -115,8 +115,10 @@ def _roots(primitive, N, rng):
 
 
 def _ops(primitive, fn, small):
-    """The op kinds of the main grid ("sum" stands for both commutative kinds: the
-    built-in and the user op take turns with it, see :func:`cases`).
+    """The op kinds of the main grid.
+
+    "sum" stands for both commutative kinds: the built-in and the user op take turns with
+    it (see :func:`cases`).
     """
     if primitive not in REDUCING:
         return [None]
