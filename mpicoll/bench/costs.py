@@ -59,6 +59,7 @@ def _p(n):
 
 
 def has_cost(primitive, algorithm):
+    """True when ``algorithm`` of ``primitive`` has a formula in :data:`COSTS`."""
     return algorithm in COSTS.get(primitive, {})
 
 
@@ -273,6 +274,7 @@ COSTS = _costs()
 
 
 def has_link_split(primitive, algorithm):
+    """True when ``algorithm`` of ``primitive`` has a two-level split (:func:`link_split`)."""
     return algorithm in LINKS.get(primitive, {})
 
 

@@ -82,38 +82,49 @@ class Group:
     tag = property(lambda self: self.ctx.tag)
 
     def send(self, buf, dest):
+        """Send ``buf`` to group rank ``dest``."""
         self.ctx.send(buf, self.members[dest])
 
     def recv(self, buf, source):
+        """Receive into ``buf`` from group rank ``source``."""
         self.ctx.recv(buf, self.members[source])
 
     def sendrecv(self, sendbuf, dest, recvbuf, source):
+        """Send ``sendbuf`` to group rank ``dest``, receive into ``recvbuf`` from ``source``."""
         self.ctx.sendrecv(sendbuf, self.members[dest], recvbuf, self.members[source])
 
     def isend(self, buf, dest):
+        """Post a send of ``buf`` to group rank ``dest``; the request."""
         return self.ctx.isend(buf, self.members[dest])
 
     def irecv(self, buf, source):
+        """Post a receive into ``buf`` from group rank ``source``; the request."""
         return self.ctx.irecv(buf, self.members[source])
 
     def waitall(self, requests):
+        """Complete ``requests`` (from isend/irecv); received data is then in place."""
         self.ctx.waitall(requests)
 
     def wait(self, request):
+        """Complete ``request`` (as :meth:`waitall`)."""
         self.ctx.waitall([request])
 
     def scratch(self, n):
+        """A scratch vector of ``n`` elements in the call's dtype and memory."""
         return self.ctx.scratch(n)
 
     def copy(self, dst, src):
+        """``dst[...] = src``, as the call's ``ctx.copy``."""
         self.ctx.copy(dst, src)
 
     def reduce(self, lower, higher, out):
+        """``lower (op) higher`` with the call's op; returns the array holding the result."""
         return self.ctx.reduce(lower, higher, out)
 
     # what the shm algorithms use: the memory of the group's node (its ranks only)
     @property
     def node_memory(self):
+        """The shared memory of the group's node as a callable (its ranks only); None in a plan."""
         node_memory = getattr(self.ctx, "node_memory", None)
         if node_memory is None:        # recording a plan: the shm phases have none
             return None
@@ -121,12 +132,15 @@ class Group:
         return lambda: node_memory(members)
 
     def read_from(self, peers, q, i, lo, hi, dst=None, dtype=None):
+        """Elements ``[lo, hi)`` of array ``i`` of node rank ``q``, as ``ctx.read_from``."""
         return self.ctx.read_from(peers, q, i, lo, hi, dst, dtype)
 
     def read_box(self, box, q, k, lo, hi, dtype):
+        """Bytes ``[lo, hi)`` of node rank ``q``'s mailbox slot ``k``, as ``ctx.read_box``."""
         return self.ctx.read_box(box, q, k, lo, hi, dtype)
 
     def set_path(self, path):
+        """Name the path of this call's data in the traffic record, as ``ctx.set_path``."""
         self.ctx.set_path(path)
 
 

@@ -61,6 +61,7 @@ def _progress(quiet):
 
 
 def main(argv=None):
+    """Run ``python -m mpicoll.verify`` with the arguments ``argv``; the exit status."""
     args = _parser().parse_args(argv)
     from ._mpicoll import PluginError, import_modules
     try:

@@ -27,6 +27,8 @@ __all__ = ["verify", "Result", "record", "plans_for", "measured"]
 
 @dataclass
 class Result:
+    """The outcome of one case: its status, failure or reason, and what the run measured."""
+
     case: object
     status: str                   # pass | fail | skip | unverified
     failure: Failure = None
@@ -38,6 +40,7 @@ class Result:
 
     @property
     def ok(self):
+        """True unless the case failed."""
         return self.status != "fail"
 
 

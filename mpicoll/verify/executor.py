@@ -154,6 +154,7 @@ class Executor:
 
     # -- running -------------------------------------------------------------
     def run(self):
+        """Execute every rank's plan to the end; raises :class:`Failure` on the first fault."""
         N = self.N
         self.pc = [0] * N
         self.wait = [None] * N

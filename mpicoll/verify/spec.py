@@ -135,6 +135,7 @@ class Case:
         return cls(prim, alg, **kw)
 
     def with_(self, **kw):
+        """A copy of this case with the fields in ``kw`` replaced."""
         return replace(self, **kw)
 
 
@@ -222,6 +223,8 @@ class RankSetup:
 
 @dataclass
 class Setup:
+    """One case made ready to run: its algorithm, value encoding, op, layout and ranks."""
+
     case: Case
     fn: object
     mode: object

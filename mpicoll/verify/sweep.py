@@ -312,6 +312,7 @@ class Summary:
     seconds: float = 0.0
 
     def by_algorithm(self):
+        """The results grouped by ``(primitive, algorithm)``."""
         out = defaultdict(list)
         for r in self.results:
             out[(r.case.primitive, r.case.algorithm)].append(r)
@@ -319,6 +320,7 @@ class Summary:
 
     @property
     def failures(self):
+        """The results that failed."""
         return [r for r in self.results if r.status == "fail"]
 
     def first_failures(self):
