@@ -20,12 +20,14 @@ plug-in for the demo, the bench and ``python -m mpicoll.verify``),
 """
 from . import api as _api
 from . import shm
-from .api import FUNCTIONS as _FUNCTIONS, PersistentRequest, Request, testall, waitall
+from .api import FUNCTIONS as _FUNCTIONS
+from .api import PersistentRequest, Request, testall, waitall
 from .calls import Primitive
 from .comm import P2PComm
 from .core.defaults import DEFAULTS_TABLE, default_algorithm
 from .core.errors import ArgumentError, ArgumentTypeError
-from .core.registry import PRIMITIVES, algorithms, lookup as _lookup, register
+from .core.registry import PRIMITIVES, algorithms, register
+from .core.registry import lookup as _lookup
 from .engine.call import CollectiveMismatchError, get_check, set_check, usable_algorithms
 from .engine.context import CallTraffic, Traffic, traffic
 from .monitored import BarrierTimeoutError, monitored_barrier
@@ -42,8 +44,10 @@ __all__ = ["PRIMITIVES", "algorithms", "usable_algorithms", "algorithm_info", "r
 
 
 def define_primitive(primitive):
-    """Define a new primitive at run time (:func:`mpicoll.api.define_primitive`); its functions
-    join this namespace. Returns their names."""
+    """Define a new primitive at run time; its functions join this namespace.
+
+    As :func:`mpicoll.api.define_primitive`; returns the names of its functions.
+    """
     made = _api.define_primitive(primitive)
     globals().update({n: _FUNCTIONS[n] for n in made})
     return made

@@ -202,7 +202,7 @@ def _done(call, then=None):
 
 
 def _unstack(tensors, stacked):
-    for t, row in zip(tensors, stacked):
+    for t, row in zip(tensors, stacked, strict=False):
         t[...] = row
 
 

@@ -218,12 +218,12 @@ def monitored_barrier(comm=None, timeout=30.0, wait_all_ranks=True):
         vsends = [dup.Isend(verdict, r, tag) for r in range(1, size)]
         # Ranks that acknowledged are receiving: their sends complete. The others
         # may never receive; keep those requests (and buffers) for later reaping.
-        MPI.Request.Waitall([s for s, d in zip(sends, done) if d])
-        MPI.Request.Waitall([s for s, d in zip(vsends, done) if d])
-        for s, d in zip(sends, done):
+        MPI.Request.Waitall([s for s, d in zip(sends, done, strict=True) if d])
+        MPI.Request.Waitall([s for s, d in zip(vsends, done, strict=True) if d])
+        for s, d in zip(sends, done, strict=True):
             if not d:
                 state.pending.append((s, present))
-        for s, d in zip(vsends, done):
+        for s, d in zip(vsends, done, strict=True):
             if not d:
                 state.pending.append((s, verdict))
         missing = [r for r in range(1, size) if not verdict[r]]

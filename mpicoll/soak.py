@@ -231,7 +231,7 @@ def _layout(rng, size, c):
     counts = [int(x) for x in rng.integers(0, c + 1, size)]
     gaps = [int(x) for x in rng.integers(0, 3, size)]
     displs, at = [], 0
-    for k, g in zip(counts, gaps):
+    for k, g in zip(counts, gaps, strict=True):
         displs.append(at + g)
         at += g + k
     return counts, displs, at
@@ -478,9 +478,9 @@ def soak(comm=None, calls=10000, seed=1, max_count=20000, p2p=True, check=None,
     comm.Allreduce(mine, mn, MPI.MIN)
     all_errors = [e for errs in comm.allgather(errors) for e in errs][:max_errors]
     samples = comm.allgather(rss)
-    rss_mib = [round(max(col) / 2**20, 1) for col in zip(*samples)]
+    rss_mib = [round(max(col) / 2**20, 1) for col in zip(*samples, strict=False)]
     counts = {}
-    for p, (n, bad) in by_prim.items():   # identical draws on every rank
+    for p, (n, _bad) in by_prim.items():   # identical draws on every rank
         counts[p] = n
     return dict(
         ranks=size, calls=calls, seed=seed, max_count=max_count, p2p=p2p,

@@ -419,7 +419,7 @@ def test_default_table_is_shipped_and_labelled(monkeypatch):
     assert table["format"] == _defaults.TABLE_FORMAT
     assert "2-core" in table["label"]
     for prim, sizes in table["rules"].items():
-        for n, ranges in sizes.items():
+        for ranges in sizes.values():
             assert ranges[-1]["max_nbytes"] is None
             for r in ranges:     # auto stays hand-written (P2PComm promises mpicoll's algorithms)
                 assert r["algorithm"] in mpicoll.algorithms(prim) and r["algorithm"] != "native"
@@ -541,7 +541,7 @@ def test_nccl_with_numpy_is_skipped_with_the_reason(tmp_path):
         rows = list(csv.DictReader(f))
     assert {row["path"] for row in rows} == {"host"}
     # moved_by as path:msgs:bytes, the same as the JSON record's.
-    for row, rec in zip(rows, res):
+    for row, rec in zip(rows, res, strict=False):
         want = " ".join(f"{p}:{c['msgs']}:{c['bytes']}" for p, c in rec["moved_by"].items())
         assert row["moved_by"] == want and row["algorithm"] == rec["algorithm"], (row, rec)
         assert want == "host:0:0" if rec["algorithm"] == "native" else \
@@ -782,7 +782,7 @@ def test_nccl_calls_give_the_checked_result(prim, dtype, opname):
     cases = _cases(prim, n, 4096, dtype, opname, root)
     fake, am = _FakeNccl(), _FakeAM()
     comms = [_FakeNcclComm(n, (), r) for r in range(n)]
-    for c, ncomm in zip(cases, comms):
+    for c, ncomm in zip(cases, comms, strict=True):
         c.prepare_check()
         nccl.Column(fake, ncomm, dtype, am).call(c)()
     assert am.syncs == n                               # every call waits for its stream

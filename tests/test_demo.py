@@ -93,7 +93,7 @@ def parse_table(out):
 def same_values(got, want):
     if isinstance(want, list):
         return isinstance(got, list) and len(got) == len(want) and all(
-            same_values(g, w) for g, w in zip(got, want))
+            same_values(g, w) for g, w in zip(got, want, strict=True))
     return np.array_equal(np.asarray(got, dtype=float), np.asarray(want, dtype=float))
 
 

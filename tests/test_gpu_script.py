@@ -214,7 +214,8 @@ def test_latency_table_from_latency_records(tmp_path):
 
     def rec(algo, nbytes, agree):
         return {"primitive": "allreduce", "ranks": 4, "bytes": nbytes, "algorithm": algo,
-                "us_per_call": dict(zip(faces, (20.0, agree, agree + 5, agree - 5, 60.0, 150.0)))}
+                "us_per_call": dict(zip(faces, (20.0, agree, agree + 5, agree - 5, 60.0, 150.0),
+                                        strict=True))}
     with open(tmp_path / "latency-ipc-mps_on-n4.jsonl", "w") as f:
         for r in (rec("ring", 8, 140.0), rec("recursive_doubling", 8, 90.0),
                   rec("ring", 1024, 50.0)):

@@ -22,7 +22,8 @@ def plan_counts(prim, algo, n, k, root, itemsize):
     out = {key: [] for key in ("sent", "recv", "sent_msgs", "recv_msgs")}
     for plan in plans_of(prim, algo, n, count, itemsize=itemsize, root=root, counts=counts):
         sm, se, rm, re_ = plan.traffic()
-        for key, v in zip(("sent_msgs", "sent", "recv_msgs", "recv"), (sm, se, rm, re_)):
+        for key, v in zip(("sent_msgs", "sent", "recv_msgs", "recv"), (sm, se, rm, re_),
+                          strict=True):
             out[key].append(v)
     return out
 

@@ -27,14 +27,14 @@ import numpy as np
 import pytest
 
 import mpicoll
-from mpicoll.core.registry import _REGISTRY, lookup
 from mpicoll.coll.cost import Phases
+from mpicoll.core.registry import _REGISTRY, lookup
 from mpicoll.verify.check import verify
 from mpicoll.verify.costs import call_of, cost_of
 from mpicoll.verify.formula import terms
 from mpicoll.verify.mutations import MUTATIONS, run_mutations
 from mpicoll.verify.show import plan_lines
-from mpicoll.verify.spec import Case, REDUCING, ROOTED
+from mpicoll.verify.spec import REDUCING, ROOTED, Case
 from mpicoll.verify.sweep import algorithms, sizes, sweep
 from mpicoll.verify.values import Bits, Fingerprint, Ordered
 
@@ -291,7 +291,8 @@ def test_fingerprints_tell_multisets_apart():
 def _builtin():
     """The built-in algorithms with a plan: not native, not the shm ones (their cost is in
     reads of peers' memory, :class:`mpicoll.coll.shm.Reads`, which tests/mpi/test_shm.py
-    checks against the reads counted at run time)."""
+    checks against the reads counted at run time).
+    """
     for p in mpicoll.PRIMITIVES:
         for a in mpicoll.algorithms(p):
             fn = mpicoll.algorithm_info(p, a)

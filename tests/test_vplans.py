@@ -38,7 +38,7 @@ def layouts(n):
 
 
 def args_of(prim, n, rank, counts, displs, root, in_place):
-    end = max([d + c for c, d in zip(counts, displs)] + [0])
+    end = max([d + c for c, d in zip(counts, displs, strict=True)] + [0])
     if prim == "gatherv":
         is_root = rank == root
         send = None if in_place and is_root else A(counts[rank])

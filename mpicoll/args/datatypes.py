@@ -132,7 +132,7 @@ def _walk(dt, leaves):
     subs = list(params["datatypes"]) if combiner == "STRUCT" else [base]
     try:
         if combiner == "STRUCT":
-            for length, sub in zip(params["blocklengths"], subs):
+            for length, sub in zip(params["blocklengths"], subs, strict=True):
                 if length:
                     _walk(sub, leaves)
             return False
@@ -288,7 +288,7 @@ class _Blocks:
         """Caller's memory -> flat array."""
         info, raw = self.info, self.raw
         if info.contiguous:
-            for off, n, a, b in self.runs:
+            for off, _n, a, b in self.runs:
                 raw[a:b] = self.mem[off:off + (b - a)]
             return
         base, dt, extent = self._address(), info.dt, info.extent
@@ -299,7 +299,7 @@ class _Blocks:
         """Flat array -> caller's memory."""
         info, raw = self.info, self.raw
         if info.contiguous:
-            for off, n, a, b in self.runs:
+            for off, _n, a, b in self.runs:
                 self.mem[off:off + (b - a)] = raw[a:b]
             return
         base, dt, extent = self._address(), info.dt, info.extent
@@ -424,7 +424,8 @@ class Boundary:
             _check_written_once(argname, info, spans, self.comm, block)
         if info.contiguous:
             used = [(off, n) for off, n in spans if n]
-            if all(o1 == o0 + n0 * info.size for (o0, n0), (o1, _) in zip(used, used[1:])):
+            if all(o1 == o0 + n0 * info.size
+                   for (o0, n0), (o1, _) in zip(used, used[1:], strict=False)):
                 start = used[0][0]
                 return mem[start:start + nelem * info.elem.itemsize].view(info.elem)   # no copy
         elif adapter_of(mem) is not None:
@@ -568,7 +569,8 @@ def _check_written_once(argname, info, spans, comm, block):
     if not live:
         return
     ranges = sorted((off + info.true_lb, off + (n - 1) * ext + info.true_ub) for _, off, n in live)
-    if ext >= width and all(hi <= lo for (_, hi), (lo, _) in zip(ranges, ranges[1:])):
+    if ext >= width and all(hi <= lo
+                            for (_, hi), (lo, _) in zip(ranges, ranges[1:], strict=False)):
         return
     pos = _entry_bytes(info, comm)
 

@@ -183,7 +183,7 @@ def layout(argname, vspec, size, *, receive):
                 MPI.ERR_COUNT)
     if receive:
         blocks = sorted((displs[i], i) for i in range(size) if counts[i])
-        for (d0, i), (d1, j) in zip(blocks, blocks[1:]):
+        for (d0, i), (d1, j) in zip(blocks, blocks[1:], strict=False):
             if d0 + counts[i] > d1:
                 raise ArgumentError(
                     f"{argname}: the blocks of ranks {min(i, j)} and {max(i, j)} overlap "

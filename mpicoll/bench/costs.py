@@ -44,8 +44,8 @@ from functools import lru_cache
 from math import ceil, log2
 
 from mpicoll.coll.cost import Call
-from mpicoll.sched import inspect as _inspect  # noqa: F401  (fills the registry)
 from mpicoll.core.registry import lookup
+from mpicoll.sched import inspect as _inspect  # noqa: F401  (fills the registry)
 
 __all__ = ["COSTS", "cost", "has_cost", "link_split", "has_link_split", "cost2"]
 
@@ -59,6 +59,7 @@ def _p(n):
 
 
 def has_cost(primitive, algorithm):
+    """True when ``algorithm`` of ``primitive`` has a formula in :data:`COSTS`."""
     return algorithm in COSTS.get(primitive, {})
 
 
@@ -93,8 +94,10 @@ class _Split:
         return self
 
     def xor(self, N, K, size):
-        """Recursive doubling/halving on the p = 2^⌊log2 N⌋ virtual ranks: every rank
-        exchanges with virtual rank XOR d, d = 1 .. p/2, a node's ranks at once."""
+        """Recursive doubling/halving on the p = 2^⌊log2 N⌋ virtual ranks.
+
+        Every rank exchanges with virtual rank XOR d, d = 1 .. p/2, a node's ranks at once.
+        """
         across = _xor_across(N, K)
         for d in across:
             self.ea += 1
@@ -142,8 +145,10 @@ class _Split:
         return self
 
     def fold(self, N, K, size, times=1):
-        """Pairs (2i, 2i+1), i < N - p, of a non-power-of-two N: one crosses nodes
-        when K is odd and K < 2(N - p)."""
+        """Pairs (2i, 2i+1), i < N - p, of a non-power-of-two N.
+
+        One crosses nodes when K is odd and K < 2(N - p).
+        """
         if K % 2 and K < 2 * (N - _p(N)):
             self.ea += times
             self.eb += times * size
@@ -243,8 +248,10 @@ LINKS = {
 
 
 def _formula(decl):
-    """``(N, n, α, β, γ) -> seconds`` of a declared :class:`~mpicoll.coll.cost.Cost`
-    (``n`` in bytes: the formula is read with one-byte elements)."""
+    """``(N, n, α, β, γ) -> seconds`` of a declared :class:`~mpicoll.coll.cost.Cost`.
+
+    ``n`` is in bytes: the formula is read with one-byte elements.
+    """
     def formula(N, n, a, b, g):
         return decl.time(Call(N, n, itemsize=1, counts=[n] * N), a, b, g)
     return formula
@@ -267,6 +274,7 @@ COSTS = _costs()
 
 
 def has_link_split(primitive, algorithm):
+    """True when ``algorithm`` of ``primitive`` has a two-level split (:func:`link_split`)."""
     return algorithm in LINKS.get(primitive, {})
 
 

@@ -243,7 +243,7 @@ def level_pairs(lay):
         a, b = lay.members[0], lay.members[1]
         inter = both([(a[0], b[0])])
         if min(len(a), len(b)) > 1:
-            conc = both(zip(a, b))
+            conc = both(zip(a, b, strict=False))
     return intra, inter, conc
 
 
@@ -458,7 +458,8 @@ def fit(args):
             f"max {100 * max(errs):.0f}% over {len(errs)} points")
 
     def curve(ts):
-        return None if ts is None else [{"bytes": s, "one_way_s": t} for s, t in zip(sizes, ts)]
+        return None if ts is None else [{"bytes": s, "one_way_s": t}
+                                        for s, t in zip(sizes, ts, strict=False)]
     model = {"type": "model", "alpha_s": alpha, "beta_s_per_byte": beta,
              "gamma_s_per_byte": gamma, "reduce_call_s": red_c, "overhead_s": overhead,
              "alpha_intra_s": alpha_i, "beta_intra_s_per_byte": beta_i,
@@ -473,7 +474,7 @@ def fit(args):
              "pingpong": curve(pp),
              "pingpong_intra": curve(pp_intra), "pingpong_inter": curve(pp_inter),
              "pingpong_inter_concurrent": curve(pp_conc),
-             "reduction": [{"bytes": s, "seconds": t} for s, t in zip(rsizes, red)],
+             "reduction": [{"bytes": s, "seconds": t} for s, t in zip(rsizes, red, strict=False)],
              "comparison": rows, "provenance": prov}
     if rank == 0 and args.output:
         with open(args.output, "w") as f:

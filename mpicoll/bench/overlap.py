@@ -82,16 +82,16 @@ def overlap(args):
         y = np.empty_like(x)
         for algo in args.algorithm.split(","):
             if algo == "raw":
-                def start():
+                def start(x=x, y=y):
                     return comm.Iallreduce(x, y)
             else:
-                def start(a=algo):
+                def start(a=algo, x=x, y=y):
                     return mpicoll.iallreduce(x, y, algorithm=a, comm=comm)
             start().Wait()
             pure = _median(comm, lambda: start().Wait(), args.repeats)
-            comp = _median(comm, lambda: _compute(pure), args.repeats)
+            comp = _median(comm, lambda pure=pure: _compute(pure), args.repeats)
 
-            def both():
+            def both(pure=pure):
                 req = start()
                 _compute(pure)
                 req.Wait()

@@ -130,6 +130,7 @@ class Levels(NamedTuple):
     once (0: the link is never the bottleneck, every message costs α/β of its
     pair of ranks alone).
     """
+
     alpha_intra: float
     beta_intra: float
     alpha_inter: float
@@ -158,6 +159,7 @@ def _halves(op):
 
 class Messages(NamedTuple):
     """What pricing reads of one rank's plan: its messages' halves and elements reduced."""
+
     rank: int
     ops: tuple          # per message operation: ((elements, peer, is_send), ...)
     reduced: int
@@ -273,8 +275,10 @@ def block_layout(nranks, per_node):
 
 @lru_cache(maxsize=1024)
 def layout_plans(primitive, algorithm, nranks, count, itemsize, layout):
-    """Every rank's :class:`Messages` of one call on ``layout`` (a hashable Layout or None
-    for one node), cached."""
+    """Every rank's :class:`Messages` of one call on ``layout``, cached.
+
+    ``layout``: a hashable Layout, or None for one node.
+    """
     return tuple(messages_of(plan_of(primitive, algorithm, nranks, r, count, itemsize=itemsize,
                                      layout=layout)) for r in range(nranks))
 

@@ -18,7 +18,7 @@ def add_parser(sub):
 
 
 def need_matplotlib():
-    """matplotlib's ``pyplot`` on the Agg backend; SystemExit where matplotlib is missing."""
+    """Matplotlib's ``pyplot`` on the Agg backend; SystemExit where matplotlib is missing."""
     try:
         import matplotlib
     except ImportError:
@@ -75,7 +75,7 @@ def _vs_raw_panel(ax, rows, algs, title):
                    if alg in cell]
             pts = [(x, y) for x, y in pts if y is not None]
             if pts:
-                ax.plot(*zip(*pts), label=alg, **_style(alg))
+                ax.plot(*zip(*pts, strict=True), label=alg, **_style(alg))
         ax.set(xscale="log", xlabel="size (B)")
         if ax.lines:
             ax.legend(fontsize=7, loc="upper left")
@@ -117,9 +117,10 @@ def plot_results(provs, results, path):
             xs = [max(b, 1) for b, _ in pts]
             label = alg + (" (#wrong>0)" if any(r.get("wrong") for _, r in pts) else "")
             ax_t.plot(xs, [r["time_us"]["avg"] for _, r in pts], label=label, **_style(alg))
-            bus = [(x, r["busbw_GBps"]) for x, (_, r) in zip(xs, pts) if r.get("busbw_GBps")]
+            bus = [(x, r["busbw_GBps"]) for x, (_, r) in zip(xs, pts, strict=True)
+                   if r.get("busbw_GBps")]
             if bus:
-                ax_b.plot(*zip(*bus), label=label, **_style(alg))
+                ax_b.plot(*zip(*bus, strict=True), label=label, **_style(alg))
         ax_t.set(xscale="log", yscale="log", xlabel="size (B)", ylabel="time (µs)",
                  title=title + ": time")
         ax_b.set(xscale="log", xlabel="size (B)", ylabel="busbw (GB/s)", title=title + ": busbw")

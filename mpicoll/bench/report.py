@@ -113,7 +113,7 @@ def best_table(key, rows):
         wrong = sum(r.get("wrong") or 0 for r in cell.values())
         unchecked = any(r.get("wrong") is None for r in cell.values())
 
-        def sp(r):
+        def sp(r, nat=nat):
             if r is None or nat is None or not r["time_us"]["avg"]:
                 return "-"
             return f"{nat['time_us']['avg'] / r['time_us']['avg']:.2f}x"

@@ -119,7 +119,7 @@ class Tracer:
                             end = next((w for k, w in mine[i + 1:] if k == "wait"), e)
                         recvs.setdefault((info["source"], rank), []).append(end)
             for key, slist in sends.items():     # k-th send a->b matches k-th receive
-                for s, r in zip(slist, recvs.get(key, [])):
+                for s, r in zip(slist, recvs.get(key, []), strict=False):
                     flow_id += 1
                     ev.append({"ph": "s", "id": flow_id, "name": "message", "cat": "message",
                                "pid": pid, "tid": s["tid"], "ts": s["ts"]})

@@ -8,9 +8,12 @@ Point-to-point algorithms talk only through ``ctx`` and are recorded as plans
 
 May import: ``device``, ``core``.
 """
+# Registration order is import order (mpicoll.algorithms lists it): keep it as written.
+# isort: off
 from . import bcast, reduce, allreduce, gather, scatter, allgather  # noqa: F401
 from . import reduce_scatter, alltoall, barrier  # noqa: F401
 # The vector variants and the prefix reductions (scan.py holds scan and exscan).
 from . import gatherv, scatterv, allgatherv, alltoallv, scan  # noqa: F401
 from . import shm  # noqa: F401  (shared memory on one node)
 from . import hierarchical  # noqa: F401  (node-aware; imports the flat ones it runs)
+# isort: on

@@ -8,11 +8,11 @@ Per rank, N = 3::
 In place, ``sendbuf`` is a view of this rank's block of ``recvbuf``.
 Costs: α per message, β per byte, n bytes per rank's block.
 """
-from ..core.registry import register
 from mpi4py import MPI
 
+from ..core.blocks import first_rank, fold_rank, pof2_below, unfold_rank
+from ..core.registry import register
 from ._common import aliases
-from ..core.blocks import pof2_below, fold_rank, unfold_rank, first_rank
 from .bcast import binomial_bcast
 from .cost import Cost, lg
 from .gather import binomial_gather

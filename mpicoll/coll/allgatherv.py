@@ -14,8 +14,8 @@ m_max the largest block.
 """
 from mpi4py import MPI
 
-from ..core.registry import register
 from ..core.blocks import offsets
+from ..core.registry import register
 from ._vcommon import block, exchange, native, span, subtotal, unpack
 from .bcast import binomial_bcast
 from .cost import Cost, lg

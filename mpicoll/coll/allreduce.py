@@ -1,5 +1,6 @@
-"""Allreduce: every rank ends with the element-wise reduction of all ranks'
-data in ``recvbuf``; results are bitwise identical on every rank.
+"""Allreduce: every rank ends with the element-wise reduction of all ranks' data.
+
+It lands in ``recvbuf``; results are bitwise identical on every rank.
 
 Per rank, N = 3, op = SUM::
 
@@ -10,9 +11,9 @@ Algorithms take ``(ctx, sendbuf, recvbuf, op)``; ``sendbuf`` is None when
 the call is in place (``recvbuf`` then holds the input).
 Costs: α per message, β per byte, γ per byte reduced, n bytes per rank.
 """
+from ..core.blocks import fold_rank, offsets, pof2_below, split, unfold_rank
 from ..core.ops import op_ufunc
 from ..core.registry import register
-from ..core.blocks import split, offsets, pof2_below, fold_rank, unfold_rank
 from .bcast import binomial_bcast
 from .cost import Cost, even, lg
 from .reduce import binomial_reduce, halving_reduce_scatter

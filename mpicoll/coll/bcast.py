@@ -8,8 +8,8 @@ Per rank, N = 3, root = 0::
 Costs use the Hockney model: α latency per message, β time per byte,
 n bytes in ``buf``, N ranks.
 """
+from ..core.blocks import offsets, split
 from ..core.registry import register
-from ..core.blocks import split, offsets
 from .cost import Cost, even, lg, segments
 
 #: Segment size of the pipelined chain (bytes).
@@ -137,7 +137,7 @@ def bcast_pipeline(ctx, buf, root):
     bounds = list(range(0, buf.size, seg)) + [buf.size]
     if buf.size == 0:
         bounds = [0, 0]
-    segments = [buf[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+    segments = [buf[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
     prev, nxt = (rank - 1) % size, (rank + 1) % size
     has_next = rel < size - 1
     sends = []
@@ -146,7 +146,7 @@ def bcast_pipeline(ctx, buf, root):
     else:
         # Pre-post every receive so segments arrive while earlier ones are forwarded.
         recvs = [ctx.irecv(s, prev) for s in segments]
-        for s, r in zip(segments, recvs):
+        for s, r in zip(segments, recvs, strict=True):
             ctx.wait(r)
             if has_next:
                 sends.append(ctx.isend(s, nxt))

@@ -92,9 +92,11 @@ class Call:
 
     @property
     def nbytes(self):
+        """The bytes of ``n`` elements (``n × itemsize``)."""
         return self.n * self.itemsize
 
     def replace(self, **kw):
+        """A copy of this call with the attributes in ``kw`` replaced."""
         new = Call(self.N, self.n, self.root, self.itemsize, self.counts, self.commutative,
                    self.layout, self.options)
         for key, v in kw.items():

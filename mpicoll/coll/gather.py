@@ -8,9 +8,9 @@ Per rank, N = 3, root = 0::
 ``recvbuf`` (root only) holds N blocks of ``sendbuf.size`` elements.
 Costs: α per message, β per byte, n bytes per rank's block.
 """
-from ..core.registry import register
 from mpi4py import MPI
 
+from ..core.registry import register
 from ._common import aliases
 from .cost import Cost, lg
 

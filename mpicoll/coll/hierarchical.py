@@ -40,13 +40,12 @@ are blocks of consecutive ranks; on other placements they are refused.
 from ..core.errors import ArgumentError
 from ..core.registry import algorithms, lookup, register
 from .allgatherv import allgatherv_bruck, allgatherv_ring
-from .bcast import bcast_binomial, bcast_linear, bcast_scatter_allgather, binomial_bcast
-from .gather import binomial_gather, gather_linear
-from .reduce import binomial_reduce, reduce_binomial, reduce_linear, reduce_rabenseifner
 from .allreduce import allreduce_rabenseifner, allreduce_recursive_doubling
-from .shm import bcast_shm, gather_shm, reduce_shm
+from .bcast import bcast_binomial, bcast_linear, bcast_scatter_allgather, binomial_bcast
 from .cost import Call, Phases
-from .gather import gather_binomial
+from .gather import binomial_gather, gather_binomial, gather_linear
+from .reduce import binomial_reduce, reduce_binomial, reduce_linear, reduce_rabenseifner
+from .shm import bcast_shm, gather_shm, reduce_shm
 
 __all__ = ["Group", "SMALL", "phases", "default_inter"]
 
@@ -83,38 +82,49 @@ class Group:
     tag = property(lambda self: self.ctx.tag)
 
     def send(self, buf, dest):
+        """Send ``buf`` to group rank ``dest``."""
         self.ctx.send(buf, self.members[dest])
 
     def recv(self, buf, source):
+        """Receive into ``buf`` from group rank ``source``."""
         self.ctx.recv(buf, self.members[source])
 
     def sendrecv(self, sendbuf, dest, recvbuf, source):
+        """Send ``sendbuf`` to group rank ``dest``, receive into ``recvbuf`` from ``source``."""
         self.ctx.sendrecv(sendbuf, self.members[dest], recvbuf, self.members[source])
 
     def isend(self, buf, dest):
+        """Post a send of ``buf`` to group rank ``dest``; the request."""
         return self.ctx.isend(buf, self.members[dest])
 
     def irecv(self, buf, source):
+        """Post a receive into ``buf`` from group rank ``source``; the request."""
         return self.ctx.irecv(buf, self.members[source])
 
     def waitall(self, requests):
+        """Complete ``requests`` (from isend/irecv); received data is then in place."""
         self.ctx.waitall(requests)
 
     def wait(self, request):
+        """Complete ``request`` (as :meth:`waitall`)."""
         self.ctx.waitall([request])
 
     def scratch(self, n):
+        """A scratch vector of ``n`` elements in the call's dtype and memory."""
         return self.ctx.scratch(n)
 
     def copy(self, dst, src):
+        """``dst[...] = src``, as the call's ``ctx.copy``."""
         self.ctx.copy(dst, src)
 
     def reduce(self, lower, higher, out):
+        """``lower (op) higher`` with the call's op; returns the array holding the result."""
         return self.ctx.reduce(lower, higher, out)
 
     # what the shm algorithms use: the memory of the group's node (its ranks only)
     @property
     def node_memory(self):
+        """The shared memory of the group's node as a callable (its ranks only); None in a plan."""
         node_memory = getattr(self.ctx, "node_memory", None)
         if node_memory is None:        # recording a plan: the shm phases have none
             return None
@@ -122,12 +132,15 @@ class Group:
         return lambda: node_memory(members)
 
     def read_from(self, peers, q, i, lo, hi, dst=None, dtype=None):
+        """Elements ``[lo, hi)`` of array ``i`` of node rank ``q``, as ``ctx.read_from``."""
         return self.ctx.read_from(peers, q, i, lo, hi, dst, dtype)
 
     def read_box(self, box, q, k, lo, hi, dtype):
+        """Bytes ``[lo, hi)`` of node rank ``q``'s mailbox slot ``k``, as ``ctx.read_box``."""
         return self.ctx.read_box(box, q, k, lo, hi, dtype)
 
     def set_path(self, path):
+        """Name the path of this call's data in the traffic record, as ``ctx.set_path``."""
         self.ctx.set_path(path)
 
 
@@ -408,8 +421,11 @@ def _configure(base):
 
 
 def _flat_inter(primitive):
-    """The algorithms an inter phase may take: flat point-to-point ones (not native, not
-    node-aware, not the shm ones, which read memory the leaders of other nodes lack)."""
+    """The algorithms an inter phase may take: flat point-to-point ones.
+
+    Not native, not node-aware, not the shm ones (they read memory the leaders of other
+    nodes lack).
+    """
     return [a for a in algorithms(primitive) if a not in ("native", "hierarchical")
             and getattr(lookup(primitive, a), "check_layout", None) is None]
 
@@ -432,8 +448,11 @@ def _check_layout(lay, commutative):
 
 
 def _variants(base):
-    """``variants()`` of ``base``: the names of its configured variants (every intra
-    option, every flat inter algorithm registered now), for tools that sweep them."""
+    """``variants()`` of ``base``: the names of its configured variants.
+
+    Every intra option and every flat inter algorithm registered now, for tools that
+    sweep them.
+    """
     inter_of = "allgatherv" if base.primitive == "allgather" else base.primitive
 
     def variants():

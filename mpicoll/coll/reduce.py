@@ -1,5 +1,6 @@
-"""Reduce: the element-wise reduction of every rank's ``sendbuf`` lands in
-``recvbuf`` on ``root`` (other ranks' ``recvbuf`` is None and untouched).
+"""Reduce: the element-wise reduction of every rank's ``sendbuf`` lands on ``root``.
+
+It lands in ``recvbuf`` there (other ranks' ``recvbuf`` is None and untouched).
 
 Per rank, N = 3, op = SUM, root = 0::
 
@@ -10,8 +11,8 @@ Costs: α per message, β per byte, γ per byte reduced, n bytes per rank.
 Algorithms never write ``sendbuf`` and read it before writing ``recvbuf``
 (the in-place layer passes a copy when they alias).
 """
+from ..core.blocks import fold_rank, offsets, pof2_below, split, unfold_rank
 from ..core.registry import register
-from ..core.blocks import split, offsets, pof2_below, fold_rank, unfold_rank
 from .cost import Cost, lg
 
 

@@ -10,8 +10,8 @@ Algorithms take ``(ctx, sendbuf, recvbuf, counts, op)``; ``sendbuf`` has
 sum(counts) elements and is never written, ``recvbuf`` has counts[rank].
 Costs: α per message, β per byte, γ per byte reduced, n bytes in total.
 """
+from ..core.blocks import first_rank, fold_rank, offsets, pof2_below, unfold_rank
 from ..core.registry import register
-from ..core.blocks import offsets, pof2_below, fold_rank, unfold_rank, first_rank
 from .cost import Cost, lg, pof2
 from .reduce import binomial_reduce
 

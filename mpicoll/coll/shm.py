@@ -48,8 +48,10 @@ __all__ = ["check_layout", "Reads"]
 
 
 def check_layout(layout, commutative):
-    """Why these algorithms cannot run on ``layout`` (None: they can): the ranks must share
-    one node."""
+    """Why these algorithms cannot run on ``layout`` (None: they can).
+
+    The ranks must share one node.
+    """
     if layout.n_nodes > 1:
         return ("algorithm: the shm algorithms read peers' memory, so every rank must be on "
                 f"one node; this communicator spans {layout.n_nodes} nodes "
@@ -85,8 +87,10 @@ class Reads:
 
 
 def _shm(reads):
-    """Mark an algorithm as a shared-memory one (host memory, one node, no plan), with the
-    :class:`Reads` it makes."""
+    """Mark an algorithm as a shared-memory one (host memory, one node, no plan).
+
+    ``reads``: the :class:`Reads` it makes.
+    """
     def mark(fn):
         fn.check_layout = check_layout
         fn.host_only = True
@@ -101,7 +105,9 @@ def _slice(n, rank, count):
 
 def _begin(ctx, arrays, outputs=(), same=None, unread=()):
     """(node memory, peers) of this call; NotSchedulable while a plan is being recorded.
-    ``same``: the arrays (``{index: name}``) whose size must agree over the node."""
+
+    ``same``: the arrays (``{index: name}``) whose size must agree over the node.
+    """
     node_memory = getattr(ctx, "node_memory", None)
     if node_memory is None:
         raise NotSchedulable("the shm algorithms read peers' memory: they have no plan")
@@ -125,9 +131,11 @@ def _small(nbytes):
 
 
 def _post(ctx, data, declared, name):
-    """Post ``data`` into this rank's mailbox slot (after the barrier every rank's is
-    readable); ``declared``: this rank's size, which must be every rank's (``name``: the
-    argument). Returns (node memory, mailbox, slot)."""
+    """Post ``data`` into this rank's mailbox slot; returns (node memory, mailbox, slot).
+
+    After the barrier every rank's slot is readable. ``declared``: this rank's size, which
+    must be every rank's (``name``: the argument).
+    """
     shm = _node(ctx)
     box = shm.mailbox()
     ctx.set_path("shm-mailbox")
@@ -141,8 +149,10 @@ def _post(ctx, data, declared, name):
 
 
 def _reduce_slots(ctx, shm, box, k, lo, hi, out):
-    """``out = slot_0 (op) slot_1 (op) ...``: bytes ``[lo, hi)`` of every rank's slot, in
-    rank order (user ops work on private copies: they write their second operand)."""
+    """``out = slot_0 (op) slot_1 (op) ...``: bytes ``[lo, hi)`` of every rank's slot.
+
+    In rank order; user ops work on private copies (they write their second operand).
+    """
     n, dt = shm.size, out.dtype
     if n == 1 or op_ufunc(ctx.op) is not None:
         if n == 1:
@@ -167,13 +177,16 @@ def _chunk(itemsize):
 
 
 def _reduce_range(ctx, shm, peers, i, lo, hi, own, out, tmp):
-    """``out = in_0 (op) in_1 (op) ...`` over the node's ranks, elements ``[lo, hi)`` of their
-    array ``i`` (``own``: this rank's own elements of that range), in cache-sized chunks.
+    """``out = in_0 (op) in_1 (op) ...`` over the node's ranks, in cache-sized chunks.
+
+    The elements ``[lo, hi)`` of their array ``i`` (``own``: this rank's own elements of
+    that range).
 
     Built-in ops combine the first two operands straight into ``out`` (a peer's chunk read
     in place, or copied into ``out`` / ``tmp`` by cross-memory attach): no extra copy.
     User ops write their second operand (MPI's ``Reduce_local``), so it is always a
-    private copy, never a peer's memory."""
+    private copy, never a peer's memory.
+    """
     user = op_ufunc(ctx.op) is None
     dtype = out.dtype
     step = _chunk(out.itemsize)
@@ -264,15 +277,20 @@ def allreduce_shm(ctx, sendbuf, recvbuf, op):
 
 
 def _in_node_shared(a):
-    """True when ``a`` is one array for the whole node (``mpicoll.shm.empty(...,
-    shared=True)``)."""
+    """True when ``a`` is one array for the whole node.
+
+    That is, one made by ``mpicoll.shm.empty(..., shared=True)``.
+    """
     got = locate(a)
     return got is not None and got[0].shared
 
 
 def _node_shared(peers, i):
-    """True when array ``i`` is one array for the whole node (``mpicoll.shm.empty(...,
-    shared=True)`` on every rank): what one rank writes, every rank holds."""
+    """True when array ``i`` is one array for the whole node.
+
+    That is, ``mpicoll.shm.empty(..., shared=True)`` on every rank: what one rank writes,
+    every rank holds.
+    """
     if peers.mode[i] != "view" or peers.arrays[i] is None:
         return False
     got = locate(peers.arrays[i])

@@ -64,8 +64,9 @@ def _load(path, required):
     except OSError as exc:
         if not required:
             return {}
-        raise ArgumentError(f"MPICOLL_TUNING: cannot read the tuning table {path!r} "
-                            f"({exc.strerror}); unset it or set it to 'none' for the built-in rules")
+        raise ArgumentError(
+            f"MPICOLL_TUNING: cannot read the tuning table {path!r} ({exc.strerror}); "
+            f"unset it or set it to 'none' for the built-in rules") from None
     except ValueError as exc:
         raise ArgumentError(f"MPICOLL_TUNING: {path!r} is not JSON ({exc})") from None
     rules = table.get("rules") if isinstance(table, dict) else None

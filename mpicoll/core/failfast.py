@@ -52,7 +52,7 @@ def run_main(main, *args, **kwargs):
         from mpi4py import MPI
         if MPI.Is_initialized() and not MPI.Is_finalized() and MPI.COMM_WORLD.Get_size() > 1:
             _abort(code)
-        raise SystemExit(code)
+        raise SystemExit(code) from None
     except BaseException as exc:  # noqa: BLE001 - any failure must end the job
         abort_on_error(exc)
     if rc:

@@ -25,9 +25,12 @@ SEED_PRIMITIVES = ("bcast", "reduce", "allreduce", "gather", "allgather",
 
 
 class PrimitiveInfo:
-    """What the registry keeps of a primitive: its name and ``call_arrays(size, rank, count,
-    root, counts, op)``, the arguments its algorithms get on one rank with arrays as lengths
-    (:class:`mpicoll.sched.inspect.Len`), for recording plans without a communicator."""
+    """What the registry keeps of a primitive: its name and ``call_arrays``.
+
+    ``call_arrays(size, rank, count, root, counts, op)`` gives the arguments its algorithms
+    get on one rank with arrays as lengths (:class:`mpicoll.sched.inspect.Len`), for
+    recording plans without a communicator.
+    """
 
     __slots__ = ("name", "call_arrays", "reduces")
 
@@ -40,8 +43,10 @@ _REGISTRY = {}           # name -> {algorithm name: function}
 
 
 class _Live(Sequence):
-    """A tuple-like view of the defined primitives that follows the registry (a primitive
-    defined later, by a plug-in, appears in it)."""
+    """A tuple-like view of the defined primitives that follows the registry.
+
+    A primitive defined later, by a plug-in, appears in it.
+    """
 
     def __init__(self, which):
         self._which = which
@@ -188,9 +193,11 @@ def lookup(primitive, name):
 
 
 def env_choice(primitive):
-    """The algorithm the environment names for ``primitive``, or None:
+    """The algorithm the environment names for ``primitive``, or None.
+
     ``MPICOLL_<PRIMITIVE>_ALGORITHM``, else its entry in ``MPICOLL_ALGORITHM``
-    (``allreduce=ring,bcast=binomial``)."""
+    (``allreduce=ring,bcast=binomial``).
+    """
     var = _var(primitive)
     value = getenv(var, "").strip()
     if not value:
@@ -207,8 +214,10 @@ def env_choice(primitive):
 
 
 def env_key(primitive):
-    """What :func:`env_choice` reads for ``primitive``, as a value that changes when it does
-    (the memo's entries hold while it is the same)."""
+    """What :func:`env_choice` reads for ``primitive``, as a value that changes when it does.
+
+    The memo's entries hold while it is the same.
+    """
     return getenv(_var(primitive)), getenv("MPICOLL_ALGORITHM")
 
 

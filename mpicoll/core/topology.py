@@ -62,8 +62,10 @@ class Layout:
         return len({self.memory[r] for r in ranks}) <= 1
 
     def memory_split(self):
-        """None when every node of this layout lies in one shared-memory domain; else a
-        sentence naming the first node that does not (for refusals)."""
+        """None when every node of this layout lies in one shared-memory domain.
+
+        Else a sentence naming the first node that does not (for refusals).
+        """
         for n, m in enumerate(self.members):
             if not self.shares_memory(m):
                 return (f"node {n} (ranks {' '.join(map(str, m))}) of {self.describe()} "
@@ -165,8 +167,10 @@ def _agreed_spec(pcomm):
 
 
 def _memory_domains(pcomm):
-    """Every rank's shared-memory domain (its lowest rank of ``pcomm`` sharing memory with
-    it): collective over ``pcomm``."""
+    """Every rank's shared-memory domain: its lowest rank of ``pcomm`` sharing memory with it.
+
+    Collective over ``pcomm``.
+    """
     local = pcomm.Split_type(MPI.COMM_TYPE_SHARED)
     try:
         leader = local.allreduce(pcomm.Get_rank(), op=MPI.MIN)

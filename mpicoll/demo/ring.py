@@ -113,7 +113,7 @@ def plot_ring(model, path):
     fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 3.0 * rows), squeeze=False)
     for ax in axes.flat:
         ax.axis("off")
-    for ax, (i, (phase, s, moves, counts)) in zip(axes.flat, enumerate(states)):
+    for ax, (phase, s, moves, counts) in zip(axes.flat, states, strict=False):
         ax.axis("on")
         ax.imshow(np.array(counts), cmap="Oranges", vmin=0, vmax=n)
         for r in range(n):

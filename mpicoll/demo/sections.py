@@ -82,7 +82,8 @@ def show_ring(out, comm, k, dtype, plot, dev=on_host):
     if rank == 0:
         model_sent = [sum(model.sizes[sc] for phase, s, moves, _ in model.states[1:]
                           for r2, sc, _ in moves if r2 == r) for r in range(n)]
-        if not all(same(m, g) for m, g in zip(model.values, results)) or model_sent != sent:
+        if (not all(same(m, g) for m, g in zip(model.values, results, strict=False))
+                or model_sent != sent):
             problems = ["the step model disagrees with the real ring run"]
     agree(comm, problems)
     out.say()

@@ -495,7 +495,7 @@ class IpcTransport:
         would keep the peer it waits for off the processor for a time slice.
         """
         want = [self.entries.get(id(r)) for r in requests]
-        foreign = [r for r, e in zip(requests, want) if e is None]
+        foreign = [r for r, e in zip(requests, want, strict=True) if e is None]
         want = [e for e in want if e is not None]
         try:
             while not all(e.state == _DONE for e in want):
@@ -520,7 +520,7 @@ class IpcTransport:
             self._flush_acks()
         if any(e is not None and e.state != _DONE for e in want):
             return False
-        foreign = [r for r, e in zip(requests, want) if e is None]
+        foreign = [r for r, e in zip(requests, want, strict=True) if e is None]
         if foreign and not MPI.Request.Testall(foreign):
             return False
         self._forget(e for e in want if e is not None)
@@ -557,7 +557,7 @@ class IpcTransport:
         # Completed requests are null now (so are any completed elsewhere); an entry
         # whose request changed meanwhile (handled with an earlier header) waits on.
         stepped = False
-        for e, r in zip(active, reqs):
+        for e, r in zip(active, reqs, strict=True):
             if e.wait is r and r == MPI.REQUEST_NULL:
                 self._step(e)
                 stepped = True

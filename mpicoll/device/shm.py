@@ -60,7 +60,8 @@ def shm_max():
         if value < 0:
             raise ValueError
     except ValueError:
-        raise ArgumentError(f"MPICOLL_SHM_MAX: expected a number of bytes >= 0; got {text!r}")
+        raise ArgumentError(
+            f"MPICOLL_SHM_MAX: expected a number of bytes >= 0; got {text!r}") from None
     return value
 
 

@@ -83,7 +83,7 @@ def run(call, count, itemsize, fn, args, prologue, adapter, device):
                     d2h.append(partial(adapter.to_host, a, h))
                 if i > 0 or (bcast_from is not None and bcast_from != call.rank):
                     h2d.append(partial(adapter.to_device, h, a))
-            ctx.like = next(h for h, a in zip(host, args) if h is not a)
+            ctx.like = next(h for h, a in zip(host, args, strict=True) if h is not a)
             # None: a plug-in that touches data directly (run as it is, see execute)
             entry = call.state.plans.get(fn, call.rank, call.size, host, itemsize, op)
             if request:

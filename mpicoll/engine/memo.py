@@ -235,14 +235,14 @@ class _Entry:
     def valid(self, comm, bufs, rest):
         if self.comm is not comm or not self.pcomm:       # a freed communicator is null
             return False
-        for ref, fact, b in zip(self.refs, self.facts, bufs):
+        for ref, fact, b in zip(self.refs, self.facts, bufs, strict=False):
             if ref is None:
                 if b is not fact:
                     return False
             elif (ref() is not b or b.shape != fact[0] or b.strides != fact[2]
                   or b.dtype != fact[1] or (fact[3] and not b.flags.writeable)):
                 return False
-        for mine, r in zip(self.rest, rest):
+        for mine, r in zip(self.rest, rest, strict=False):
             if type(r) is list or type(r) is tuple or type(r) is np.ndarray:
                 r = _by_value(r)        # counts: compared by value (they may be mutated)
             if mine is not r and mine != r:

@@ -47,10 +47,12 @@ class Sym:
 
     @property
     def size(self):
+        """The number of elements in the slice."""
         return self.stop - self.start
 
     @property
     def nbytes(self):
+        """The number of bytes in the slice."""
         return (self.stop - self.start) * self.itemsize
 
     def __getitem__(self, key):
@@ -100,6 +102,7 @@ class Builder:
 
     @property
     def layout(self):
+        """The :class:`~mpicoll.core.topology.Layout` of the call (given, or one node)."""
         if self._layout is None:
             from ..core.topology import Layout
             self._layout = Layout([0] * self.size)
@@ -107,29 +110,36 @@ class Builder:
 
     # point-to-point ------------------------------------------------------
     def send(self, buf, dest):
+        """Record a send of ``buf`` to rank ``dest``."""
         self.ops.append((SEND, buf, dest))
 
     def recv(self, buf, source):
+        """Record a receive into ``buf`` from rank ``source``."""
         self.ops.append((RECV, buf, source))
 
     def sendrecv(self, sendbuf, dest, recvbuf, source):
+        """Record a send of ``sendbuf`` to ``dest`` and a receive into ``recvbuf``."""
         self.ops.append((SENDRECV, sendbuf, dest, recvbuf, source))
 
     def isend(self, buf, dest):
+        """Record a posted send of ``buf`` to rank ``dest``; its request slot."""
         slot, self.nreq = self.nreq, self.nreq + 1
         self.ops.append((ISEND, buf, dest, slot))
         return slot
 
     def irecv(self, buf, source):
+        """Record a posted receive into ``buf`` from rank ``source``; its request slot."""
         slot, self.nreq = self.nreq, self.nreq + 1
         self.ops.append((IRECV, buf, source, slot))
         return slot
 
     def waitall(self, requests):
+        """Record a wait on ``requests`` (request slots); nothing when there are none."""
         if requests:
             self.ops.append((WAIT, tuple(requests)))
 
     def wait(self, request):
+        """Record a wait on ``request`` (a request slot)."""
         self.ops.append((WAIT, (request,)))
 
     # local ----------------------------------------------------------------
@@ -159,6 +169,7 @@ class Builder:
         return higher if self.user_op else out
 
     def plan(self):
+        """The recorded :class:`Plan`."""
         return Plan(self.rank, self.size, self.nargs, tuple(self.ops),
                     tuple(self.scratch_sizes), self.nreq)
 

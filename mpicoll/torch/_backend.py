@@ -343,14 +343,14 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
     def allgather_coalesced(self, output_lists, input_list, opts=None):
         opts = opts or dist.AllgatherOptions()
         work = Done(list(output_lists))
-        for outs, t in zip(output_lists, input_list):
+        for outs, t in zip(output_lists, input_list, strict=False):
             work = self.allgather([outs], [t], opts)
             work.wait()
         return Done(list(output_lists))
 
     def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
         opts = opts or dist.AllgatherOptions()
-        for out, t in zip(outputs, inputs):
+        for out, t in zip(outputs, inputs, strict=False):
             self.all_gather_single(out, t, opts).wait()
         return Done(list(outputs))
 
@@ -454,7 +454,7 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
 
     def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
         opts = opts or dist.ReduceScatterOptions()
-        for out, t in zip(outputs, inputs):
+        for out, t in zip(outputs, inputs, strict=False):
             self.reduce_scatter_single(out, t, opts).wait()
         return Done(list(outputs))
 

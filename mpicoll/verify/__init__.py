@@ -1,0 +1,1 @@
+"""Symbolic verification of every registered algorithm's plans (``python -m mpicoll.verify``)."""

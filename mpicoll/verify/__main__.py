@@ -61,6 +61,7 @@ def _progress(quiet):
 
 
 def main(argv=None):
+    """Run ``python -m mpicoll.verify`` with the arguments ``argv``; the exit status."""
     args = _parser().parse_args(argv)
     from ._mpicoll import PluginError, import_modules
     try:
@@ -72,7 +73,7 @@ def main(argv=None):
         from .show import show_case
         return show_case(args.case, seed=args.seed, draw=args.draw)
     if args.mutations:
-        from .mutations import run_mutations, report_mutations
+        from .mutations import report_mutations, run_mutations
         rows = run_mutations(max_n=min(args.max_n, 64), seed=args.seed)
         return 0 if report_mutations(rows) else 1
     from .sweep import algorithms, report, sweep

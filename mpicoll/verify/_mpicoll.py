@@ -3,15 +3,26 @@
 Everything else in :mod:`mpicoll.verify` imports from here, so that moving
 those modules means editing this file only.
 """
-from mpicoll import algorithms, PRIMITIVES  # noqa: F401  (public)
-from mpicoll.sched.plan import Builder, NotSchedulable, Sym  # noqa: F401
-from mpicoll.sched.plan import (SEND, RECV, SENDRECV, ISEND, IRECV, WAIT, COPY,  # noqa: F401
-                                REDUCE, OP_NAMES)
-from mpicoll.sched import inspect as _inspect  # noqa: F401  (fills the registry)
-from mpicoll.core.registry import lookup, _REGISTRY  # noqa: F401
+from mpicoll import PRIMITIVES, algorithms  # noqa: F401  (public)
+from mpicoll.core.blocks import offsets, pof2_below, split  # noqa: F401
+from mpicoll.core.plugins import PluginError, import_modules  # noqa: F401
+from mpicoll.core.registry import _REGISTRY, lookup  # noqa: F401
 from mpicoll.core.topology import Layout  # noqa: F401
-from mpicoll.core.plugins import import_modules, PluginError  # noqa: F401
-from mpicoll.core.blocks import split, offsets, pof2_below  # noqa: F401
+from mpicoll.sched import inspect as _inspect  # noqa: F401  (fills the registry)
+from mpicoll.sched.plan import (  # noqa: F401
+    COPY,
+    IRECV,
+    ISEND,
+    OP_NAMES,
+    RECV,
+    REDUCE,
+    SEND,
+    SENDRECV,
+    WAIT,
+    Builder,
+    NotSchedulable,
+    Sym,
+)
 
 __all__ = ["algorithms", "PRIMITIVES", "Builder", "NotSchedulable", "Sym", "lookup", "Layout",
            "import_modules", "PluginError", "split", "offsets", "pof2_below", "registry_table"]

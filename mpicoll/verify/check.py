@@ -27,6 +27,8 @@ __all__ = ["verify", "Result", "record", "plans_for", "measured"]
 
 @dataclass
 class Result:
+    """The outcome of one case: its status, failure or reason, and what the run measured."""
+
     case: object
     status: str                   # pass | fail | skip | unverified
     failure: Failure = None
@@ -38,6 +40,7 @@ class Result:
 
     @property
     def ok(self):
+        """True unless the case failed."""
         return self.status != "fail"
 
 
@@ -135,7 +138,7 @@ def _check_results(ex, s):
     d = s.mode.describe
     for r, rs in enumerate(s.ranks):
         if ex.plans[r] is None:
-            for b, (init, want) in enumerate(zip(rs.init, rs.expect)):
+            for b, (init, want) in enumerate(zip(rs.init, rs.expect, strict=True)):
                 if want is not None and not np.array_equal(init, want):
                     raise Failure("result", f"rank {r} makes no call but buf{b} should change")
             continue

@@ -36,7 +36,7 @@ from collections import deque
 
 import numpy as np
 
-from ._mpicoll import (COPY, IRECV, ISEND, OP_NAMES, RECV, REDUCE, SEND, SENDRECV, WAIT)
+from ._mpicoll import COPY, IRECV, ISEND, OP_NAMES, RECV, REDUCE, SEND, SENDRECV, WAIT
 
 __all__ = ["Failure", "Executor", "timing", "load"]
 
@@ -154,6 +154,7 @@ class Executor:
 
     # -- running -------------------------------------------------------------
     def run(self):
+        """Execute every rank's plan to the end; raises :class:`Failure` on the first fault."""
         N = self.N
         self.pc = [0] * N
         self.wait = [None] * N
@@ -609,8 +610,11 @@ def timing(ex):
 
 
 def load(plan):
-    """(messages, elements moved, elements reduced) of one rank's plan, counted as the
-    bench's plan model counts them: a ``sendrecv`` is one message of its larger half."""
+    """(messages, elements moved, elements reduced) of one rank's plan.
+
+    Counted as the bench's plan model counts them: a ``sendrecv`` is one message of its
+    larger half.
+    """
     msgs = moved = reduced = 0
     if plan is None:
         return 0, 0, 0

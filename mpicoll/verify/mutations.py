@@ -24,6 +24,8 @@ __all__ = ["Mutation", "MUTATIONS", "mutant", "first_failure", "run_mutations",
 
 @dataclass(frozen=True)
 class Mutation:
+    """A fault put into one algorithm, which the verifier must catch."""
+
     name: str
     primitive: str
     algorithm: str
@@ -34,6 +36,7 @@ class Mutation:
 
     @property
     def registered_as(self):
+        """The name the mutated algorithm is registered under (``algorithm~name``)."""
         return f"{self.algorithm}~{self.name}"
 
 

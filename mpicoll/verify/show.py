@@ -8,9 +8,11 @@ __all__ = ["show_case", "plan_lines"]
 
 
 def plan_lines(case, seed=0, max_ranks=16):
-    """The verified plan of ``case`` as lines of text: one row per step of its critical-path
-    schedule, one column per rank; ``>d`` sends to rank d, ``<s`` receives from rank s,
-    ``n`` elements. Raises :class:`~.executor.Failure` when the case fails."""  # noqa: D401
+    """The verified plan of ``case`` as lines of text, one row per step, one column per rank.
+
+    The rows follow its critical-path schedule; ``>d`` sends to rank d, ``<s`` receives
+    from rank s, ``n`` elements. Raises :class:`~.executor.Failure` when the case fails.
+    """
     s = setup(case, seed)
     plans = plans_for(s)
     ex = Executor(plans, s.ranks, s.mode, case.op in ("user", "noncomm"), case.itemsize,

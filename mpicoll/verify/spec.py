@@ -51,9 +51,12 @@ _OPS = {}
 
 
 def op_object(kind):
-    """The MPI op standing for an op kind: ``sum`` (built-in), ``user`` (commutative user
-    op), ``noncomm`` (non-commutative user op). Plans read only whether the op is a user
-    op and whether it commutes; the functions are never called."""
+    """The MPI op standing for an op kind.
+
+    ``sum`` (built-in), ``user`` (commutative user op), ``noncomm`` (non-commutative user
+    op). Plans read only whether the op is a user op and whether it commutes; the
+    functions are never called.
+    """
     if kind == "sum":
         return MPI.SUM
     op = _OPS.get(kind)
@@ -132,13 +135,16 @@ class Case:
         return cls(prim, alg, **kw)
 
     def with_(self, **kw):
+        """A copy of this case with the fields in ``kw`` replaced."""
         return replace(self, **kw)
 
 
 @lru_cache(maxsize=512)
 def layout_of(spec, N):
-    """The :class:`Layout` of ``N`` ranks for a layout name, or None for one node (immutable,
-    so shared between cases)."""
+    """The :class:`Layout` of ``N`` ranks for a layout name, or None for one node.
+
+    Immutable, so shared between cases.
+    """
     if not spec:
         return None
     kind, _, k = spec.partition(":")
@@ -175,8 +181,11 @@ def v_counts(pattern, count, N):
 
 
 def displs_of(pattern, counts, shift=0):
-    """Block displacements and the buffer's length: ``packed`` (rank order, back to back) or
-    ``gaps`` (reverse rank order, one element before each block; ``shift`` rotates)."""
+    """Block displacements and the buffer's length, for a pattern.
+
+    ``packed``: rank order, back to back; ``gaps``: reverse rank order, one element before
+    each block (``shift`` rotates).
+    """
     N = len(counts)
     if pattern == "packed":
         off = offsets(counts)
@@ -214,6 +223,8 @@ class RankSetup:
 
 @dataclass
 class Setup:
+    """One case made ready to run: its algorithm, value encoding, op, layout and ranks."""
+
     case: Case
     fn: object
     mode: object

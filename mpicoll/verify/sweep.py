@@ -42,7 +42,8 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
-from ._mpicoll import PRIMITIVES, algorithms as registered, lookup
+from ._mpicoll import PRIMITIVES, lookup
+from ._mpicoll import algorithms as registered
 from .check import Result, record, verify
 from .spec import IN_PLACE, REDUCING, ROOTED, V_PRIMITIVES, Case, setup
 
@@ -114,8 +115,11 @@ def _roots(primitive, N, rng):
 
 
 def _ops(primitive, fn, small):
-    """The op kinds of the main grid ("sum" stands for both commutative kinds: the
-    built-in and the user op take turns with it, see :func:`cases`)."""
+    """The op kinds of the main grid.
+
+    "sum" stands for both commutative kinds: the built-in and the user op take turns with
+    it (see :func:`cases`).
+    """
     if primitive not in REDUCING:
         return [None]
     if getattr(fn, "commutative_only", False):
@@ -289,7 +293,8 @@ def run(all_cases, seed=0, jobs=1, imports=(), progress=None):
     ctx = mp.get_context("fork" if hasattr(os, "fork") else "spawn")
     with ctx.Pool(jobs, initializer=_init, initargs=(list(imports),)) as pool:
         done = 0
-        for i, r in zip(order, pool.imap(_one, [work[i] for i in order], chunksize=8)):
+        results = pool.imap(_one, [work[i] for i in order], chunksize=8)
+        for i, r in zip(order, results, strict=True):
             res[i] = r
             done += 1
             if progress:
@@ -302,10 +307,12 @@ def run(all_cases, seed=0, jobs=1, imports=(), progress=None):
 @dataclass
 class Summary:
     """The outcome of a sweep, per algorithm."""
+
     results: list
     seconds: float = 0.0
 
     def by_algorithm(self):
+        """The results grouped by ``(primitive, algorithm)``."""
         out = defaultdict(list)
         for r in self.results:
             out[(r.case.primitive, r.case.algorithm)].append(r)
@@ -313,6 +320,7 @@ class Summary:
 
     @property
     def failures(self):
+        """The results that failed."""
         return [r for r in self.results if r.status == "fail"]
 
     def first_failures(self):

@@ -52,10 +52,12 @@ class Ordered:
         self.m = (1 << self.b) - 1
 
     def inp(self, rank, idx):
+        """The values of rank ``rank``'s input elements ``idx``."""
         idx = np.asarray(idx, dtype=np.int64)
         return (idx << (2 * self.b)) | ((rank << self.b) | (rank + 1))
 
     def reduction(self, lo, hi, idx):
+        """The values of elements ``idx`` reduced over ranks ``lo .. hi-1``."""
         idx = np.asarray(idx, dtype=np.int64)
         return (idx << (2 * self.b)) | ((lo << self.b) | hi)
 
@@ -65,9 +67,11 @@ class Ordered:
             yield self.reduction(0, r + 1, idx)
 
     def undef(self, n):
+        """``n`` values marking elements never written."""
         return np.full(n, UNDEF, dtype=np.int64)
 
     def orig(self, n):
+        """The values of a receive buffer's ``n`` original elements."""
         return _orig(np.arange(n))
 
     def combine(self, lower, higher):
@@ -80,6 +84,7 @@ class Ordered:
         return (lower & ~self.m) | (higher & self.m), -1
 
     def describe(self, v):
+        """The value ``v`` in words, for failure messages."""
         v = int(v)
         if v == UNDEF:
             return "undefined (never written)"
@@ -103,23 +108,29 @@ class Bits:
             raise ValueError(f"Bits: at most {self.MAX} ranks; got {nranks}")
 
     def inp(self, rank, idx):
+        """The values of rank ``rank``'s input elements ``idx``."""
         return (np.asarray(idx, dtype=np.int64) << 32) | (1 << rank)
 
     def reduction(self, lo, hi, idx):
+        """The values of elements ``idx`` reduced over ranks ``lo .. hi-1``."""
         mask = ((1 << hi) - 1) ^ ((1 << lo) - 1)
         return (np.asarray(idx, dtype=np.int64) << 32) | mask
 
     def prefixes(self, nranks, idx):
+        """reduction(0, r+1, idx) for r = 0 .. nranks-1."""
         for r in range(nranks):
             yield self.reduction(0, r + 1, idx)
 
     def undef(self, n):
+        """``n`` values marking elements never written."""
         return np.full(n, UNDEF, dtype=np.int64)
 
     def orig(self, n):
+        """The values of a receive buffer's ``n`` original elements."""
         return _orig(np.arange(n))
 
     def combine(self, lower, higher):
+        """``(result, i)``: ``i`` is the first element whose operands do not combine, or -1."""
         ok = ((lower >> 32) == (higher >> 32)) & ((lower & higher & 0xFFFFFFFF) == 0) \
             & ((lower | higher) >= 0)
         if not ok.all():
@@ -127,6 +138,7 @@ class Bits:
         return lower | higher, -1
 
     def describe(self, v):
+        """The value ``v`` in words, for failure messages."""
         v = int(v)
         if v == UNDEF:
             return "undefined (never written)"
@@ -163,10 +175,12 @@ class Fingerprint:
         return _mix(np.asarray(keys, dtype=np.int64).view(np.uint64) ^ self.salt).view(np.int64)
 
     def inp(self, rank, idx):
+        """The values of rank ``rank``'s input elements ``idx``."""
         idx = np.asarray(idx, dtype=np.int64)
         return self._h((np.int64(rank + 1) << 32) | idx)
 
     def reduction(self, lo, hi, idx):
+        """The values of elements ``idx`` reduced over ranks ``lo .. hi-1``."""
         # (integer arrays wrap silently: the sum is taken mod 2^64)
         acc = np.zeros(len(idx), dtype=np.int64)
         for r in range(lo, hi):
@@ -174,23 +188,28 @@ class Fingerprint:
         return acc
 
     def prefixes(self, nranks, idx):
+        """reduction(0, r+1, idx) for r = 0 .. nranks-1."""
         acc = np.zeros(len(idx), dtype=np.int64)
         for r in range(nranks):
             acc = acc + self.inp(r, idx)
             yield acc
 
     def undef(self, n):
+        """``n`` values marking elements never written."""
         return np.full(n, self.undef_word, dtype=np.int64)
 
     def orig(self, n):
+        """The values of a receive buffer's ``n`` original elements."""
         return self._h(np.int64(1 << 61) + np.arange(n, dtype=np.int64))
 
     def combine(self, lower, higher):
+        """``(lower + higher, -1)``: fingerprints add, and nothing is checked here."""
         # An undefined operand is not looked for here (it would cost two passes over
         # every reduction): it makes the result differ from the specification.
         return lower + higher, -1
 
     def describe(self, v):
+        """The value ``v`` in words, for failure messages."""
         if int(v) == self.undef_word:
             return "undefined (never written)"
         return f"fingerprint {int(v) & 0xFFFFFFFFFFFFFFFF:016x}"

@@ -96,7 +96,8 @@ def test_non_commutative_refused_by_out_of_order_algorithms():
     for p, fn in (("allreduce", mpicoll.allreduce), ("reduce", mpicoll.reduce)):
         for name in mpicoll.algorithms(p):
             if mpicoll.algorithm_info(p, name).commutative_only:
-                e = raises_everywhere(lambda: fn(x, op=AFFINE, algorithm=name), "commutative")
+                e = raises_everywhere(lambda fn=fn, name=name: fn(x, op=AFFINE, algorithm=name),
+                                      "commutative")
                 assert "recursive_doubling" in str(e) or "binomial" in str(e)
     raises_everywhere(lambda: mpicoll.reduce_scatter_block(np.ones(N, complex), op=AFFINE, algorithm="ring"),
                       "reduce_scatterv")

@@ -152,7 +152,7 @@ def both(method, make, what=""):
         args, outputs = make()
         getattr(comm, method)(*args)
         outs.append([np.array(o, copy=True) for o in outputs])
-    for a, b in zip(*outs):
+    for a, b in zip(*outs, strict=True):
         assert a.dtype == b.dtype and a.shape == b.shape, (method, what, a, b)
         assert np.array_equal(a.view(np.uint8), b.view(np.uint8)), (method, what, a, b)
 
@@ -522,7 +522,7 @@ def in_place_cases(kind):
 @pytest.mark.parametrize("half", [0, 1])
 def test_in_place(half):
     """MPI.IN_PLACE (and None for it) in every method that has it, the kinds rotating."""
-    for i, (method, make) in enumerate(in_place_cases(KINDS[half])):
+    for i, (method, _make) in enumerate(in_place_cases(KINDS[half])):
         if i % 2 == half:
             continue
         kind = KINDS[(i + half) % len(KINDS)]
@@ -562,7 +562,7 @@ def test_nonblocking_and_persistent_faces():
             got.append(y.copy())
         p.Free()
         outs.append([b, r, g] + got)
-    for a, b in zip(*outs):
+    for a, b in zip(*outs, strict=True):
         assert np.array_equal(a, b)
 
 

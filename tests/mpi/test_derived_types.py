@@ -52,7 +52,7 @@ def same(a, b, what=""):
 def compare(fn, what=""):
     """``fn(comm)`` -> arrays; equal bitwise on P2PComm and on the plain communicator."""
     got, want = fn(PC), fn(PLAIN)
-    for a, b in zip(got, want):
+    for a, b in zip(got, want, strict=True):
         same(a, b, what)
 
 
@@ -379,7 +379,8 @@ def test_reductions(name):
                 want.append(into)
                 continue
         want.append(unpacked(t, N, out, into, d))
-    for a, b, what in zip(got, want, ["allreduce", "in place", "reduce", "rsb", "scan", "exscan"]):
+    whats = ["allreduce", "in place", "reduce", "rsb", "scan", "exscan"]
+    for a, b, what in zip(got, want, whats, strict=True):
         same(a, b, f"{name} {what}")
 
 

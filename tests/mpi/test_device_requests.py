@@ -136,7 +136,7 @@ def test_progress_thread_drives_device_requests(kind):  # noqa: F811
         while not all(r._done for r in reqs):          # no Test/Wait: only the thread advances
             assert time.monotonic() < deadline, f"{name}: the thread did not complete them"
             time.sleep(0.001)
-        for r, a in zip(reqs, usable("allreduce", device=True)):
+        for r, a in zip(reqs, usable("allreduce", device=True), strict=True):
             assert_same(host(r.Wait()), want, f"{name} {a} rank={RANK}")
     finally:
         progress.stop()

@@ -208,7 +208,7 @@ def test_nonblocking_calls_copy_once_each_way_and_replay(stand_in):
             stand_in.reset()
             how = ((MPI.SUM, "ring"), (MPI.MAX, "recursive_doubling"))
             reqs = [mpicoll.iallreduce(x, y, op, algorithm=a)
-                    for x, y, (op, a) in zip(xs, ys, how)]
+                    for x, y, (op, a) in zip(xs, ys, how, strict=True)]
             assert stand_in.d2h == 2            # both inputs copied down at the call
             for r in (reqs if RANK % 2 else reqs[::-1]):
                 assert r.Wait() is not None

@@ -671,7 +671,7 @@ def _run(c):
     info = None if mine is None else (
         type(mine).__name__, str(mine), isinstance(mine, c.exc),
         mine.Get_error_class() if isinstance(mine, MPI.Exception) else None)
-    changed = [i for i, (a, b) in enumerate(zip(inputs, keep))
+    changed = [i for i, (a, b) in enumerate(zip(inputs, keep, strict=True))
                if not np.array_equal(np.asarray(a).view(np.uint8), b.view(np.uint8))]
     return info, changed
 

@@ -551,7 +551,7 @@ def test_a_mapping_that_is_not_the_allocation_is_refused(ipc_on):
                               "float64")
             fd.POOL.new_segment()
             x = fd.to_device(data(RANK, 2 * N + 1, "float64"))
-            for k in range(2):             # the second time: inline at once, no NACK
+            for _ in range(2):             # the second time: inline at once, no NACK
                 got = mpicoll.allreduce(x, comm=c, algorithm="ring")
                 assert np.array_equal(fd.to_host(got), want)
                 st = stats(c)

@@ -144,12 +144,14 @@ def test_mismatch_after_memo_raises_everywhere():
 
 @pytest.mark.mpi(min_size=2)
 def test_bad_argument_on_one_rank_after_memo():
-    x, y = np.ones(4), np.empty(4)
+    x = np.ones(4)
     for _ in range(3):
         mpicoll.bcast(x, 0)
     with pytest.raises(mpicoll.ArgumentError):
         mpicoll.bcast(x, N + 2 if RANK == 1 else 0)
+    x[...] = RANK
     mpicoll.bcast(x, 0)
+    assert (x == 0).all()
 
 
 @pytest.mark.mpi
@@ -179,7 +181,7 @@ def test_views_of_large_arrays_are_not_remembered():
     """
     big, y = np.ones(_memo.LIMIT // 8 + 1), np.empty(4)
     x = big[:4]
-    assert hits(lambda: [mpicoll.allreduce(x, y) for _ in range(3)]) == 0
+    assert hits(lambda x=x: [mpicoll.allreduce(x, y) for _ in range(3)]) == 0
     assert (y == N).all()
     alive = weakref.ref(big)
     del big, x

@@ -152,7 +152,7 @@ def test_requests_in_flight_keep_their_own_tags():
     def loop():
         for k in range(4):
             reqs = []
-            for i, (x, y, a) in enumerate(zip(xs, ys, algos)):
+            for i, (x, y, a) in enumerate(zip(xs, ys, algos, strict=True)):
                 x[...] = np.arange(3.0) + 10 * i + k * (RANK + 1)
                 reqs.append(mpicoll.iallreduce(x, y, algorithm=a))
             z = mpicoll.allreduce(np.full(2, RANK + 1.0))        # blocking, meanwhile
@@ -160,7 +160,7 @@ def test_requests_in_flight_keep_their_own_tags():
             order = reqs if RANK % 2 else reqs[::-1]
             for r in order:
                 r.Wait()
-            for x, y in zip(xs, ys):
+            for x, y in zip(xs, ys, strict=True):
                 np.testing.assert_array_equal(y, comm.allreduce(x))
     assert replays(loop) == 9
 

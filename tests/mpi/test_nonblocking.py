@@ -83,7 +83,7 @@ def test_all_algorithms_outstanding_at_once(primitive, c):
         user_ring_traffic(k)
     barrier = mpicoll.ibarrier(algorithm="dissemination")
     results = wait_in_rank_order([r for r, _ in started] + [barrier])
-    for (req, ref), got, algo in zip(started, results, usable(primitive)):
+    for (req, ref), got, algo in zip(started, results, usable(primitive), strict=False):
         if ref is None:
             assert got is None, algo
         else:
@@ -322,7 +322,7 @@ def test_p2pcomm_nonblocking_and_persistent_methods():
     comm.Alltoall(s, want)
     np.testing.assert_array_equal(t, want)
     p = pc.Allreduce_init(x, y, MPI.SUM)
-    for k in range(3):
+    for _ in range(3):
         x += 1
         p.Start()
         p.Wait()

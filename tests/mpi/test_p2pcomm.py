@@ -56,7 +56,7 @@ def both(method, make_args, pcomm):
         args, outputs = make_args()
         getattr(comm, method)(*args)
         outs.append([np.array(o, copy=True, order="C") for o in outputs])
-    for a, b in zip(*outs):
+    for a, b in zip(*outs, strict=True):
         assert a.dtype == b.dtype and np.array_equal(a.view(np.uint8), b.view(np.uint8)), (method, a, b)
     return outs[0]
 
@@ -72,41 +72,41 @@ def test_methods_buffer_forms(pcomm, form):
         f = forms(None, mpit)[form]
         x = data(RANK, c, dt)
         for root in sorted({0, N - 1}):
-            def bcast():
+            def bcast(x=x, root=root, dt=dt, f=f):
                 buf = x.copy() if RANK == root else np.zeros(c, dt)
                 return (f(buf), root), [buf]
             both("Bcast", bcast, pcomm)
 
-            def reduce_():
+            def reduce_(dt=dt, f=f, x=x, root=root):
                 r = np.zeros(c, dt)
                 return (f(x), f(r), MPI.SUM, root), [r if RANK == root else np.zeros(c, dt)]
             both("Reduce", reduce_, pcomm)
 
-            def gather():
+            def gather(dt=dt, mpit=mpit, f=f, x=x, root=root):
                 r = np.zeros(N * c, dt)
                 rs = [r, c, mpit] if form in ("buf_count_datatype",) else f(r) if form != "buf_count_displ_datatype" else [r, mpit]
                 return (f(x), rs, root), [r]
             both("Gather", gather, pcomm)
 
-            def scatter():
+            def scatter(dt=dt, mpit=mpit, f=f, root=root):
                 s = np.concatenate([data(r, c, dt, salt=3) for r in range(N)])
                 ss = [s, c, mpit] if form == "buf_count_datatype" else f(s) if form != "buf_count_displ_datatype" else [s, mpit]
                 r = np.zeros(c, dt)
                 return (ss, f(r), root), [r]
             both("Scatter", scatter, pcomm)
 
-        def allreduce():
+        def allreduce(dt=dt, f=f, x=x):
             r = np.zeros(c, dt)
             return (f(x), f(r), MPI.MAX), [r]
         both("Allreduce", allreduce, pcomm)
 
-        def allgather():
+        def allgather(dt=dt, mpit=mpit, f=f, x=x):
             r = np.zeros(N * c, dt)
             rs = [r, c, mpit] if form == "buf_count_datatype" else f(r) if form != "buf_count_displ_datatype" else [r, mpit]
             return (f(x), rs), [r]
         both("Allgather", allgather, pcomm)
 
-        def rsb():
+        def rsb(dt=dt, mpit=mpit, f=f):
             s = data(RANK, N * c, dt)
             r = np.zeros(c, dt)
             # mpi4py: a count in sendbuf's spec is per block, like Alltoall's.
@@ -114,14 +114,14 @@ def test_methods_buffer_forms(pcomm, form):
             return (ss, f(r), MPI.SUM), [r]
         both("Reduce_scatter_block", rsb, pcomm)
 
-        def rs():
+        def rs(dt=dt, f=f):
             counts = [(i % 3) + 1 for i in range(N)]
             s = data(RANK, sum(counts), dt)
             r = np.zeros(counts[RANK], dt)
             return (f(s), f(r), counts, MPI.SUM), [r]
         both("Reduce_scatter", rs, pcomm)
 
-        def alltoall():
+        def alltoall(dt=dt, mpit=mpit, f=f):
             s = data(RANK, N * c, dt)
             r = np.zeros(N * c, dt)
             ss, rr = (([s, c, mpit], [r, c, mpit]) if form == "buf_count_datatype"
@@ -136,14 +136,14 @@ def test_in_place_forms(pcomm):
     c = 4
     dt = "int64"
     for root in sorted({0, N - 1}):
-        def reduce_ip():
+        def reduce_ip(root=root):
             r = data(RANK, c, dt)
             if RANK == root:
                 return (MPI.IN_PLACE, r, MPI.SUM, root), [r]
             return (r, None, MPI.SUM, root), [np.zeros(c, dt)]
         both("Reduce", reduce_ip, pcomm)
 
-        def gather_ip():
+        def gather_ip(root=root):
             r = np.zeros(N * c, dt)
             if RANK == root:
                 r[root * c:(root + 1) * c] = data(RANK, c, dt)
@@ -151,7 +151,7 @@ def test_in_place_forms(pcomm):
             return (data(RANK, c, dt), None, root), [np.zeros(1, dt)]
         both("Gather", gather_ip, pcomm)
 
-        def scatter_ip():
+        def scatter_ip(root=root):
             s = np.concatenate([data(r, c, dt) for r in range(N)])
             if RANK == root:
                 return (s, MPI.IN_PLACE, root), [s]

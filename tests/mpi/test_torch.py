@@ -128,9 +128,11 @@ def same(got, want, what):
     assert torch.equal(got, want), (what, got, want)
 
 
-def run(fn, async_op):
-    """Call ``fn(async_op)``; for async calls, check the work object and wait on it."""
-    work = fn(async_op)
+def run(fn, *args, async_op, **kwargs):
+    """Call ``fn(*args, async_op=async_op, **kwargs)``; for async calls, check the work
+    object and wait on it.
+    """
+    work = fn(*args, async_op=async_op, **kwargs)
     if async_op:
         assert work is not None
         assert work.wait()
@@ -151,7 +153,7 @@ def test_all_reduce(dtype):
         for n in (SIZES if kind in ("SUM", "AVG") else [1, 2 * N + 1]):
             for async_op in FACES:
                 t = data(RANK, n, dtype, kind)
-                work = run(lambda a: dist.all_reduce(t, op=op_of(kind), async_op=a), async_op)
+                work = run(dist.all_reduce, t, op=op_of(kind), async_op=async_op)
                 want = expected_reduce([data(r, n, dtype, kind) for r in range(N)], kind, dtype)
                 same(t, want, ("all_reduce", kind, n, async_op))
                 if work is not None:
@@ -168,7 +170,7 @@ def test_reduce_updates_only_dst(dtype):
                 for async_op in FACES:
                     t = data(RANK, n, dtype, kind)
                     mine = t.clone()
-                    run(lambda a: dist.reduce(t, dst=dst, op=op_of(kind), async_op=a), async_op)
+                    run(dist.reduce, t, dst=dst, op=op_of(kind), async_op=async_op)
                     if RANK == dst:
                         want = expected_reduce([data(r, n, dtype, kind) for r in range(N)],
                                                kind, dtype)
@@ -185,17 +187,16 @@ def test_reduce_scatter(dtype):
                 ins = [data(RANK, n, dtype, kind, salt=j) for j in range(N)]
                 keep = [x.clone() for x in ins]
                 out = torch.zeros(n, dtype=dtype)
-                run(lambda a: dist.reduce_scatter(out, ins, op=op_of(kind), async_op=a), async_op)
+                run(dist.reduce_scatter, out, ins, op=op_of(kind), async_op=async_op)
                 want = expected_reduce([data(r, n, dtype, kind, salt=RANK) for r in range(N)],
                                        kind, dtype)
                 same(out, want, ("reduce_scatter", kind, n))
-                for x, k in zip(ins, keep):
+                for x, k in zip(ins, keep, strict=True):
                     same(x, k, "inputs untouched")
                 # The tensor form: one input of N blocks.
                 big = torch.cat(ins) if n else torch.zeros(0, dtype=dtype)
                 out2 = torch.zeros(n, dtype=dtype)
-                run(lambda a: reduce_scatter_tensor(out2, big, op=op_of(kind), async_op=a),
-                    async_op)
+                run(reduce_scatter_tensor, out2, big, op=op_of(kind), async_op=async_op)
                 same(out2, want, ("reduce_scatter_tensor", kind, n))
 
 
@@ -225,7 +226,7 @@ def test_broadcast(dtype):
         for src in roots():
             for async_op in FACES:
                 t = data(RANK, n, dtype) if RANK == src else torch.zeros(n, dtype=dtype)
-                run(lambda a: dist.broadcast(t, src=src, async_op=a), async_op)
+                run(dist.broadcast, t, src=src, async_op=async_op)
                 same(t, data(src, n, dtype), ("broadcast", n, src))
 
 
@@ -235,18 +236,17 @@ def test_all_gather(dtype):
         for async_op in FACES:
             t = data(RANK, n, dtype)
             outs = [torch.zeros(n, dtype=dtype) for _ in range(N)]
-            run(lambda a: dist.all_gather(outs, t, async_op=a), async_op)
+            run(dist.all_gather, outs, t, async_op=async_op)
             for r in range(N):
                 same(outs[r], data(r, n, dtype), ("all_gather", n, r))
             # Chunks of one tensor (no copy on the way) and the tensor form.
             big = torch.zeros(N * n, dtype=dtype)
-            run(lambda a: dist.all_gather(list(big.chunk(N)) if n else
-                                          [torch.zeros(0, dtype=dtype) for _ in range(N)],
-                                          t, async_op=a), async_op)
+            run(dist.all_gather, list(big.chunk(N)) if n else
+                [torch.zeros(0, dtype=dtype) for _ in range(N)], t, async_op=async_op)
             if n:
                 same(big, torch.cat([data(r, n, dtype) for r in range(N)]), ("chunks", n))
             big2 = torch.zeros(N, n, dtype=dtype)
-            run(lambda a: all_gather_tensor(big2, t, async_op=a), async_op)
+            run(all_gather_tensor, big2, t, async_op=async_op)
             for r in range(N):
                 same(big2[r], data(r, n, dtype), ("all_gather_into_tensor", n, r))
 
@@ -258,13 +258,13 @@ def test_gather_and_scatter(dtype):
             for async_op in FACES:
                 t = data(RANK, n, dtype)
                 outs = [torch.zeros(n, dtype=dtype) for _ in range(N)] if RANK == root else None
-                run(lambda a: dist.gather(t, outs, dst=root, async_op=a), async_op)
+                run(dist.gather, t, outs, dst=root, async_op=async_op)
                 if RANK == root:
                     for r in range(N):
                         same(outs[r], data(r, n, dtype), ("gather", n, root, r))
                 ins = [data(root, n, dtype, salt=j) for j in range(N)] if RANK == root else None
                 out = torch.zeros(n, dtype=dtype)
-                run(lambda a: dist.scatter(out, ins, src=root, async_op=a), async_op)
+                run(dist.scatter, out, ins, src=root, async_op=async_op)
                 same(out, data(root, n, dtype, salt=RANK), ("scatter", n, root))
 
 
@@ -274,14 +274,14 @@ def test_all_to_all(dtype):
         for async_op in FACES:
             ins = [data(RANK, n + j % 2, dtype, salt=j) for j in range(N)]
             outs = [torch.zeros(n + RANK % 2, dtype=dtype) for _ in range(N)]
-            run(lambda a: dist.all_to_all(outs, ins, async_op=a), async_op)
+            run(dist.all_to_all, outs, ins, async_op=async_op)
             for r in range(N):
                 same(outs[r], data(r, n + RANK % 2, dtype, salt=RANK), ("all_to_all", n, r))
             # The single-tensor form: equal splits, then explicit split sizes (rows of 2).
             src = torch.cat([data(RANK, n, dtype, salt=j) for j in range(N)]) if n else \
                 torch.zeros(0, dtype=dtype)
             dst = torch.zeros_like(src)
-            run(lambda a: dist.all_to_all_single(dst, src, async_op=a), async_op)
+            run(dist.all_to_all_single, dst, src, async_op=async_op)
             if n:
                 same(dst, torch.cat([data(r, n, dtype, salt=RANK) for r in range(N)]),
                      ("all_to_all_single", n))
@@ -290,8 +290,7 @@ def test_all_to_all(dtype):
             src = torch.cat([data(RANK, 2 * s, dtype, salt=j).reshape(s, 2)
                              for j, s in enumerate(splits_in)])
             dst = torch.zeros(sum(splits_out), 2, dtype=dtype)
-            run(lambda a: dist.all_to_all_single(dst, src, splits_out, splits_in, async_op=a),
-                async_op)
+            run(dist.all_to_all_single, dst, src, splits_out, splits_in, async_op=async_op)
             want = torch.cat([data(r, 2 * s, dtype, salt=RANK).reshape(s, 2)
                               for r, s in enumerate(splits_out)])
             same(dst, want, ("all_to_all_single splits", n))
@@ -341,7 +340,7 @@ def test_send_recv_isend_irecv_batch():
     if N > 1:
         # Blocking send/recv; recv without a source names the sender.
         if RANK == 0:
-            for r in range(1, N):
+            for _ in range(1, N):
                 box = torch.zeros(1, dtype=torch.int64)
                 sender = dist.recv(box)
                 assert int(box.item()) == sender * 10
@@ -442,7 +441,7 @@ def test_matches_gloo_on_the_same_data(groups):
         ob = [torch.zeros(5, dtype=dtype) for _ in range(N)]
         dist.all_gather(oa, x)
         dist.all_gather(ob, x, group=gloo)
-        for p, q in zip(oa, ob):
+        for p, q in zip(oa, ob, strict=True):
             same(p, q, ("gloo all_gather", dtype))
         src = torch.cat([data(RANK, 2, dtype, salt=j) for j in range(N)])
         da, db = torch.zeros_like(src), torch.zeros_like(src)

@@ -80,7 +80,7 @@ def displs_of(pattern, counts):
 
 
 def extent(counts, displs):
-    return max([d + c for c, d in zip(counts, displs)] + [0]) + 2     # two trailing gap elements
+    return max([d + c for c, d in zip(counts, displs, strict=True)] + [0]) + 2     # two trailing gap elements
 
 
 def spec(buf, counts, displs, form):
@@ -482,7 +482,7 @@ def test_p2pcomm_methods_match_mpi4py(column):
         req = c.Iallgatherv(x, [a, (counts, displs)])
         req.Wait()
         outs.append([g, s, a, np.frombuffer(t), q, e if RANK else np.zeros(0, np.int64)])
-    for mine, theirs in zip(*outs):
+    for mine, theirs in zip(*outs, strict=True):
         assert_same(mine, theirs, "P2PComm vs mpi4py")
 
 
