@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from .env import getenv
 from .errors import ArgumentError
 
-__all__ = ["PRIMITIVES", "SEED_PRIMITIVES", "EXTENDED_PRIMITIVES", "PrimitiveInfo", "define",
+__all__ = ["table", "PRIMITIVES", "SEED_PRIMITIVES", "EXTENDED_PRIMITIVES", "PrimitiveInfo", "define",
            "info", "register", "algorithms", "lookup", "env_choice", "env_key"]
 
 #: The seed's nine primitives, in its order.
@@ -133,6 +133,16 @@ def register(primitive, name, *, commutative_only=False, cost=None):
         table[name] = fn
         return fn
     return decorate
+
+
+def table(primitive):
+    """The live ``{name: function}`` table of ``primitive``'s algorithms.
+
+    For tools that put a copy of an algorithm in its place for a while (the
+    verifier's mutations).
+    """
+    _check_primitive(primitive)
+    return _REGISTRY[primitive]
 
 
 def _check_primitive(primitive):

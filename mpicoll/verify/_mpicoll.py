@@ -6,7 +6,7 @@ those modules means editing this file only.
 from mpicoll import PRIMITIVES, algorithms  # noqa: F401  (public)
 from mpicoll.core.blocks import offsets, pof2_below, split  # noqa: F401
 from mpicoll.core.plugins import PluginError, import_modules  # noqa: F401
-from mpicoll.core.registry import _REGISTRY, lookup  # noqa: F401
+from mpicoll.core.registry import lookup, table  # noqa: F401
 from mpicoll.core.topology import Layout  # noqa: F401
 from mpicoll.sched import inspect as _inspect  # noqa: F401  (fills the registry)
 from mpicoll.sched.plan import (  # noqa: F401
@@ -30,4 +30,4 @@ __all__ = ["algorithms", "PRIMITIVES", "Builder", "NotSchedulable", "Sym", "look
 
 def registry_table(primitive):
     """The live ``{name: function}`` table of a primitive (mutations swap entries in it)."""
-    return _REGISTRY[primitive]
+    return table(primitive)
