@@ -53,7 +53,6 @@ if FULL:
 else:
     LAUNCHES = {
         ("mpich", 2): ["--modules", ALL],
-        ("mpich", 3): ["--modules", ALL, "--typecodes", "i,G"],
         ("openmpi", 2): ["--modules", ALL, "--typecodes", "i,G"],
         # the shared-memory algorithms forced wherever there is one (N=3: more ranks than cores)
         ("mpich", 3, "shm"): ["--modules", ALL, "--typecodes", "i,G",
