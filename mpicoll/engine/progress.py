@@ -26,6 +26,8 @@ import time
 
 from mpi4py import MPI
 
+from ..core.env import getenv
+
 __all__ = ["enabled", "start", "stop", "wake", "wanted", "wait_any", "auto_allowed",
            "auto_started"]
 
@@ -41,7 +43,10 @@ _idle = threading.Event()  # set by wake(): lets an idle thread sleep outside MP
 
 def wanted():
     """True when ``MPICOLL_PROGRESS`` asks for the progress thread."""
-    value = os.environ.get("MPICOLL_PROGRESS", "").strip().lower()
+    value = getenv("MPICOLL_PROGRESS", "")     # read at every Start: the cheap way
+    if not value:
+        return False
+    value = value.strip().lower()
     if value in ("", "none", "off", "caller", "0"):
         return False
     if value in ("thread", "on", "1"):
@@ -55,7 +60,7 @@ def auto_allowed():
     No thread then, not even for a blocking call made while requests are in flight: see
     :func:`mpicoll.engine.nonblocking.before_blocking`.
     """
-    return os.environ.get("MPICOLL_PROGRESS", "").strip().lower() not in (
+    return getenv("MPICOLL_PROGRESS", "").strip().lower() not in (
         "none", "off", "caller", "0")
 
 
