@@ -41,11 +41,29 @@ def _orig(idx):
     return -2 - np.asarray(idx, dtype=np.int64)
 
 
-class Ordered:
+class _Exact:
+    """What the exact encodings share: prefixes from :meth:`reduction`, UNDEF, originals."""
+
+    exact = True
+
+    def prefixes(self, nranks, idx):
+        """reduction(0, r+1, idx) for r = 0 .. nranks-1."""
+        for r in range(nranks):
+            yield self.reduction(0, r + 1, idx)
+
+    def undef(self, n):
+        """``n`` values marking elements never written."""
+        return np.full(n, UNDEF, dtype=np.int64)
+
+    def orig(self, n):
+        """The values of a receive buffer's ``n`` original elements."""
+        return _orig(np.arange(n))
+
+
+class Ordered(_Exact):
     """``(e, lo, hi)`` packed as ``e << 2b | lo << b | hi`` (exact, order-preserving)."""
 
     name = "ordered"
-    exact = True
 
     def __init__(self, nranks):
         self.b = max(12, int(nranks).bit_length() + 1)
@@ -60,19 +78,6 @@ class Ordered:
         """The values of elements ``idx`` reduced over ranks ``lo .. hi-1``."""
         idx = np.asarray(idx, dtype=np.int64)
         return (idx << (2 * self.b)) | ((lo << self.b) | hi)
-
-    def prefixes(self, nranks, idx):
-        """reduction(0, r+1, idx) for r = 0 .. nranks-1."""
-        for r in range(nranks):
-            yield self.reduction(0, r + 1, idx)
-
-    def undef(self, n):
-        """``n`` values marking elements never written."""
-        return np.full(n, UNDEF, dtype=np.int64)
-
-    def orig(self, n):
-        """The values of a receive buffer's ``n`` original elements."""
-        return _orig(np.arange(n))
 
     def combine(self, lower, higher):
         """``(result, i)``: ``i`` is the first element whose operands do not combine, or -1."""
@@ -96,11 +101,10 @@ class Ordered:
         return f"element {e} of ranks {lo}..{hi - 1} combined in rank order"
 
 
-class Bits:
+class Bits(_Exact):
     """``(e, S)`` packed as ``e << 32 | S`` for up to 32 ranks (exact, any order)."""
 
     name = "bits"
-    exact = True
     MAX = 32
 
     def __init__(self, nranks):
@@ -115,19 +119,6 @@ class Bits:
         """The values of elements ``idx`` reduced over ranks ``lo .. hi-1``."""
         mask = ((1 << hi) - 1) ^ ((1 << lo) - 1)
         return (np.asarray(idx, dtype=np.int64) << 32) | mask
-
-    def prefixes(self, nranks, idx):
-        """reduction(0, r+1, idx) for r = 0 .. nranks-1."""
-        for r in range(nranks):
-            yield self.reduction(0, r + 1, idx)
-
-    def undef(self, n):
-        """``n`` values marking elements never written."""
-        return np.full(n, UNDEF, dtype=np.int64)
-
-    def orig(self, n):
-        """The values of a receive buffer's ``n`` original elements."""
-        return _orig(np.arange(n))
 
     def combine(self, lower, higher):
         """``(result, i)``: ``i`` is the first element whose operands do not combine, or -1."""
