@@ -4,10 +4,10 @@ with the native collective; no leaked request, no stray message, one private
 communicator. The full run (10 000 calls at N = 4) is ``python -m mpicoll.soak``;
 its recorded result is benchmarks/soak.md.
 """
-import os
 
 import pytest
 from mpi4py import MPI
+from refdata import on_nodes
 
 import mpicoll
 from mpicoll.soak import clean, soak
@@ -55,23 +55,11 @@ def test_short_soak_shm():
     """The shm algorithms wherever a primitive has one, on a communicator on one node (its
     private duplicate made while MPICOLL_NODES is empty): nothing left in shared memory.
     """
-    old = os.environ.get("MPICOLL_NODES")
-    os.environ["MPICOLL_NODES"] = ""
-    comm = world.Dup()
-    try:
-        mpicoll.barrier(comm=comm)          # its private duplicate (and layout), now
-    finally:
-        if old is None:
-            del os.environ["MPICOLL_NODES"]
-        else:
-            os.environ["MPICOLL_NODES"] = old
-    try:
+    with on_nodes("", world) as comm:
         s = soak(comm, calls=CALLS // 2, seed=13, max_count=4000, prefer="shm")
         check(s)
         assert s["prefer"] == "shm" and s["calls_with_preferred"] > CALLS // 4, s
         assert s["shm_windows"][1] <= s["shm_windows"][0], s
-    finally:
-        comm.Free()
 
 
 def test_soak_detects_a_wrong_result(monkeypatch):
