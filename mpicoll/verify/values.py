@@ -59,6 +59,15 @@ class _Exact:
         """The values of a receive buffer's ``n`` original elements."""
         return _orig(np.arange(n))
 
+    def describe(self, v):
+        """The value ``v`` in words, for failure messages."""
+        v = int(v)
+        if v == UNDEF:
+            return "undefined (never written)"
+        if v < 0:
+            return f"the buffer's original element {-2 - v}"
+        return self._describe(v)
+
 
 class Ordered(_Exact):
     """``(e, lo, hi)`` packed as ``e << 2b | lo << b | hi`` (exact, order-preserving)."""
@@ -88,13 +97,8 @@ class Ordered(_Exact):
             return None, int(np.argmin(ok))
         return (lower & ~self.m) | (higher & self.m), -1
 
-    def describe(self, v):
-        """The value ``v`` in words, for failure messages."""
-        v = int(v)
-        if v == UNDEF:
-            return "undefined (never written)"
-        if v < 0:
-            return f"the buffer's original element {-2 - v}"
+    def _describe(self, v):
+        """A contribution ``v`` (neither UNDEF nor an original element) in words."""
         e, lo, hi = v >> (2 * self.b), (v >> self.b) & self.m, v & self.m
         if hi == lo + 1:
             return f"element {e} of rank {lo}"
@@ -128,13 +132,8 @@ class Bits(_Exact):
             return None, int(np.argmin(ok))
         return lower | higher, -1
 
-    def describe(self, v):
-        """The value ``v`` in words, for failure messages."""
-        v = int(v)
-        if v == UNDEF:
-            return "undefined (never written)"
-        if v < 0:
-            return f"the buffer's original element {-2 - v}"
+    def _describe(self, v):
+        """A contribution ``v`` (neither UNDEF nor an original element) in words."""
         ranks = [r for r in range(32) if v >> r & 1]
         return f"element {v >> 32} of ranks {{{', '.join(map(str, ranks))}}}"
 
