@@ -145,12 +145,13 @@ def _page(primitive, algorithm, captions, problems):
         shown = "; ".join(f"N = {n}: {node_layout(n).describe()}" for n in SIZES)
         lines += ["Drawn on two nodes (" + shown + "). Red arrows cross nodes; the "
                   "inter algorithm is the default for this message size.", ""]
-    if not has_plan(primitive, algorithm):
+    images = image_names(primitive, algorithm)
+    if not images:
         lines += ["*No diagram*: this algorithm records no plan of messages. It runs "
                   "directly on the call's arrays, reading its peers' memory on the node "
                   "(:mod:`mpicoll.device.shm`), synchronised by node barriers; "
                   "``mpicoll.traffic()`` counts what it reads.", ""]
-    for n, image in zip(SIZES, image_names(primitive, algorithm)):
+    for n, image in zip(SIZES, images):
         if n in problems:
             lines += [f"*N = {n}: no diagram* ({_escape(problems[n])}).", ""]
             continue
@@ -204,8 +205,6 @@ def _draw_all(out, primitive, algorithm, draw=True):
     from mpicoll.sched.inspect import plans_of
     import plandraw
     captions, problems = {}, {}
-    if not has_plan(primitive, algorithm):
-        return captions, problems
     aware = is_node_aware(primitive, algorithm)
     for n, image in zip(SIZES, image_names(primitive, algorithm)):
         layout = node_layout(n) if aware else None
@@ -266,7 +265,7 @@ def missing(srcdir, images=True):
         if not os.path.isfile(page):
             out.append((p, a, "no page"))
             continue
-        for image in image_names(p, a) if images and has_plan(p, a) else ():
+        for image in image_names(p, a) if images else ():
             if not os.path.isfile(os.path.join(os.path.dirname(page), image)):
                 out.append((p, a, f"no {image}"))
     return out
