@@ -524,6 +524,9 @@ def timing(ex):
             if m[R_END] is not None or rq is None or m[R_POST] is None or rq[R_POST] is None:
                 continue
             ps, pr = m[R_PREV], rq[R_PREV]
+            # The start is the later of four (steps, elements, reduced) triples, the maxima
+            # written out: this is the sweep's innermost loop (a helper call per triple
+            # costs more than the comparisons).
             a, b, g = m[R_POST]
             x = rq[R_POST]
             if x[0] > a:
