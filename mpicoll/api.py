@@ -1,8 +1,9 @@
 """The functional API: ``mpicoll.allreduce(sendbuf, recvbuf=None, op=MPI.SUM, *, comm=None, algorithm=None)`` and friends.
 
-Every function here is generated from its primitive's binder in
-:mod:`mpicoll.calls` — one signature per function, written once: the
-blocking function (the binder's parameters, then keyword-only ``comm`` and
+Every function here is written out from its primitive's binder in
+:mod:`mpicoll.calls` into :mod:`mpicoll.faces` (``tools/make_faces.py``;
+``tests/test_faces.py`` checks it is current) — one signature per function,
+declared once: the blocking function (the binder's parameters, then keyword-only ``comm`` and
 ``algorithm``), its nonblocking form ``i<name>`` (returns a
 :class:`Request`; ``Wait()`` returns what the blocking call returns) and its
 persistent form ``<name>_init`` (returns a :class:`PersistentRequest`,
@@ -22,83 +23,72 @@ needed). Conventions shared by every function:
   ``MPICOLL_<PRIMITIVE>_ALGORITHM``, then ``MPICOLL_ALGORITHM``, then ``auto``.
 - Bad arguments raise :class:`mpicoll.ArgumentError` on every rank before any
   message is sent (see ``MPICOLL_CHECK``).
-- A repeated call on the same arrays replays the plan it bound
-  (:mod:`mpicoll.engine.memo`).
+- A repeated call on the same arrays replays the program it compiled
+  (:mod:`mpicoll.engine.memo`, :mod:`mpicoll.engine.program`): the same NumPy
+  array objects with the same shape, strides, dtype and writability. An array
+  reshaped, re-typed or re-strided in place, or made read-only, takes the full
+  path again (a new program, never a wrong one); NumPy refuses to resize an array
+  whose memory a program holds a view of.
 """
+
 import inspect
 
+from . import faces
 from .calls import DEFINED, define
 from .engine import memo
-from .engine.call import Call
+from .engine.faces import init
 from .engine.nonblocking import PersistentRequest, Request, testall, waitall
 
 __all__ = ["Request", "PersistentRequest", "waitall", "testall", "define_primitive",
            "FUNCTIONS"]
 
-#: name -> generated function (blocking, ``i...`` and ``..._init`` forms of every binder).
-FUNCTIONS = {}
-
-_TEMPLATE = '''
-def {name}({params}*, comm=None, algorithm=None):
-    bufs, args = _bind({names})
-    return _through({primitive!r}, _run, comm, algorithm, bufs, args, args)
-
-def i{name}({params}*, comm=None, algorithm=None):
-    bufs, args = _bind({names})
-    return _start({primitive!r}, _run, comm, algorithm, bufs, args, args)
-
-def {name}_init({params}*, comm=None, algorithm=None):
-    bufs, args = _bind({names})
-    call = _Call({primitive!r}, comm, "init")
-    call.request.result = _run(call, lambda: bufs, *args, algorithm)
-    return call.request
-'''
+#: name -> function (blocking, ``i...`` and ``..._init`` forms of every binder).
+FUNCTIONS = dict(faces.FUNCTIONS)
+globals().update(FUNCTIONS)
+__all__ += list(FUNCTIONS)
 
 
 def _faces(primitive, binder):
-    """The blocking, nonblocking and persistent functions of one binder of ``primitive``."""
+    """The blocking, nonblocking and persistent functions of a run-time primitive's binder.
+
+    Closures with the binder's signature plus keyword-only ``comm`` and ``algorithm``
+    (the built-in primitives' functions are written out in :mod:`mpicoll.faces`).
+    """
     name = binder.__name__
-    params = list(inspect.signature(binder).parameters.values())
-    ns = {"_bind": binder, "_run": primitive.run, "_Call": Call,
-          "_through": memo.run_specs if primitive.vspecs else memo.run,
-          "_start": memo.start_specs if primitive.vspecs else memo.start,
-          "__name__": __name__}
-    text = []
-    for i, p in enumerate(params):
-        if p.default is inspect.Parameter.empty:
-            text.append(p.name)
-        else:
-            ns[f"_d{i}"] = p.default
-            text.append(f"{p.name}=_d{i}")
-    code = _TEMPLATE.format(name=name, primitive=primitive.name,
-                            params="".join(t + ", " for t in text),
-                            names=", ".join(p.name for p in params))
-    exec(compile(code, f"<mpicoll.api: {name}>", "exec"), ns)
-    first = (binder.__doc__ or "").strip().splitlines()[0] if binder.__doc__ else name
-    blocking, start, init = ns[name], ns["i" + name], ns[name + "_init"]
-    blocking.__doc__ = binder.__doc__
-    start.__doc__ = (f"Nonblocking :func:`mpicoll.{name}` (same arguments): returns a "
-                     f":class:`Request`; ``Wait()`` returns what {name} returns.\n\n{first}")
-    init.__doc__ = (f"Persistent :func:`mpicoll.{name}` (same arguments): returns a "
-                    f":class:`PersistentRequest`; ``Start()`` then ``Wait()``, many times."
-                    f"\n\n{first}")
-    return blocking, start, init
+    sig = inspect.signature(binder)
+    kw = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None)
+          for n in ("comm", "algorithm")]
+    through = memo.run_specs if primitive.vspecs else memo.run
+    begin = memo.start_specs if primitive.vspecs else memo.start
 
+    def blocking(*args, comm=None, algorithm=None, **kwargs):
+        bufs, values = binder(*args, **kwargs)
+        return through(primitive.name, primitive.run, comm, algorithm, bufs, values, values)
 
-def _add(primitive):
+    def start(*args, comm=None, algorithm=None, **kwargs):
+        bufs, values = binder(*args, **kwargs)
+        return begin(primitive.name, primitive.run, comm, algorithm, bufs, values, values)
+
+    def persistent(*args, comm=None, algorithm=None, **kwargs):
+        bufs, values = binder(*args, **kwargs)
+        return init(primitive.name, primitive.run, comm, algorithm, bufs, values)
+
+    first = (binder.__doc__ or name).strip().splitlines()[0]
     made = []
-    for binder in primitive.api:
-        for fn in _faces(primitive, binder):
-            FUNCTIONS[fn.__name__] = fn
-            globals()[fn.__name__] = fn
-            made.append(fn.__name__)
-    __all__.extend(made)
+    for fn, fname, doc in (
+            (blocking, name, binder.__doc__),
+            (start, "i" + name,
+             f"Nonblocking :func:`mpicoll.{name}` (same arguments): returns a "
+             f":class:`Request`; ``Wait()`` returns what {name} returns.\n\n{first}"),
+            (persistent, name + "_init",
+             f"Persistent :func:`mpicoll.{name}` (same arguments): returns a "
+             f":class:`PersistentRequest`; ``Start()`` then ``Wait()``, many times."
+             f"\n\n{first}")):
+        fn.__name__ = fn.__qualname__ = fname
+        fn.__doc__ = doc
+        fn.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *kw])
+        made.append(fn)
     return made
-
-
-for _p in DEFINED.values():
-    _add(_p)
-del _p
 
 
 def define_primitive(primitive):
@@ -111,6 +101,15 @@ def define_primitive(primitive):
     """
     from .comm import add_methods
     define(primitive)
-    made = _add(primitive)
+    made = []
+    for binder in primitive.api:
+        for fn in _faces(primitive, binder):
+            FUNCTIONS[fn.__name__] = fn
+            globals()[fn.__name__] = fn
+            made.append(fn.__name__)
+    __all__.extend(made)
     add_methods(primitive)
     return made
+
+
+assert set(DEFINED) >= {n for n in faces.FUNCTIONS if n in DEFINED}

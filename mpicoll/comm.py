@@ -29,129 +29,17 @@ packed and unpacked by MPI at the boundary of the call
 Errors are :class:`mpicoll.ArgumentError`, an ``MPI.Exception`` with MPI's
 error class, raised on every rank before any message.
 """
-import inspect
-
-import numpy as np
 from mpi4py import MPI
 
-from .args.bufspec import parse_bufspec
-from .args.datatypes import Boundary
-from .calls import DEFINED
-from .calls.primitive import binder_parts
 from .core.errors import ArgumentError, ArgumentTypeError, describe
 from .core.registry import PRIMITIVES, lookup
-from .engine import memo
-from .engine.call import Call
+from .p2p_calls import method_faces
+from .p2p_methods import P2PMethods
 
-__all__ = ["P2PComm", "parse_bufspec", "add_methods"]
-
-
-def _key(bufs, others):
-    """(buffers, other arguments) of a blocking call the memo may serve, else None.
-
-    Buffers: NumPy or device arrays, ``MPI.IN_PLACE`` or None, bare or in list
-    specs whose other parts are counts, displacements and predefined datatypes
-    (:func:`mpicoll.engine.memo.spec_parts`: ``[x, MPI.DOUBLE]``, ``[y, (counts,
-    displs)]``); other arguments compared by value where they are counts. Anything
-    else (a derived datatype, another buffer type) takes the full path, which
-    parses and reports it.
-    """
-    if all(map(memo.array_or_none, bufs)) and not any(
-            type(r) is list or type(r) is tuple or type(r) is np.ndarray for r in others):
-        return bufs, (*others, *(None,) * len(bufs))     # the common form: bare arrays
-    parts = memo.spec_parts(bufs)
-    if parts is None or not all(map(memo.array_or_none, parts[0])):
-        return None
-    rest = list(others)
-    for i, r in enumerate(rest):
-        if type(r) is list or type(r) is tuple or type(r) is np.ndarray:
-            rest[i] = memo.parts_of(r)       # recvcounts: by value
-            if rest[i] is None:
-                return None
-    return parts[0], (*rest, *parts[1])
+__all__ = ["P2PComm", "add_methods"]
 
 
-_METHODS = '''
-def {name}(self, {params}):
-    return _blocking(self, ({bufs}), ({others}), ({names}))
-
-def {iname}(self, {params}):
-    return _start(self, ({bufs}), ({others}), ({names}))
-
-def {name}_init(self, {params}info=_INFO_NULL):
-    return _init(self, ({names}))
-'''
-
-
-def _faces(primitive, method):
-    """P2PComm's blocking method, its nonblocking ``I...`` and persistent ``..._init`` forms.
-
-    Made from ``method`` (mpi4py's signature after ``comm, call, bnd, algorithm``).
-
-    Blocking and nonblocking calls on NumPy or device arrays (bare, or in buffer specs
-    :func:`_key` can compare) go through :mod:`mpicoll.engine.memo` as the functional
-    API's do: a hit replays the bound plan after the agreement; a miss runs the method
-    and is remembered. Derived datatypes are packed and unpacked around the call by its
-    :class:`mpicoll.args.datatypes.Boundary` (at ``Wait`` for ``I...``, around every
-    ``Start`` for ``..._init``).
-    """
-    name, pname = method.__name__, primitive.name
-    params, bufs, others = binder_parts(method, skip=4)
-
-    def run(call, _bufs, comm, values, _algorithm=None):
-        # memo.run's impl signature: (call, bufs, *args, algorithm)
-        bnd = Boundary(comm)
-        method(comm, call, bnd, comm._algo(pname), *values)
-        bnd.finish(call)              # derived datatypes: unpacked into the caller's buffers
-
-    def blocking(self, bufs, others, values):
-        key = _key(bufs, others)
-        if key is None:
-            return run(Call(pname, self), None, self, values)
-        memo.run(pname, run, self, self._algo(pname), key[0], key[1], (self, values),
-                 space=f"P2PComm.{name}")
-
-    def start(self, bufs, others, values):
-        key = _key(bufs, others)
-        if key is not None:   # arrays the memo keys on: repeated calls replay (memo.start)
-            return memo.start(pname, run, self, self._algo(pname), key[0], key[1],
-                              (self, values), space=f"P2PComm.I{name}")
-        call = Call(pname, self, "start")
-        run(call, None, self, values)
-        return call.request
-
-    def init(self, values):       # info: accepted and ignored, as MPI allows
-        call = Call(pname, self, "init")
-        run(call, None, self, values)
-        return call.request
-
-    ns = {"_blocking": blocking, "_start": start, "_init": init, "__name__": __name__}
-    text = []
-    for i, p in enumerate(params):
-        if p.default is inspect.Parameter.empty:
-            text.append(p.name)
-        else:
-            ns[f"_d{i}"] = p.default
-            text.append(f"{p.name}=_d{i}")
-    iname = "I" + name.lower()
-    code = _METHODS.format(name=name, iname=iname, params="".join(t + ", " for t in text),
-                           bufs="".join(b + ", " for b in bufs),
-                           others="".join(o.name + ", " for o in others),
-                           names="".join(p.name + ", " for p in params))
-    ns["_INFO_NULL"] = MPI.INFO_NULL           # mpi4py's default (info is not used)
-    exec(compile(code, f"<mpicoll.comm: {name}>", "exec"), ns)
-    faces = ns[name], ns[iname], ns[name + "_init"]
-    faces[0].__doc__ = f"mpi4py's ``{name}``, run by mpicoll's {pname} algorithm."
-    faces[1].__doc__ = (f"Nonblocking ``{name}``: returns an :class:`mpicoll.Request` "
-                        f"(``Wait()``/``Test()``, or ``mpicoll.waitall``).")
-    faces[2].__doc__ = (f"Persistent ``{name}``: returns an :class:`mpicoll.PersistentRequest`; "
-                        f"``Start()`` then ``Wait()``, as often as needed.")
-    for f in faces:
-        f.__qualname__ = f"P2PComm.{f.__name__}"
-    return faces
-
-
-class P2PComm(MPI.Intracomm):
+class P2PComm(P2PMethods, MPI.Intracomm):
     """An ``MPI.Intracomm`` whose collectives run mpicoll's hand-written algorithms.
 
     ``P2PComm(comm, **choices)`` shares ``comm``'s handle (nothing is
@@ -202,12 +90,11 @@ class P2PComm(MPI.Intracomm):
 
 
 def add_methods(primitive):
-    """Give :class:`P2PComm` the methods of ``primitive`` (blocking, ``I...``, ``..._init``)."""
+    """Give :class:`P2PComm` the methods of a primitive defined at run time.
+
+    Blocking, ``I...`` and ``..._init`` (the built-in primitives' methods are written out
+    in :mod:`mpicoll.p2p_methods`).
+    """
     for method in primitive.methods:
-        for face in _faces(primitive, method):
+        for face in method_faces(primitive, method):
             setattr(P2PComm, face.__name__, face)
-
-
-for _p in DEFINED.values():
-    add_methods(_p)
-del _p

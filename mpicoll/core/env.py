@@ -8,8 +8,9 @@ already encoded key up in the process's own table of the environment, which
 ``os.environ`` keeps in step with every change made through it.
 """
 import os
+from functools import partial
 
-__all__ = ["getenv"]
+__all__ = ["getenv", "raw_reader"]
 
 _data = getattr(os.environ, "_data", None)
 _keys = {}
@@ -26,3 +27,16 @@ def getenv(name, default=None):
     if value is None:
         return default
     return os.environ.decodevalue(value)
+
+
+def raw_reader(name):
+    """A zero-argument callable giving ``name``'s stored value as the environment holds it.
+
+    The object itself (bytes on POSIX; None when unset), for an identity test: the
+    object stays the same until the variable is set again through ``os.environ``, so
+    ``reader() is last`` tells in one dictionary look-up that a setting is unchanged
+    (a value set again to the same text reads as a change, which is only slower).
+    """
+    if _data is None:                      # (a platform without the table)
+        return partial(os.environ.get, name)
+    return partial(_data.get, os.environ.encodekey(name))

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from .env import getenv
 from .errors import ArgumentError
 
-__all__ = ["table", "PRIMITIVES", "SEED_PRIMITIVES", "EXTENDED_PRIMITIVES", "PrimitiveInfo", "define",
+__all__ = ["env_var", "table", "PRIMITIVES", "SEED_PRIMITIVES", "EXTENDED_PRIMITIVES", "PrimitiveInfo", "define",
            "info", "register", "algorithms", "lookup", "env_choice", "env_key"]
 
 #: The seed's nine primitives, in its order.
@@ -232,6 +232,11 @@ def env_key(primitive):
 
 
 _vars = {}
+
+
+def env_var(primitive):
+    """The name of ``primitive``'s own algorithm variable, ``MPICOLL_<PRIMITIVE>_ALGORITHM``."""
+    return _var(primitive)
 
 
 def _var(primitive):

@@ -13,7 +13,7 @@ from ..device.arrays import adapter_of, on_device
 from . import host_copy, memo
 from . import nonblocking as _nb
 from .context import Ctx
-from .run import execute
+from .run import compile_call, execute
 
 __all__ = ["run_call"]
 
@@ -53,6 +53,13 @@ def run_call(call, count, itemsize, fn, *args, prologue=None, local=False):
             entry = call.state.plans.get(fn, call.rank, call.size, args, itemsize, op)
         fast = ctx.mpi is ctx.comm and ctx._rec is None and type(ctx) is Ctx
         if call.kind is None:
+            if fast and entry is not None and memo.wanted(call, ctx, count * itemsize):
+                # A call the memo may replay: compiled once into a program of persistent
+                # requests (mpicoll.engine.program), run now and at every replay.
+                program = compile_call(ctx, entry, args, op)
+                program.run()
+                call.memo[:] = (program, prologue, None)
+                return
             steps = execute(ctx, fn, entry, args, op, fast)
             if memo.wanted(call, ctx, count * itemsize):
                 # The memo replays them (see memo); device steps on their transport.

@@ -54,15 +54,17 @@ import weakref
 import numpy as np
 from mpi4py import MPI
 
-from ..core.registry import env_key
+from ..core.env import raw_reader
+from ..core.registry import env_key, env_var
 from ..device import arrays as _device
 from ..device import reduce as _reduce
 from . import context as _context
 from . import fingerprint as fpr
 from . import nonblocking as _nb
 from .call import Call, allgather, env_mode, ipc_flags, next_request_tag
+from .program import Program
 
-__all__ = ["run", "start", "run_specs", "start_specs", "spec_parts", "parts_of", "Parts",
+__all__ = ["BY_VALUE", "run", "start", "run_specs", "start_specs", "spec_parts", "parts_of", "Parts",
            "device_binding", "memoizable", "wanted", "array_or_none", "remember", "forget_device", "LIMIT"]
 
 LIMIT = 1 << 16           # bytes moved per rank: larger calls do not need the memo
@@ -138,7 +140,7 @@ def _key(primitive, comm, algorithm, bufs, rest):
     # buffer specs (:class:`Parts`) and integers by value: both may be new objects at
     # every call (a root taken from a NumPy array is a new np.int64 each time).
     return (primitive, id(comm), algorithm, *map(id, bufs),
-            *[r if type(r) in _BY_VALUE else id(r) for r in rest])
+            *[r if type(r) in BY_VALUE else id(r) for r in rest])
 
 
 class Parts(tuple):
@@ -150,7 +152,7 @@ class Parts(tuple):
     __slots__ = ()
 
 
-_BY_VALUE = frozenset((Parts, int, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+BY_VALUE = frozenset((Parts, int, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
                        np.uint32, np.uint64, np.intc, np.uintc, np.longlong, np.ulonglong))
 
 
@@ -230,7 +232,51 @@ _device.ON_RELEASE.append(forget_device)
 class _Entry:
     __slots__ = ("comm", "pcomm", "state", "size", "refs", "facts", "rest", "steps",
                  "prologue", "static", "count", "var", "env", "out", "desc", "dev", "key", "ipc",
-                 "primitive", "name", "rank", "xvalue", "xraw")
+                 "primitive", "name", "rank", "xvalue", "xraw", "program", "fast", "arrays",
+                 "readers", "raws", "check_mode", "bufs")
+
+    def holds(self):
+        """Whether a *fast* entry still describes the call its key names (the hit test).
+
+        The key holds the identities of the call's objects, and the entry holds the
+        objects (``arrays``, ``rest``): no other object can take their identities while
+        it lives. What can change under the same object is checked: each array's shape,
+        strides and dtype, writability where the call writes it (a bound view keeps its
+        memory: NumPy refuses to resize an array that has views), the communicator
+        (freed: null), and the settings read by the call (``MPICOLL_CHECK``, and the
+        algorithm variables when the call named none), by the identity of their stored
+        values (:func:`mpicoll.core.env.raw_reader`).
+        """
+        if not self.pcomm:
+            return False
+        for b, shape, strides, dtype, writes in self.arrays:
+            if (b.shape != shape or b.strides != strides or b.dtype != dtype
+                    or (writes and not b.flags.writeable)):
+                return False
+        for read, raw in zip(self.readers, self.raws, strict=True):
+            if read() is not raw:
+                return False
+        return True
+
+    def replay(self):
+        """A fast entry that :meth:`holds`, run again: agreement, then its program; the result."""
+        res = self.run_fast()
+        return _judged(self.primitive, self.comm, self, res) if type(res) is _Judge else res
+
+    def run_fast(self):
+        """:meth:`run` for a fast entry that :meth:`holds`: the settings are known unchanged."""
+        state = self.state
+        mode = state.mode or self.check_mode
+        if mode == "local" or self.size == 1:
+            return self.execute()
+        mine = self.static + _pack_dynamic(
+            state.seq, self.count,
+            _FLAGS_CHECKED if mode == "checked" else fpr.FLAG_RECORDED, 0)
+        every = state.raw
+        self.pcomm.Allgather(mine, every)      # bytes: mpi4py sends them as MPI.BYTE
+        if every != mine * self.size:
+            return _Judge(mine, every)
+        return self.execute()
 
     def valid(self, comm, bufs, rest):
         if self.comm is not comm or not self.pcomm:       # a freed communicator is null
@@ -330,8 +376,15 @@ class _Entry:
             return self._execute_on_device()
         if self.prologue is not None:
             np.copyto(*self.prologue)
-        for step in self.steps:
-            step()
+        try:
+            for step in self.steps:
+                step()
+        except BaseException:
+            # A program's requests may still be active: never replayed again (its
+            # requests are freed with it).
+            if _memo.get(self.key) is self:
+                del _memo[self.key]
+            raise
         return self.out
 
     def _execute_on_device(self):
@@ -478,6 +531,9 @@ def remember(call, comm, algorithm, bufs, rest, out, steps, prologue, dev=None, 
     e.ipc = call.ipc                 # as the agreement step saw it (mpicoll.engine.call)
     e.rest = tuple(_by_value(r) if isinstance(r, (list, tuple, np.ndarray)) else r
                    for r in rest)
+    e.program = None
+    if isinstance(steps, Program):   # host steps compiled into persistent requests
+        e.program, steps = steps, steps.steps
     e.steps, e.prologue = steps if request else tuple(steps), prologue
     e.desc = call.desc
     e.static, e.count = fpr.static_bytes(call.name, call.desc)
@@ -487,8 +543,52 @@ def remember(call, comm, algorithm, bufs, rest, out, steps, prologue, dev=None, 
         e.env = env_key(e.var)
     e.out = out if idx else None
     e.key = _key(space or call.primitive, comm, algorithm, bufs, rest)
+    _make_fast(e, algorithm, bufs, rest)
     _memo.pop(e.key, None)          # a call remembered again is the newest
     _memo[e.key] = e
+
+
+_FLAGS_CHECKED = fpr.FLAG_RECORDED | fpr.FLAG_CHECKED
+_CHECK = raw_reader("MPICOLL_CHECK")
+_ALGORITHM = raw_reader("MPICOLL_ALGORITHM")
+_readers = {}
+
+
+def _make_fast(e, algorithm, bufs, rest):
+    """Let entry ``e`` take the cheap hit test (:meth:`_Entry.holds`) where it may.
+
+    A blocking call on host NumPy arrays whose other arguments are compared by identity
+    or value in the key (not counts in lists, which are compared element by element), and
+    that made no exchange before its agreement.
+    """
+    e.fast = False
+    if e.dev is not None or e.xraw is not None or isinstance(e.steps, _nb.Program):
+        return
+    for r in rest:
+        if type(r) is list or type(r) is tuple or type(r) is np.ndarray:
+            return
+    arrays = []
+    for b, fact in zip(bufs, e.facts, strict=True):
+        if b is None or b is MPI.IN_PLACE:
+            continue
+        if type(b) is not np.ndarray:
+            return
+        arrays.append((b, fact[0], fact[2], fact[1], fact[3] and b is e.out))
+    mode = env_mode()
+    if mode is None:
+        return
+    readers = [_CHECK]
+    if algorithm is None:
+        var = env_var(e.primitive)
+        read = _readers.get(var)
+        if read is None:
+            read = _readers[var] = raw_reader(var)
+        readers += (read, _ALGORITHM)
+    e.arrays, e.readers = tuple(arrays), tuple(readers)
+    e.raws = tuple(read() for read in readers)
+    e.bufs = bufs                   # held: no other object takes their identities
+    e.check_mode = mode
+    e.fast = True
 
 
 def start(primitive, impl, comm, algorithm, bufs, rest, args, space=None):
@@ -525,6 +625,18 @@ def start(primitive, impl, comm, algorithm, bufs, rest, args, space=None):
     return call.request
 
 
+def _judged(primitive, comm, e, res):
+    """Entry ``e``'s fingerprints differ somewhere (``res``): judge them, run it if harmless.
+
+    The full judgement names the rank that differs and raises on every rank (every rank
+    sees the same fingerprints, so every rank comes here).
+    """
+    call = Call(primitive, comm)
+    call.desc = e.desc
+    call.judge(res.every, res.mine)      # raises unless the difference is harmless
+    return e.execute()
+
+
 def run(primitive, impl, comm, algorithm, bufs, rest, args, space=None):
     """One functional call through the memo: a hit runs it, a miss runs ``impl`` and remembers it.
 
@@ -535,17 +647,18 @@ def run(primitive, impl, comm, algorithm, bufs, rest, args, space=None):
     call = None
     if not _observed():
         e = _memo.get(_key(space or primitive, comm, algorithm, bufs, rest))
-        if e is not None and e.valid(comm, bufs, rest):
+        if e is None:
+            pass
+        elif e.fast:
+            if e.holds():
+                res = e.run_fast()
+                return _judged(primitive, comm, e, res) if type(res) is _Judge else res
+        elif e.valid(comm, bufs, rest):
             res = e.run()
             if res is _MISS:
                 pass
             elif type(res) is _Judge:
-                # Some rank differs: the full judgement names it and raises on every rank
-                # (every rank sees the same fingerprints, so every rank comes here).
-                call = Call(primitive, comm)
-                call.desc = e.desc
-                call.judge(res.every, res.mine)      # raises unless the difference is harmless
-                return e.execute()
+                return _judged(primitive, comm, e, res)
             elif type(res) is Call:
                 call = res             # the exchange was made: the full path goes on
             else:

@@ -28,8 +28,9 @@ from ..device.reduce import combine
 from ..sched.plan import COPY, IRECV, ISEND, RECV, REDUCE, SEND, SENDRECV, WAIT
 from ..sched.record import is_array
 from . import fuse as _fuse
+from .program import compile_plan, quiet
 
-__all__ = ["execute", "bind", "scratch_for", "assign"]
+__all__ = ["execute", "compile_call", "bind", "scratch_for", "assign"]
 
 
 def scratch_for(plan, like, cache=None):
@@ -178,23 +179,12 @@ def bind(plan, arrays, op, ctx, fast, nonblocking=False, persistent=False, retag
         elif k == REDUCE:
             lo, hi, out = view(o[1]), view(o[2]), view(o[3])
             if fast and ufunc is not None:
-                add(partial(_quiet, ufunc, lo, hi, out))
+                add(partial(quiet, ufunc, lo, hi, out))
             elif fast:
                 add(partial(op.Reduce_local, lo, hi))
             else:
                 add(partial(combine, op, lo, hi, out))
     return steps, reqs
-
-
-def _quiet(ufunc, lower, higher, out):
-    # MPI defines no floating-point exceptions: a trap raised on one rank
-    # mid-algorithm (np.seterr(all="raise")) would leave the others waiting.
-    # NumPy raises after the loop has written every element, so the result
-    # stands; catching is cheaper than an errstate context on every call.
-    try:
-        ufunc(lower, higher, out=out)
-    except (FloatingPointError, RuntimeWarning):
-        pass
 
 
 def _post(reqs, slot, start):
@@ -213,13 +203,24 @@ def _wait_slots(reqs, slots, ctx):
         ctx.waitall(rs)
 
 
+def compile_call(ctx, entry, args, op):
+    """``entry``'s plan compiled for this call's host arrays: a :class:`~.program.Program`.
+
+    The call's arrays, then the plan entry's scratch (shared by the blocking calls of
+    that plan), on the private communicator with the call's tag.
+    """
+    arrays = [a for a in args if is_array(a)]
+    arrays += scratch_for(entry.plan, ctx.like, entry.scratch)
+    return compile_plan(entry.plan, arrays, op, ctx.comm, ctx.tag)
+
+
 def execute(ctx, fn, entry, args, op, fast):
     """Run one blocking call of ``entry``'s plan on ``args``; return the steps that repeat it.
 
     Where ``entry`` is None (an algorithm that cannot be recorded), ``fn`` itself runs on
     them.
 
-    (Reductions never raise floating-point traps: :func:`_quiet` on the fast
+    (Reductions never raise floating-point traps: :func:`~.program.quiet` on the fast
     path, :func:`mpicoll.device.reduce.combine`'s errstate otherwise.)
     """
     if entry is None:

@@ -1,0 +1,41 @@
+"""What the generated faces (``mpicoll/faces.py``, ``mpicoll/p2p_methods.py``) call.
+
+A face's first move on a blocking call is the memo's hit test, written into
+the face itself: one key of the call's identities (:data:`memo_get`), then
+:meth:`~mpicoll.engine.memo._Entry.holds` and
+:meth:`~mpicoll.engine.memo._Entry.replay`, provided nothing needs the full
+path (:func:`undisturbed`). Everything else goes through
+:func:`mpicoll.engine.memo.run` (or ``start``), which tests the same entry again
+and otherwise validates, agrees, binds and remembers.
+"""
+from ..device import reduce as _reduce
+from . import context as _context
+from . import memo as _memo_module
+from . import nonblocking as _nb
+from .call import Call
+
+__all__ = ["memo_get", "undisturbed", "ID_NONE", "init"]
+
+#: The memo's look-up (``dict.get`` of its table).
+memo_get = _memo_module._memo.get
+
+#: How a None argument appears in a memo key (by identity, as the memo keys objects).
+ID_NONE = id(None)
+
+
+def undisturbed():
+    """True when a blocking call may be served by its memo entry without the full path.
+
+    No nonblocking request is in flight (a blocking call must let them progress), and
+    no traffic recorder or tracer watches calls (each call is then counted and traced
+    as it runs).
+    """
+    return not (_nb._active or _context._recorders or _context.trace_hook is not None
+                or _reduce.trace_hook is not None)
+
+
+def init(primitive, impl, comm, algorithm, bufs, args):
+    """A persistent call (``..._init``): validated, agreed and bound once; its request."""
+    call = Call(primitive, comm, "init")
+    call.request.result = impl(call, lambda: bufs, *args, algorithm)
+    return call.request
