@@ -8,10 +8,12 @@ from mpi4py import MPI  # noqa: F401  (defaults such as MPI.SUM)
 
 from .calls import DEFINED as _DEFINED
 from .engine.faces import ID_NONE as _ID_NONE
+from .engine.faces import active as _active
 from .engine.faces import init as _init
 from .engine.faces import memo_get as _memo_get
-from .engine.faces import undisturbed as _undisturbed
+from .engine.faces import recorders as _recorders
 from .engine.memo import BY_VALUE as _BY_VALUE
+from .engine.memo import MISS as _MISS
 from .engine.memo import run as _run
 from .engine.memo import run_specs as _run_specs
 from .engine.memo import start as _start
@@ -41,8 +43,10 @@ def bcast(buf, root=0, *, comm=None, algorithm=None):
     """
     e = _memo_get((
         'bcast', id(comm), algorithm, id(buf), root if root.__class__ in _BY_VALUE else id(root)))
-    if e is not None and e.fast and _undisturbed() and e.holds():
-        return e.replay()     # a repeated call: its compiled program
+    if e is not None and e.fast and not _active and not _recorders:
+        r = e.hit()       # a repeated call: its compiled program
+        if r is not _MISS:
+            return r
     return _run('bcast', _bcast, comm, algorithm, (buf, ), (root, ), (root, ))
 
 
@@ -78,8 +82,10 @@ def reduce(sendbuf, recvbuf=None, op=MPI.SUM, root=0, *, comm=None, algorithm=No
         'reduce', id(comm), algorithm, id(sendbuf), id(recvbuf),
         op if op.__class__ in _BY_VALUE else id(op),
         root if root.__class__ in _BY_VALUE else id(root)))
-    if e is not None and e.fast and _undisturbed() and e.holds():
-        return e.replay()     # a repeated call: its compiled program
+    if e is not None and e.fast and not _active and not _recorders:
+        r = e.hit()       # a repeated call: its compiled program
+        if r is not _MISS:
+            return r
     return _run(
         'reduce', _reduce, comm, algorithm, (sendbuf, recvbuf, ), (op, root, ), (op, root, ))
 
@@ -116,8 +122,10 @@ def allreduce(sendbuf, recvbuf=None, op=MPI.SUM, *, comm=None, algorithm=None):
     e = _memo_get((
         'allreduce', id(comm), algorithm, id(sendbuf), id(recvbuf),
         op if op.__class__ in _BY_VALUE else id(op)))
-    if e is not None and e.fast and _undisturbed() and e.holds():
-        return e.replay()     # a repeated call: its compiled program
+    if e is not None and e.fast and not _active and not _recorders:
+        r = e.hit()       # a repeated call: its compiled program
+        if r is not _MISS:
+            return r
     return _run('allreduce', _allreduce, comm, algorithm, (sendbuf, recvbuf, ), (op, ), (op, ))
 
 
@@ -152,8 +160,10 @@ def gather(sendbuf, recvbuf=None, root=0, *, comm=None, algorithm=None):
     e = _memo_get((
         'gather', id(comm), algorithm, id(sendbuf), id(recvbuf),
         root if root.__class__ in _BY_VALUE else id(root)))
-    if e is not None and e.fast and _undisturbed() and e.holds():
-        return e.replay()     # a repeated call: its compiled program
+    if e is not None and e.fast and not _active and not _recorders:
+        r = e.hit()       # a repeated call: its compiled program
+        if r is not _MISS:
+            return r
     return _run('gather', _gather, comm, algorithm, (sendbuf, recvbuf, ), (root, ), (root, ))
 
 
@@ -185,8 +195,10 @@ def allgather(sendbuf, recvbuf=None, *, comm=None, algorithm=None):
     ``sendbuf=MPI.IN_PLACE``: this rank's block is already in ``recvbuf``.
     """
     e = _memo_get(('allgather', id(comm), algorithm, id(sendbuf), id(recvbuf)))
-    if e is not None and e.fast and _undisturbed() and e.holds():
-        return e.replay()     # a repeated call: its compiled program
+    if e is not None and e.fast and not _active and not _recorders:
+        r = e.hit()       # a repeated call: its compiled program
+        if r is not _MISS:
+            return r
     return _run('allgather', _allgather, comm, algorithm, (sendbuf, recvbuf, ), (), ())
 
 
@@ -222,8 +234,10 @@ def scatter(sendbuf, recvbuf, root=0, *, comm=None, algorithm=None):
     e = _memo_get((
         'scatter', id(comm), algorithm, id(sendbuf), id(recvbuf),
         root if root.__class__ in _BY_VALUE else id(root)))
-    if e is not None and e.fast and _undisturbed() and e.holds():
-        return e.replay()     # a repeated call: its compiled program
+    if e is not None and e.fast and not _active and not _recorders:
+        r = e.hit()       # a repeated call: its compiled program
+        if r is not _MISS:
+            return r
     return _run('scatter', _scatter, comm, algorithm, (sendbuf, recvbuf, ), (root, ), (root, ))
 
 
@@ -257,8 +271,10 @@ def reduce_scatter_block(sendbuf, recvbuf=None, op=MPI.SUM, *, comm=None, algori
     e = _memo_get((
         'reduce_scatter', id(comm), algorithm, id(sendbuf), id(recvbuf), _ID_NONE,
         op if op.__class__ in _BY_VALUE else id(op)))
-    if e is not None and e.fast and _undisturbed() and e.holds():
-        return e.replay()     # a repeated call: its compiled program
+    if e is not None and e.fast and not _active and not _recorders:
+        r = e.hit()       # a repeated call: its compiled program
+        if r is not _MISS:
+            return r
     return _run(
         'reduce_scatter', _reduce_scatter, comm, algorithm, (sendbuf, recvbuf, ), (None, op, ),
         (None, op, ))
@@ -300,8 +316,10 @@ def reduce_scatter(
         'reduce_scatter', id(comm), algorithm, id(sendbuf), id(recvbuf),
         recvcounts if recvcounts.__class__ in _BY_VALUE else id(recvcounts),
         op if op.__class__ in _BY_VALUE else id(op)))
-    if e is not None and e.fast and _undisturbed() and e.holds():
-        return e.replay()     # a repeated call: its compiled program
+    if e is not None and e.fast and not _active and not _recorders:
+        r = e.hit()       # a repeated call: its compiled program
+        if r is not _MISS:
+            return r
     return _run(
         'reduce_scatter', _reduce_scatter, comm, algorithm, (sendbuf, recvbuf, ),
         (recvcounts, op, ), (recvcounts, op, ))
@@ -341,8 +359,10 @@ def alltoall(sendbuf, recvbuf=None, *, comm=None, algorithm=None):
     Per rank, N = 2: ``[a0 a1]``, ``[b0 b1]`` -> ``[a0 b0]``, ``[a1 b1]``.
     """
     e = _memo_get(('alltoall', id(comm), algorithm, id(sendbuf), id(recvbuf)))
-    if e is not None and e.fast and _undisturbed() and e.holds():
-        return e.replay()     # a repeated call: its compiled program
+    if e is not None and e.fast and not _active and not _recorders:
+        r = e.hit()       # a repeated call: its compiled program
+        if r is not _MISS:
+            return r
     return _run('alltoall', _alltoall, comm, algorithm, (sendbuf, recvbuf, ), (), ())
 
 
@@ -370,8 +390,10 @@ def alltoall_init(sendbuf, recvbuf=None, *, comm=None, algorithm=None):
 def barrier(*, comm=None, algorithm=None):
     """Block until every rank of ``comm`` has called barrier."""
     e = _memo_get(('barrier', id(comm), algorithm))
-    if e is not None and e.fast and _undisturbed() and e.holds():
-        return e.replay()     # a repeated call: its compiled program
+    if e is not None and e.fast and not _active and not _recorders:
+        r = e.hit()       # a repeated call: its compiled program
+        if r is not _MISS:
+            return r
     return _run('barrier', _barrier, comm, algorithm, (), (), ())
 
 
@@ -542,8 +564,10 @@ def scan(sendbuf, recvbuf=None, op=MPI.SUM, *, comm=None, algorithm=None):
     e = _memo_get((
         'scan', id(comm), algorithm, id(sendbuf), id(recvbuf),
         op if op.__class__ in _BY_VALUE else id(op)))
-    if e is not None and e.fast and _undisturbed() and e.holds():
-        return e.replay()     # a repeated call: its compiled program
+    if e is not None and e.fast and not _active and not _recorders:
+        r = e.hit()       # a repeated call: its compiled program
+        if r is not _MISS:
+            return r
     return _run('scan', _scan, comm, algorithm, (sendbuf, recvbuf, ), (op, ), (op, ))
 
 
@@ -580,8 +604,10 @@ def exscan(sendbuf, recvbuf=None, op=MPI.SUM, *, comm=None, algorithm=None):
     e = _memo_get((
         'exscan', id(comm), algorithm, id(sendbuf), id(recvbuf),
         op if op.__class__ in _BY_VALUE else id(op)))
-    if e is not None and e.fast and _undisturbed() and e.holds():
-        return e.replay()     # a repeated call: its compiled program
+    if e is not None and e.fast and not _active and not _recorders:
+        r = e.hit()       # a repeated call: its compiled program
+        if r is not _MISS:
+            return r
     return _run('exscan', _exscan, comm, algorithm, (sendbuf, recvbuf, ), (op, ), (op, ))
 
 

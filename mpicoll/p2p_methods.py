@@ -6,9 +6,11 @@ mpi4py-style method in :mod:`mpicoll.calls`; :mod:`mpicoll.comm` says what they 
 from mpi4py import MPI  # noqa: F401  (defaults such as MPI.SUM)
 
 from .engine.faces import ID_NONE as _ID_NONE
+from .engine.faces import active as _active
 from .engine.faces import memo_get as _memo_get
-from .engine.faces import undisturbed as _undisturbed
+from .engine.faces import recorders as _recorders
 from .engine.memo import BY_VALUE as _BY_VALUE
+from .engine.memo import MISS as _MISS
 from .p2p_calls import p2p_blocking as _blocking
 from .p2p_calls import p2p_init as _init
 from .p2p_calls import p2p_start as _start
@@ -26,8 +28,8 @@ class P2PMethods:
         e = _memo_get((
             'P2PComm.Bcast', id(self), self._algo('bcast'), id(buf),
             root if root.__class__ in _BY_VALUE else id(root), _ID_NONE))
-        if e is not None and e.fast and _undisturbed() and e.holds():
-            e.replay()       # a repeated call: its compiled program
+        if e is not None and e.fast and not _active and not _recorders \
+                and e.hit() is not _MISS:    # a repeated call: its program
             return
         _blocking(self, 'Bcast', (buf, ), (root, ), (buf, root, ))
 
@@ -51,8 +53,8 @@ class P2PMethods:
             'P2PComm.Reduce', id(self), self._algo('reduce'), id(sendbuf), id(recvbuf),
             op if op.__class__ in _BY_VALUE else id(op),
             root if root.__class__ in _BY_VALUE else id(root), _ID_NONE, _ID_NONE))
-        if e is not None and e.fast and _undisturbed() and e.holds():
-            e.replay()       # a repeated call: its compiled program
+        if e is not None and e.fast and not _active and not _recorders \
+                and e.hit() is not _MISS:    # a repeated call: its program
             return
         _blocking(
             self, 'Reduce', (sendbuf, recvbuf, ), (op, root, ), (sendbuf, recvbuf, op, root, ))
@@ -77,8 +79,8 @@ class P2PMethods:
         e = _memo_get((
             'P2PComm.Allreduce', id(self), self._algo('allreduce'), id(sendbuf), id(recvbuf),
             op if op.__class__ in _BY_VALUE else id(op), _ID_NONE, _ID_NONE))
-        if e is not None and e.fast and _undisturbed() and e.holds():
-            e.replay()       # a repeated call: its compiled program
+        if e is not None and e.fast and not _active and not _recorders \
+                and e.hit() is not _MISS:    # a repeated call: its program
             return
         _blocking(self, 'Allreduce', (sendbuf, recvbuf, ), (op, ), (sendbuf, recvbuf, op, ))
 
@@ -101,8 +103,8 @@ class P2PMethods:
         e = _memo_get((
             'P2PComm.Gather', id(self), self._algo('gather'), id(sendbuf), id(recvbuf),
             root if root.__class__ in _BY_VALUE else id(root), _ID_NONE, _ID_NONE))
-        if e is not None and e.fast and _undisturbed() and e.holds():
-            e.replay()       # a repeated call: its compiled program
+        if e is not None and e.fast and not _active and not _recorders \
+                and e.hit() is not _MISS:    # a repeated call: its program
             return
         _blocking(self, 'Gather', (sendbuf, recvbuf, ), (root, ), (sendbuf, recvbuf, root, ))
 
@@ -125,8 +127,8 @@ class P2PMethods:
         e = _memo_get((
             'P2PComm.Allgather', id(self), self._algo('allgather'), id(sendbuf), id(recvbuf),
             _ID_NONE, _ID_NONE))
-        if e is not None and e.fast and _undisturbed() and e.holds():
-            e.replay()       # a repeated call: its compiled program
+        if e is not None and e.fast and not _active and not _recorders \
+                and e.hit() is not _MISS:    # a repeated call: its program
             return
         _blocking(self, 'Allgather', (sendbuf, recvbuf, ), (), (sendbuf, recvbuf, ))
 
@@ -149,8 +151,8 @@ class P2PMethods:
         e = _memo_get((
             'P2PComm.Scatter', id(self), self._algo('scatter'), id(sendbuf), id(recvbuf),
             root if root.__class__ in _BY_VALUE else id(root), _ID_NONE, _ID_NONE))
-        if e is not None and e.fast and _undisturbed() and e.holds():
-            e.replay()       # a repeated call: its compiled program
+        if e is not None and e.fast and not _active and not _recorders \
+                and e.hit() is not _MISS:    # a repeated call: its program
             return
         _blocking(self, 'Scatter', (sendbuf, recvbuf, ), (root, ), (sendbuf, recvbuf, root, ))
 
@@ -173,8 +175,8 @@ class P2PMethods:
         e = _memo_get((
             'P2PComm.Reduce_scatter_block', id(self), self._algo('reduce_scatter'), id(sendbuf),
             id(recvbuf), op if op.__class__ in _BY_VALUE else id(op), _ID_NONE, _ID_NONE))
-        if e is not None and e.fast and _undisturbed() and e.holds():
-            e.replay()       # a repeated call: its compiled program
+        if e is not None and e.fast and not _active and not _recorders \
+                and e.hit() is not _MISS:    # a repeated call: its program
             return
         _blocking(
             self, 'Reduce_scatter_block', (sendbuf, recvbuf, ), (op, ), (sendbuf, recvbuf, op, ))
@@ -200,8 +202,8 @@ class P2PMethods:
             'P2PComm.Reduce_scatter', id(self), self._algo('reduce_scatter'), id(sendbuf),
             id(recvbuf), recvcounts if recvcounts.__class__ in _BY_VALUE else id(recvcounts),
             op if op.__class__ in _BY_VALUE else id(op), _ID_NONE, _ID_NONE))
-        if e is not None and e.fast and _undisturbed() and e.holds():
-            e.replay()       # a repeated call: its compiled program
+        if e is not None and e.fast and not _active and not _recorders \
+                and e.hit() is not _MISS:    # a repeated call: its program
             return
         _blocking(
             self, 'Reduce_scatter', (sendbuf, recvbuf, ), (recvcounts, op, ),
@@ -228,8 +230,8 @@ class P2PMethods:
         e = _memo_get((
             'P2PComm.Alltoall', id(self), self._algo('alltoall'), id(sendbuf), id(recvbuf),
             _ID_NONE, _ID_NONE))
-        if e is not None and e.fast and _undisturbed() and e.holds():
-            e.replay()       # a repeated call: its compiled program
+        if e is not None and e.fast and not _active and not _recorders \
+                and e.hit() is not _MISS:    # a repeated call: its program
             return
         _blocking(self, 'Alltoall', (sendbuf, recvbuf, ), (), (sendbuf, recvbuf, ))
 
@@ -250,8 +252,8 @@ class P2PMethods:
     def Barrier(self):
         """mpi4py's ``Barrier``, run by mpicoll's barrier algorithm."""
         e = _memo_get(('P2PComm.Barrier', id(self), self._algo('barrier')))
-        if e is not None and e.fast and _undisturbed() and e.holds():
-            e.replay()       # a repeated call: its compiled program
+        if e is not None and e.fast and not _active and not _recorders \
+                and e.hit() is not _MISS:    # a repeated call: its program
             return
         _blocking(self, 'Barrier', (), (), ())
 
@@ -274,8 +276,8 @@ class P2PMethods:
         e = _memo_get((
             'P2PComm.Gatherv', id(self), self._algo('gatherv'), id(sendbuf), id(recvbuf),
             root if root.__class__ in _BY_VALUE else id(root), _ID_NONE, _ID_NONE))
-        if e is not None and e.fast and _undisturbed() and e.holds():
-            e.replay()       # a repeated call: its compiled program
+        if e is not None and e.fast and not _active and not _recorders \
+                and e.hit() is not _MISS:    # a repeated call: its program
             return
         _blocking(self, 'Gatherv', (sendbuf, recvbuf, ), (root, ), (sendbuf, recvbuf, root, ))
 
@@ -298,8 +300,8 @@ class P2PMethods:
         e = _memo_get((
             'P2PComm.Scatterv', id(self), self._algo('scatterv'), id(sendbuf), id(recvbuf),
             root if root.__class__ in _BY_VALUE else id(root), _ID_NONE, _ID_NONE))
-        if e is not None and e.fast and _undisturbed() and e.holds():
-            e.replay()       # a repeated call: its compiled program
+        if e is not None and e.fast and not _active and not _recorders \
+                and e.hit() is not _MISS:    # a repeated call: its program
             return
         _blocking(self, 'Scatterv', (sendbuf, recvbuf, ), (root, ), (sendbuf, recvbuf, root, ))
 
@@ -322,8 +324,8 @@ class P2PMethods:
         e = _memo_get((
             'P2PComm.Allgatherv', id(self), self._algo('allgatherv'), id(sendbuf), id(recvbuf),
             _ID_NONE, _ID_NONE))
-        if e is not None and e.fast and _undisturbed() and e.holds():
-            e.replay()       # a repeated call: its compiled program
+        if e is not None and e.fast and not _active and not _recorders \
+                and e.hit() is not _MISS:    # a repeated call: its program
             return
         _blocking(self, 'Allgatherv', (sendbuf, recvbuf, ), (), (sendbuf, recvbuf, ))
 
@@ -346,8 +348,8 @@ class P2PMethods:
         e = _memo_get((
             'P2PComm.Alltoallv', id(self), self._algo('alltoallv'), id(sendbuf), id(recvbuf),
             _ID_NONE, _ID_NONE))
-        if e is not None and e.fast and _undisturbed() and e.holds():
-            e.replay()       # a repeated call: its compiled program
+        if e is not None and e.fast and not _active and not _recorders \
+                and e.hit() is not _MISS:    # a repeated call: its program
             return
         _blocking(self, 'Alltoallv', (sendbuf, recvbuf, ), (), (sendbuf, recvbuf, ))
 
@@ -370,8 +372,8 @@ class P2PMethods:
         e = _memo_get((
             'P2PComm.Scan', id(self), self._algo('scan'), id(sendbuf), id(recvbuf),
             op if op.__class__ in _BY_VALUE else id(op), _ID_NONE, _ID_NONE))
-        if e is not None and e.fast and _undisturbed() and e.holds():
-            e.replay()       # a repeated call: its compiled program
+        if e is not None and e.fast and not _active and not _recorders \
+                and e.hit() is not _MISS:    # a repeated call: its program
             return
         _blocking(self, 'Scan', (sendbuf, recvbuf, ), (op, ), (sendbuf, recvbuf, op, ))
 
@@ -394,8 +396,8 @@ class P2PMethods:
         e = _memo_get((
             'P2PComm.Exscan', id(self), self._algo('exscan'), id(sendbuf), id(recvbuf),
             op if op.__class__ in _BY_VALUE else id(op), _ID_NONE, _ID_NONE))
-        if e is not None and e.fast and _undisturbed() and e.holds():
-            e.replay()       # a repeated call: its compiled program
+        if e is not None and e.fast and not _active and not _recorders \
+                and e.hit() is not _MISS:    # a repeated call: its program
             return
         _blocking(self, 'Exscan', (sendbuf, recvbuf, ), (op, ), (sendbuf, recvbuf, op, ))
 

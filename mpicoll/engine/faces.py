@@ -2,9 +2,8 @@
 
 A face's first move on a blocking call is the memo's hit test, written into
 the face itself: one key of the call's identities (:data:`memo_get`), then
-:meth:`~mpicoll.engine.memo._Entry.holds` and
-:meth:`~mpicoll.engine.memo._Entry.replay`, provided nothing needs the full
-path (:func:`undisturbed`). Everything else goes through
+:meth:`~mpicoll.engine.memo._Entry.hit`, provided no request is in flight and
+no recorder counts calls (:data:`active`, :data:`recorders`). Everything else goes through
 :func:`mpicoll.engine.memo.run` (or ``start``), which tests the same entry again
 and otherwise validates, agrees, binds and remembers.
 """
@@ -14,7 +13,13 @@ from . import memo as _memo_module
 from . import nonblocking as _nb
 from .call import Call
 
-__all__ = ["memo_get", "undisturbed", "ID_NONE", "init"]
+__all__ = ["memo_get", "undisturbed", "active", "recorders", "ID_NONE", "init"]
+
+#: The nonblocking requests in flight (a blocking call then takes the full path, which
+#: lets them progress) and the traffic recorders (each call is then counted as it runs):
+#: the lists themselves, which the faces test for emptiness.
+active = _nb._active
+recorders = _context._recorders
 
 #: The memo's look-up (``dict.get`` of its table).
 memo_get = _memo_module._memo.get

@@ -64,7 +64,7 @@ from . import nonblocking as _nb
 from .call import Call, allgather, env_mode, ipc_flags, next_request_tag
 from .program import Program
 
-__all__ = ["BY_VALUE", "run", "start", "run_specs", "start_specs", "spec_parts", "parts_of", "Parts",
+__all__ = ["BY_VALUE", "MISS", "run", "start", "run_specs", "start_specs", "spec_parts", "parts_of", "Parts",
            "device_binding", "memoizable", "wanted", "array_or_none", "remember", "forget_device", "LIMIT"]
 
 LIMIT = 1 << 16           # bytes moved per rank: larger calls do not need the memo
@@ -233,7 +233,7 @@ class _Entry:
     __slots__ = ("comm", "pcomm", "state", "size", "refs", "facts", "rest", "steps",
                  "prologue", "static", "count", "var", "env", "out", "desc", "dev", "key", "ipc",
                  "primitive", "name", "rank", "xvalue", "xraw", "program", "fast", "arrays",
-                 "readers", "raws", "check_mode", "bufs")
+                 "env", "check_mode", "bufs")
 
     def holds(self):
         """Whether a *fast* entry still describes the call its key names (the hit test).
@@ -245,37 +245,39 @@ class _Entry:
         memory: NumPy refuses to resize an array that has views), the communicator
         (freed: null), and the settings read by the call (``MPICOLL_CHECK``, and the
         algorithm variables when the call named none), by the identity of their stored
-        values (:func:`mpicoll.core.env.raw_reader`).
+        values (:func:`mpicoll.core.env.raw_reader`). No tracer may be watching.
         """
-        if not self.pcomm:
+        if not self.pcomm or _context.trace_hook is not None or \
+                _reduce.trace_hook is not None:
             return False
-        for b, shape, strides, dtype, writes in self.arrays:
-            if (b.shape != shape or b.strides != strides or b.dtype != dtype
-                    or (writes and not b.flags.writeable)):
+        for b, fact, writes in self.arrays:
+            if (b.shape, b.strides, b.dtype) != fact or (writes and not b.flags.writeable):
                 return False
-        for read, raw in zip(self.readers, self.raws, strict=True):
+        for read, raw in self.env:
             if read() is not raw:
                 return False
         return True
 
-    def replay(self):
-        """A fast entry that :meth:`holds`, run again: agreement, then its program; the result."""
-        res = self.run_fast()
-        return _judged(self.primitive, self.comm, self, res) if type(res) is _Judge else res
+    def hit(self):
+        """A fast entry's call made again, if it :meth:`holds`: the result, else :data:`MISS`.
 
-    def run_fast(self):
-        """:meth:`run` for a fast entry that :meth:`holds`: the settings are known unchanged."""
+        What the full path would do for this call, less what cannot have changed: the
+        agreement step (one native ``Allgather`` of the fingerprint, none in ``local``
+        mode), then the compiled program. Where the fingerprints differ, the full
+        judgement raises on every rank (or runs the call, if the difference is harmless).
+        """
+        if not self.holds():
+            return MISS
         state = self.state
         mode = state.mode or self.check_mode
-        if mode == "local" or self.size == 1:
-            return self.execute()
-        mine = self.static + _pack_dynamic(
-            state.seq, self.count,
-            _FLAGS_CHECKED if mode == "checked" else fpr.FLAG_RECORDED, 0)
-        every = state.raw
-        self.pcomm.Allgather(mine, every)      # bytes: mpi4py sends them as MPI.BYTE
-        if every != mine * self.size:
-            return _Judge(mine, every)
+        if mode != "local" and self.size > 1:
+            mine = self.static + _pack_dynamic(
+                state.seq, self.count,
+                _FLAGS_CHECKED if mode == "checked" else fpr.FLAG_RECORDED, 0)
+            every = state.raw
+            self.pcomm.Allgather(mine, every)      # bytes: mpi4py sends them as MPI.BYTE
+            if every != mine * self.size:
+                return _judged(self.primitive, self.comm, self, _Judge(mine, every))
         return self.execute()
 
     def valid(self, comm, bufs, rest):
@@ -455,6 +457,8 @@ class _RequestEntry(_Entry):
 
 
 _MISS = object()
+#: What :meth:`_Entry.hit` returns when the entry does not hold (the full path follows).
+MISS = object()
 
 
 _pack_dynamic = fpr.DYNAMIC.pack
@@ -573,7 +577,7 @@ def _make_fast(e, algorithm, bufs, rest):
             continue
         if type(b) is not np.ndarray:
             return
-        arrays.append((b, fact[0], fact[2], fact[1], fact[3] and b is e.out))
+        arrays.append((b, (fact[0], fact[2], fact[1]), fact[3] and b is e.out))
     mode = env_mode()
     if mode is None:
         return
@@ -584,8 +588,8 @@ def _make_fast(e, algorithm, bufs, rest):
         if read is None:
             read = _readers[var] = raw_reader(var)
         readers += (read, _ALGORITHM)
-    e.arrays, e.readers = tuple(arrays), tuple(readers)
-    e.raws = tuple(read() for read in readers)
+    e.arrays = tuple(arrays)
+    e.env = tuple((read, read()) for read in readers)
     e.bufs = bufs                   # held: no other object takes their identities
     e.check_mode = mode
     e.fast = True
@@ -650,9 +654,9 @@ def run(primitive, impl, comm, algorithm, bufs, rest, args, space=None):
         if e is None:
             pass
         elif e.fast:
-            if e.holds():
-                res = e.run_fast()
-                return _judged(primitive, comm, e, res) if type(res) is _Judge else res
+            res = e.hit()
+            if res is not MISS:
+                return res
         elif e.valid(comm, bufs, rest):
             res = e.run()
             if res is _MISS:
