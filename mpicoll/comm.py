@@ -16,7 +16,7 @@ Exscan. Everything else — Alltoallw, the neighbourhood collectives, the
 lowercase pickle-based methods, point-to-point, communicator management —
 is the wrapped communicator's own.
 
-Buffers take every form mpi4py takes (:func:`parse_bufspec`): ``buf``,
+Buffers take every form mpi4py takes (:func:`mpicoll.args.bufspec.parse_bufspec`): ``buf``,
 ``[buf, datatype]``, ``[buf, count]``, ``[buf, count, datatype]``,
 ``[buf, (count, displ), datatype]``, ``[buf, count, displ, datatype]``,
 ``[None, datatype]`` (or ``[None, 0, datatype]``) for an empty message,
@@ -31,12 +31,13 @@ error class, raised on every rank before any message.
 """
 from mpi4py import MPI
 
+from .args.bufspec import parse_bufspec
 from .core.errors import ArgumentError, ArgumentTypeError, describe
 from .core.registry import PRIMITIVES, lookup
 from .p2p_calls import method_faces
 from .p2p_methods import P2PMethods
 
-__all__ = ["P2PComm", "add_methods"]
+__all__ = ["P2PComm", "parse_bufspec", "add_methods"]
 
 
 class P2PComm(P2PMethods, MPI.Intracomm):

@@ -46,10 +46,16 @@ from functools import partial
 
 from mpi4py import MPI
 
+from ..core.env import raw_reader
+from ..core.topology import layout
 from ..device.arrays import on_device
 from ..sched.record import is_array
 from . import progress as _thread
+from .context import CallTraffic, _recorders
+from .program import compile_plan
 from .run import assign, bind, scratch_for
+
+_PROGRESS = raw_reader("MPICOLL_PROGRESS")   # set: Start takes the engine's own path
 
 __all__ = ["Request", "PersistentRequest", "Program", "waitall", "testall", "active_count",
            "before_blocking"]
@@ -292,6 +298,9 @@ class PersistentRequest(Request):
         self._freed = False
         self._persistent_mpi = False   # its messages are MPI persistent requests
         self._before = None        # (steps, scope) run at each Start first (host copies down)
+        self._blocking = None      # a compiled program's steps with blocking waits (same order)
+        self._compiled = None      # its mpicoll.engine.program.Program (frees its requests)
+        self._plan = None          # (plan, primitive, algorithm, itemsize, comm): traffic()
 
     def Start(self):
         """Start the collective with the data now in the buffers."""
@@ -302,6 +311,12 @@ class PersistentRequest(Request):
                                "(Wait or Test it to completion first)")
         if self._eager is not None:
             self._eager()
+            return
+        if self._plan is not None and _recorders:
+            _count_start(self._plan)       # made outside a traffic() block, started inside
+        if self._blocking is not None and not _active and _thread._thread is None \
+                and _PROGRESS() is None:
+            self._start_alone()
             return
         steps, reqs, transport = self._program
         if self._before is not None:
@@ -314,6 +329,48 @@ class PersistentRequest(Request):
         _activate(self)
 
     start = Start
+
+    def _start_alone(self):
+        """Start a compiled program when no other request is active: its first round."""
+        steps = self._steps = self._program[0]
+        self._reqs = self._program[1]
+        self._done = False
+        _active.append(self)
+        pc, n = 0, len(steps)
+        try:
+            while pc < n and type(steps[pc]) is not tuple:
+                steps[pc]()
+                pc += 1
+        except BaseException:
+            self._fail()
+            raise
+        self._pc = pc
+        if pc == n:                     # nothing to wait for (one rank)
+            self._done = True
+            _active.remove(self)
+
+    def _fail(self):
+        """The program raised in the caller's thread: complete, failed, out of the engine."""
+        self._failed = self._done = True
+        with _lock:
+            if self in _active:
+                _active.remove(self)
+
+    def Wait(self, status=None):
+        """Complete the collective: the rest of its program in a row when it runs alone."""
+        if self._blocking is not None and not self._done and _active == [self] \
+                and _thread._thread is None:
+            blocking = self._blocking
+            try:
+                for i in range(self._pc, len(blocking)):
+                    blocking[i]()
+            except BaseException:
+                self._fail()
+                raise
+            self._done = True
+            _active.clear()
+            return self.result
+        return Request.Wait(self, status)
 
     def around_start(self, before=None, after=None):
         """Make every ``Start`` run ``before()`` first and ``after()`` as its last step."""
@@ -328,6 +385,13 @@ class PersistentRequest(Request):
             if after is not None:
                 steps = steps + (after,)
             self._program = (steps, reqs, transport)
+            if self._blocking is not None:      # the same steps, in the same places
+                blocking = self._blocking
+                if before is not None and self._before is None:
+                    blocking = (before,) + blocking
+                if after is not None:
+                    blocking = blocking + (after,)
+                self._blocking = blocking
         eager = self._eager
         if eager is not None:
             def run():
@@ -343,7 +407,9 @@ class PersistentRequest(Request):
         if not self._done:
             raise RuntimeError("mpicoll: Free() on an active persistent request")
         self._freed = True
-        if self._persistent_mpi:
+        if self._compiled is not None:
+            self._compiled.free()
+        elif self._persistent_mpi:
             for r in self._program[1]:
                 if r is not None and r != MPI.REQUEST_NULL:
                     r.Free()
@@ -383,6 +449,9 @@ def start(call, ctx, fn, args, op, entry, fast, run_now, prologue=None, memo=Non
     plan = entry.plan
     arrays = [a for a in args if is_array(a)]
     arrays += scratch_for(plan, ctx.like)          # its own: several may be in flight
+    if persistent and fast and copies is None:
+        _compile_persistent(req, call, ctx, plan, arrays, op, prologue)
+        return req
     retag = [call.tag] if memo is not None and fast and not persistent else None
     steps, reqs = bind(plan, arrays, op, ctx, fast, nonblocking=True,
                        persistent=persistent and fast, retag=retag)
@@ -409,6 +478,27 @@ def start(call, ctx, fn, args, op, entry, fast, run_now, prologue=None, memo=Non
         memo[:] = (program,)
     return _launch(req, transport, before,
                    None if call.pending is None else call.pending + (call,))
+
+
+def _compile_persistent(req, call, ctx, plan, arrays, op, prologue):
+    """Make ``req`` (a host persistent request) run ``plan`` as a compiled program.
+
+    The program's messages are MPI persistent requests made once with the request's tag
+    (:mod:`mpicoll.engine.program`); ``Start`` runs its steps up to the first wait, and
+    ``Wait``, when no other request needs progress, the rest in a row.
+    """
+    program = compile_plan(plan, arrays, op, ctx.comm, call.tag)
+    steps, blocking = list(program.engine_steps), list(program.steps)
+    if prologue is not None:            # an in-place call's snapshot, taken at every Start
+        snap = partial(assign, prologue[0], prologue[1])
+        steps.insert(0, snap)
+        blocking.insert(0, snap)
+    req._program = (tuple(steps), program.requests, None)
+    req._blocking = tuple(blocking)
+    req._compiled = program
+    req._persistent_mpi = True
+    req._plan = (plan, call.primitive, call.algorithm, arrays[0].itemsize if arrays else 0,
+                 ctx.comm)
 
 
 class Program:
@@ -452,6 +542,18 @@ class Program:
         self.last = req
         # (A raise here leaves the agreement's buffers to mpicoll.engine.memo, which keeps them.)
         return _launch(req, self.transport, self.before, agreement, keep=False)
+
+
+def _count_start(info):
+    """Count one ``Start`` of a compiled persistent request in the active traffic recorders."""
+    plan, primitive, algorithm, itemsize, comm = info
+    lay = layout(comm)
+    rec = CallTraffic(primitive, algorithm, comm.Get_rank(), comm.Get_size(),
+                      0, itemsize, "host", lay.nodes if lay.n_nodes > 1 else None)
+    for kind, peer, n in plan.messages():
+        rec._count(kind == "send", n * itemsize, peer)
+    for r in _recorders:
+        r.calls.append(rec)
 
 
 def _launch(req, transport, before, agreement, keep=True):
