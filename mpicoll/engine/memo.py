@@ -307,7 +307,8 @@ class _Entry:
         path reports it).
         """
         state = self.state
-        mode = state.mode or env_mode()
+        # (a fast entry that holds read MPICOLL_CHECK when it was made, and it is unchanged)
+        mode = state.mode or (self.check_mode if self.fast else env_mode())
         if mode is None:
             return _MISS
         if mode == "local" or self.size == 1:
@@ -561,12 +562,12 @@ _readers = {}
 def _make_fast(e, algorithm, bufs, rest):
     """Let entry ``e`` take the cheap hit test (:meth:`_Entry.holds`) where it may.
 
-    A blocking call on host NumPy arrays whose other arguments are compared by identity
+    A call (blocking or nonblocking) on host NumPy arrays whose other arguments are compared by identity
     or value in the key (not counts in lists, which are compared element by element), and
     that made no exchange before its agreement.
     """
     e.fast = False
-    if e.dev is not None or e.xraw is not None or isinstance(e.steps, _nb.Program):
+    if e.dev is not None or e.xraw is not None:
         return
     for r in rest:
         if type(r) is list or type(r) is tuple or type(r) is np.ndarray:
@@ -612,7 +613,8 @@ def start(primitive, impl, comm, algorithm, bufs, rest, args, space=None):
     call = None
     if not observed:
         e = _memo.get(_key(space, comm, algorithm, bufs, rest))
-        if e is not None and e.steps.idle() and e.valid(comm, bufs, rest):
+        if e is not None and e.steps.idle() and (
+                e.holds() if e.fast else e.valid(comm, bufs, rest)):
             req = e.start()
             if type(req) is Call:
                 call = req                 # the exchange was made: the full path goes on

@@ -253,7 +253,7 @@ _thread._default_engine = (progress, pending_requests)
 
 
 def _activate(req):
-    if _thread.wanted() and not _thread.enabled():
+    if _PROGRESS() is not None and _thread.wanted() and not _thread.enabled():
         _thread.start()
     with _lock:
         _active.append(req)
