@@ -54,7 +54,7 @@ def key(bufs, others):
     return parts[0], (*rest, *parts[1])
 
 
-_methods = {}     # method name -> (primitive name, method), built-in and defined at run time
+_methods: dict[str, tuple] = {}     # method name -> (primitive name, method), built-in and defined at run time
 
 
 def _method(name):

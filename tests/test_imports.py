@@ -93,6 +93,7 @@ FLOORS = {
     "calls": 5,
     # the faces: the public API, the drop-in, torch's names, the torch backend, the GPU face
     "__init__": 6, "api": 6, "comm": 6, "distributed": 6, "torch": 6, "gpu": 6,
+    "faces": 6, "p2p_methods": 6, "p2p_calls": 6,
     "monitored": 6, "shm": 6,
     # the tools
     "demo": 7, "bench": 7, "verify": 7, "soak": 7,
