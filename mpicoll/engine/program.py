@@ -20,6 +20,11 @@ Rounds are derived from the plan, not declared by the algorithm:
   (each rank posts every message no later than the plan does, in the same
   order); waiting earlier could, which is why a conflict waits only for the
   messages it conflicts with.
+- A receive the plan has completed (a blocking receive or sendrecv, or an
+  ``irecv`` past its ``WAIT``) is waited for before any later send starts,
+  even where no data connects them: its arrival is what the send may announce
+  (a barrier's zero-byte tokens carry nothing else). A send's completion says
+  nothing to anyone, so a send is never waited for early.
 - ``MPI_Startall`` starts its requests "in some arbitrary order", and messages
   between two ranks with one tag match in the order they are posted: a start
   group holds at most one message per peer and direction, so the plan's order
@@ -27,8 +32,9 @@ Rounds are derived from the plan, not declared by the algorithm:
 - A ``SENDRECV``'s two halves are started together (MPI forbids their
   buffers to overlap).
 
-The plan's own ``WAIT`` operations need no step: the conflict rule places
-every wait the data need, and the end waits for the rest.
+The plan's own ``WAIT`` operations are no step of their own: they mark the
+receives they complete, which the next send waits for; the conflict rule
+places every other wait the data need, and the end waits for the rest.
 
 Programs serve the memo's blocking replays (:mod:`mpicoll.engine.memo`), and
 host persistent requests (:mod:`mpicoll.engine.nonblocking`), whose ``Start``
@@ -78,20 +84,29 @@ class _Builder:
         self.group = []         # requests made, not yet started
         self.group_peers = set()
         self.pending = []       # (req, is_recv, region): started or grouped, not waited
+        self.arrived = []       # receives the plan has completed, not yet waited for here
 
     def flush(self):
         if self.group:
             self.actions.append(("start", self.group))
             self.group, self.group_peers = [], set()
 
-    def wait_for(self, reads=(), writes=()):
-        """Wait for the pending messages an operation reading ``reads``, writing ``writes`` meets."""
+    def wait_for(self, reads=(), writes=(), sends=False):
+        """Wait for the pending messages an operation reading ``reads``, writing ``writes`` meets.
+
+        ``sends``: the operation starts a send, so the receives the plan has completed
+        by now are waited for too.
+        """
         hit = []
+        arrived = self.arrived if sends else ()
         for p in self.pending:
             req, is_recv, region = p
-            if any(_overlap(region, w) for w in writes) or (
-                    is_recv and any(_overlap(region, r) for r in reads)):
+            if any(_overlap(region, w) for w in writes) or (is_recv and (
+                    any(_overlap(region, r) for r in reads)
+                    or any(req is a for a in arrived))):
                 hit.append(p)
+        if sends:
+            self.arrived = []
         if hit:
             self.flush()
             self.pending = [p for p in self.pending if p not in hit]
@@ -109,6 +124,10 @@ class _Builder:
         self.group.append(req)
         self.group_peers.add(key)
         self.pending.append((req, is_recv, region))
+
+    def completed(self, req):
+        """The plan has completed receive ``req`` here (its data may be announced by sends)."""
+        self.arrived.append(req)
 
     def local(self, fn, reads, writes):
         self.flush()               # messages go out before the local work (they overlap it)
@@ -152,31 +171,44 @@ def compile_plan(plan, arrays, op, comm, tag):
     b = _Builder()
     requests = []
 
+    slots = {}                     # a plan's request slot -> (request, is receive)
+
     def send(sym, peer):
         req = comm.Send_init(msg(sym), peer, tag)
         requests.append(req)
         b.message(req, False, _region(sym), peer)
+        return req
 
     def recv(sym, peer):
         req = comm.Recv_init(msg(sym), peer, tag)
         requests.append(req)
         b.message(req, True, _region(sym), peer)
+        return req
 
     try:
         for o in plan.ops:
             k = o[0]
             if k == SEND or k == ISEND:
-                b.wait_for(reads=(_region(o[1]),))
-                send(o[1], o[2])
+                b.wait_for(reads=(_region(o[1]),), sends=True)
+                req = send(o[1], o[2])
+                if k == ISEND:
+                    slots[o[3]] = (req, False)
             elif k == RECV or k == IRECV:
                 b.wait_for(writes=(_region(o[1]),))
-                recv(o[1], o[2])
+                req = recv(o[1], o[2])
+                if k == RECV:
+                    b.completed(req)
+                else:
+                    slots[o[3]] = (req, True)
             elif k == SENDRECV:
-                b.wait_for(reads=(_region(o[1]),), writes=(_region(o[3]),))
+                b.wait_for(reads=(_region(o[1]),), writes=(_region(o[3]),), sends=True)
                 send(o[1], o[2])
-                recv(o[3], o[4])
+                b.completed(recv(o[3], o[4]))
             elif k == WAIT:
-                pass                   # placed by the conflicts (see the module docstring)
+                for slot in o[1]:      # the plan completes these: receives may be announced
+                    req, is_recv = slots[slot]
+                    if is_recv:
+                        b.completed(req)
             elif k == COPY:
                 d, s = view(o[1]), view(o[2])
                 if not _same(d, s):

@@ -207,3 +207,40 @@ def test_persistent_requests_interleave_with_other_requests():
         np.testing.assert_array_equal(d, N * (N + 1) / 2)
     r1.Free()
     r2.Free()
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("algo", mpicoll.usable_algorithms("barrier"))
+def test_repeated_barriers_still_synchronize(algo):
+    """A barrier's program keeps its order: no rank leaves before every rank arrived.
+
+    Each round one rank arrives late (a short sleep, only to make an early exit likely
+    to show); every rank marks its arrival in its own slot of an RMA window before the
+    barrier and reads every slot after it. A barrier compiled without the order its
+    zero-byte tokens carry would let a rank read a slot still unmarked. In ``local`` mode:
+    the default mode's agreement (an ``Allgather``) would synchronize the ranks by itself.
+    """
+    import time
+    local = comm.Dup()
+    mpicoll.set_check(local, "local")
+    win = MPI.Win.Allocate(8 * 64, 8, comm=comm)
+    mark = np.empty(1, np.int64)
+    seen = np.empty(1, np.int64)
+    try:
+        for k in range(12):
+            if RANK == k % N:
+                time.sleep(0.02)
+            mark[0] = k + 1
+            win.Lock(RANK)
+            win.Put(mark, RANK, target=k % 64)
+            win.Unlock(RANK)
+            mpicoll.barrier(algorithm=algo, comm=local)
+            for r in range(N):
+                win.Lock(r, MPI.LOCK_SHARED)
+                win.Get(seen, r, target=k % 64)
+                win.Unlock(r)
+                assert seen[0] == k + 1, f"round {k}: rank {r} had not arrived"
+            comm.Barrier()             # nobody marks round k+1 before all read round k
+    finally:
+        win.Free()
+        local.Free()
