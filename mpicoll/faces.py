@@ -4,7 +4,7 @@ One blocking function, its nonblocking ``i...`` and persistent ``..._init``
 forms per binder of :mod:`mpicoll.calls`; see :mod:`mpicoll.api` for the
 conventions they share.
 """
-from mpi4py import MPI  # noqa: F401  (defaults such as MPI.SUM)
+from mpi4py import MPI
 
 from .calls import DEFINED as _DEFINED
 from .engine.faces import ID_NONE as _ID_NONE

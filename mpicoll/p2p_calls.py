@@ -54,7 +54,8 @@ def key(bufs, others):
     return parts[0], (*rest, *parts[1])
 
 
-_methods: dict[str, tuple] = {}     # method name -> (primitive name, method), built-in and defined at run time
+# method name -> (primitive name, method), built-in and defined at run time
+_methods: dict[str, tuple] = {}
 
 
 def _method(name):
@@ -68,7 +69,7 @@ def _method(name):
 
 
 def _run(call, _bufs, comm, name, values, _algorithm=None):
-    """Run method ``name`` on ``values`` (the memo's impl signature: call, bufs, *args, algorithm)."""
+    """Run method ``name`` on ``values`` (the memo's impl signature)."""
     pname, method = _method(name)
     bnd = Boundary(comm)
     method(comm, call, bnd, comm._algo(pname), *values)

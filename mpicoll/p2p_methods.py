@@ -3,7 +3,7 @@
 Blocking, nonblocking (``I...``) and persistent (``..._init``) forms of every
 mpi4py-style method in :mod:`mpicoll.calls`; :mod:`mpicoll.comm` says what they do.
 """
-from mpi4py import MPI  # noqa: F401  (defaults such as MPI.SUM)
+from mpi4py import MPI
 
 from .engine.faces import ID_NONE as _ID_NONE
 from .engine.faces import active as _active

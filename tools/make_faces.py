@@ -129,7 +129,7 @@ def faces_source(defined):
            "forms per binder of :mod:`mpicoll.calls`; see :mod:`mpicoll.api` for the",
            "conventions they share.",
            '"""',
-           "from mpi4py import MPI  # noqa: F401  (defaults such as MPI.SUM)",
+           "from mpi4py import MPI",
            "",
            "from .calls import DEFINED as _DEFINED",
            "from .engine.faces import ID_NONE as _ID_NONE",
@@ -182,8 +182,7 @@ def faces_source(defined):
                          f"many times.\n\n{first}", 4),
                     _wrap("    return _init(", call[:-1], ")", 4)]
             names += [name, "i" + name, name + "_init"]
-    out.insert(out.index("from mpi4py import MPI  # noqa: F401  (defaults such as MPI.SUM)"),
-               "")
+    out.insert(out.index("from mpi4py import MPI"), "")
     text = "\n".join(_sorted_imports(out)) + "\n"
     text = text.replace('"""\n\nfrom mpi4py', '"""\nfrom mpi4py', 1)
     text += "\n\n#: Every function above, by name.\nFUNCTIONS = {\n"
@@ -198,7 +197,7 @@ def methods_source(defined):
            "Blocking, nonblocking (``I...``) and persistent (``..._init``) forms of every",
            "mpi4py-style method in :mod:`mpicoll.calls`; :mod:`mpicoll.comm` says what they do.",
            '"""',
-           "from mpi4py import MPI  # noqa: F401  (defaults such as MPI.SUM)",
+           "from mpi4py import MPI",
            "",
            "from .engine.faces import ID_NONE as _ID_NONE",
            "from .engine.faces import memo_get as _memo_get",

@@ -1,4 +1,4 @@
-"""``python -m mpicoll.bench latency``: what one small call costs, face by face, against the raw call.
+"""``python -m mpicoll.bench latency``: what one small call costs, face by face, against raw MPI.
 
 For each size and hand-written algorithm: the median time per call of
 the plain mpi4py call on the same buffers (``raw``: what a user would
@@ -15,7 +15,12 @@ running the same algorithm: ``inplace`` (``mpicoll.allreduce(MPI.IN_PLACE,
 y)``: the call the backend makes), ``torch_pg`` (the process group's own
 ``allreduce([t], opts)`` and ``wait()``: the backend's part) and ``torch``
 (``dist.all_reduce(t, group=pg)``: what torch code pays). ``torch - torch_pg``
-is torch's Python wrapper, ``torch_pg - inplace`` the backend's.
+is torch's Python wrapper, ``torch_pg - inplace`` the backend's. ``torch_noop``:
+``dist.all_reduce`` on a group of a do-nothing Python backend (its ``allreduce``
+returns a completed work at once): torch's own cost, the floor of any Python
+backend; the table gives ``torch / (raw + torch_noop)``.
+The faces take turns: each of the ``--repeats`` rounds times one block of every
+face, so the machine's drift falls on all of them alike.
 Each figure is the median of ``--repeats`` blocks of ``-n`` calls (each
 block timed between barriers, the slowest rank's time per call), so a noisy
 machine shows as spread between blocks rather than as a bias. Results are
@@ -43,7 +48,7 @@ from .specs import ArrayModule, add_xp_arguments
 __all__ = ["add_parser", "latency", "table", "FACES"]
 
 FACES = ("raw", "agree", "p2pcomm", "local", "persistent", "raw_nb", "nonblocking")
-TORCH_FACES = ("inplace", "torch_pg", "torch")
+TORCH_FACES = ("inplace", "torch_pg", "torch", "torch_noop")
 
 # primitive -> (raw call, functional call, nonblocking, persistent, raw nonblocking call)
 # on (comm, x, y); _RESULT names the buffer a raw call writes (staged by hand on device arrays)
@@ -101,6 +106,23 @@ def add_parser(sub):
                         "them where MPI's collectives are CUDA-aware, else staged by hand "
                         "through host copies")
     p.set_defaults(func=latency)
+
+
+def _time_faces(comm, faces, modes, iters, repeats, sync):
+    """Median µs per call of each face, the faces taking turns block by block.
+
+    ``faces``: name -> zero-argument call; ``modes``: name -> the check mode it runs in
+    (set on ``comm`` before its block). Each of ``repeats`` rounds times one block of
+    ``iters`` calls of every face (the slowest rank's time per call), in a rotated
+    order, so that the machine's drift is shared; the result is each face's median block.
+    """
+    names = list(faces)
+    blocks = {f: [] for f in names}
+    for r in range(repeats):
+        for face in names[r % len(names):] + names[:r % len(names)]:
+            mpicoll.set_check(comm, modes.get(face, "agree"))
+            blocks[face].append(_time(comm, faces[face], iters, 1, sync))
+    return {f: statistics.median(b) * 1e6 for f, b in blocks.items()}
 
 
 def _time(comm, fn, iters, repeats, sync):
@@ -198,11 +220,46 @@ def _torch_faces(comm, y, algo):
     t = torch.from_numpy(y)
     opts = dist.AllreduceOptions()
     opts.asyncOp = False
+    noop = dist.new_group(backend=_noop_backend())
     return {
         "inplace": lambda: mpicoll.allreduce(MPI.IN_PLACE, y, algorithm=algo, comm=pg.comm),
         "torch_pg": lambda: pg.allreduce([t], opts).wait(),
         "torch": lambda: dist.all_reduce(t, group=pg),
-    }, pg
+        "torch_noop": lambda: dist.all_reduce(t, group=noop),
+    }, (pg, noop)
+
+
+_NOOP = "mpicoll_noop"
+
+
+def _noop_backend():
+    """Register (once) and name a do-nothing torch backend: torch's floor for a Python one."""
+    import torch.distributed as dist
+
+    from mpicoll.torch._work import Done
+    if _NOOP in dist.Backend.backend_list:
+        return _NOOP
+
+    class Noop(dist.ProcessGroup):
+        """A process group whose ``allreduce`` does nothing and returns a completed work."""
+
+        def allreduce(self, tensors, opts=None):
+            return Done(tensors)
+
+        def getBackendName(self):
+            return _NOOP
+
+        # torch names a group after making it; a Python group keeps the name itself
+        def _set_group_name(self, name):
+            self._name = name
+
+        @property
+        def group_name(self):
+            return getattr(self, "_name", "")
+
+    dist.Backend.register_backend(_NOOP, lambda store, rank, size, timeout: Noop(rank, size),
+                                  devices=["cpu"])
+    return _NOOP
 
 
 def table(comm, prim, algos, sizes, iters, repeats, am, where, output=None, torch_faces=False):
@@ -219,12 +276,12 @@ def table(comm, prim, algos, sizes, iters, repeats, am, where, output=None, torc
     if rank == 0:
         print(f"# mpicoll.bench latency: {prim}, N={size}, {where}, "
               f"{MPI.Get_library_version().splitlines()[0]}")
-        print(f"# median of {repeats} blocks x {iters} calls, slowest rank per block; "
-              f"µs per call")
+        print(f"# median of {repeats} blocks x {iters} calls (faces in turn), slowest rank "
+              f"per block; µs per call")
         faces = FACES + (TORCH_FACES if torch_faces else ())
         print(f"# {'bytes':>8} {'algorithm':<20} " + " ".join(f"{f:>11}" for f in faces)
               + "  (x raw: agree p2pcomm local persistent; x raw_nb: nonblocking"
-              + ("; torch - inplace" if torch_faces else "") + ")")
+              + ("; torch - inplace; torch / (raw + torch_noop)" if torch_faces else "") + ")")
     for nbytes in sizes:
         n = max(1, nbytes // 8)
         for algo in algos:
@@ -233,21 +290,26 @@ def table(comm, prim, algos, sizes, iters, repeats, am, where, output=None, torc
             am.put(x, 0, np.full(n, rank + 1.0))
             am.sync()                      # the copy is asynchronous on CuPy
             faces, persistent = _faces(prim, comm, x, y, algo, am)
-            times = {}
-            for face in FACES:
-                mpicoll.set_check(comm, "local" if face == "local" else "agree")
-                times[face] = _time(comm, faces[face], iters, repeats, am.sync) * 1e6
+            modes = {face: "local" if face == "local" else "agree" for face in FACES}
+            pgs = ()
+            if torch_faces:
+                zeros = am.empty(n, np.float64)   # in place: zeros stay zeros, no overflow
+                am.put(zeros, 0, np.zeros(n))
+                extra, pgs = _torch_faces(comm, zeros, algo)
+                for face in TORCH_FACES:
+                    faces[face] = extra[face]
+                    modes[face] = "agree"
+            times = _time_faces(comm, faces, modes, iters, repeats, am.sync)
             mpicoll.set_check(comm, None)
             persistent.Free()
             if torch_faces:
                 import torch.distributed as dist
-                extra, pg = _torch_faces(comm, y, algo)
-                for face in TORCH_FACES:
-                    am.put(y, 0, np.zeros(n))         # in place: zeros stay zeros, no overflow
-                    times[face] = _time(comm, extra[face], iters, repeats, am.sync) * 1e6
-                am.put(y, 0, np.full(n, rank + 1.0))
-                extra["torch"]()                  # checked below like the other faces
-                dist.destroy_process_group(pg)
+                am.put(zeros, 0, np.full(n, rank + 1.0))
+                faces["torch"]()                  # checked like the other faces
+                assert np.all(am.to_host(zeros) == size * (size + 1) / 2), \
+                    f"{algo}: wrong allreduce result through torch"
+                for pg in pgs:
+                    dist.destroy_process_group(pg)
             if prim == "allreduce":     # the check: the last call's result
                 assert np.all(am.to_host(y) == size * (size + 1) / 2), \
                     f"{algo}: wrong allreduce result"
@@ -258,7 +320,9 @@ def table(comm, prim, algos, sizes, iters, repeats, am, where, output=None, torc
                 ratios = " ".join(f"{times[f] / times['raw']:.2f}" for f in FACES[1:5])
                 ratios += f"; {times['nonblocking'] / times['raw_nb']:.2f}"
                 if torch_faces:
-                    ratios += f"; +{times['torch'] - times['inplace']:.2f} us"
+                    ratios += (f"; torch - inplace +{times['torch'] - times['inplace']:.2f} us"
+                               f"; torch / (raw + torch_noop) "
+                               f"{times['torch'] / (times['raw'] + times['torch_noop']):.2f}")
                 print(f"  {nbytes:>8} {algo:<20} "
                       + " ".join(f"{times[f]:>11.2f}" for f in FACES + tuple(
                           f for f in TORCH_FACES if f in times)) + f"  ({ratios})")

@@ -69,12 +69,14 @@ from .context import _TAG, Ctx, existing_private_comm, private_comm
 from .fingerprint import CollectiveMismatchError
 from .nonblocking import keep_until_complete
 
-__all__ = ["Call", "refusal", "usable_algorithms", "check_mode", "set_check", "get_check", "ipc_flags", "next_request_tag",
+__all__ = ["Call", "refusal", "usable_algorithms", "check_mode", "set_check", "get_check",
+           "ipc_flags", "next_request_tag",
            "CollectiveMismatchError"]
 
 _MODES = {"": "agree", "agree": "agree",
           "0": "local", "local": "local", "off": "local", "false": "local", "no": "local",
-          "1": "checked", "checked": "checked", "on": "checked", "true": "checked", "yes": "checked"}
+          "1": "checked", "checked": "checked", "on": "checked", "true": "checked",
+          "yes": "checked"}
 _MSG = 1024   # bytes of error text exchanged per rank when a call fails
 # Tags on the private communicator: blocking calls use _TAG (0x6D63); each
 # nonblocking call takes the next tag of one range, each persistent request
@@ -135,7 +137,8 @@ def set_check(comm, mode):
     elif mode is not None:
         if not isinstance(mode, str) or mode.strip().lower() not in _MODES or not mode.strip():
             raise ArgumentError(
-                f"mode: expected 'checked', 'agree', 'local', True, False or None; got {describe(mode)}")
+                "mode: expected 'checked', 'agree', 'local', True, False or None; "
+                f"got {describe(mode)}")
         mode = _MODES[mode.strip().lower()]
     state = _state(private_comm(_as_comm(comm)))
     old, state.mode = state.mode, mode
@@ -151,13 +154,16 @@ def _as_comm(comm):
     if comm is None:
         return MPI.COMM_WORLD
     if isinstance(comm, MPI.Comm) and comm == MPI.COMM_NULL:
-        raise ArgumentError("comm: expected a valid intracommunicator; got MPI.COMM_NULL", MPI.ERR_COMM)
+        raise ArgumentError("comm: expected a valid intracommunicator; got MPI.COMM_NULL",
+                            MPI.ERR_COMM)
     if not isinstance(comm, MPI.Intracomm):
         kind = "an intercommunicator" if isinstance(comm, MPI.Intercomm) else describe(comm)
         raise ArgumentTypeError(
-            f"comm: expected an mpi4py.MPI.Intracomm (e.g. MPI.COMM_WORLD); got {kind}", MPI.ERR_COMM)
+            f"comm: expected an mpi4py.MPI.Intracomm (e.g. MPI.COMM_WORLD); got {kind}",
+            MPI.ERR_COMM)
     if comm == MPI.COMM_NULL:
-        raise ArgumentError("comm: expected a valid intracommunicator; got MPI.COMM_NULL", MPI.ERR_COMM)
+        raise ArgumentError("comm: expected a valid intracommunicator; got MPI.COMM_NULL",
+                            MPI.ERR_COMM)
     return comm
 
 
@@ -301,7 +307,8 @@ class Call:
             # once; identical on every rank (calls come in the same order).
             st = self.state
             if kind == "init":
-                self.tag = _PERSISTENT_TAGS[0] + st.p_seq % (_PERSISTENT_TAGS[1] - _PERSISTENT_TAGS[0])
+                first, end = _PERSISTENT_TAGS
+                self.tag = first + st.p_seq % (end - first)
                 st.p_seq += 1
             else:
                 self.tag = next_request_tag(st) if tag is None else tag
@@ -311,7 +318,7 @@ class Call:
         """Hold any exception raised by validation until :meth:`settle`."""
         try:
             yield self
-        except Exception as exc:      # noqa: BLE001 - re-raised in settle()
+        except Exception as exc:      # re-raised in settle()
             self.error = exc
 
     @property
@@ -323,7 +330,7 @@ class Call:
         return fpr.face_name(self.primitive, self.kind)
 
     def settle(self):
-        """Raise on every rank if validation failed on any rank (or, checked, if the calls differ)."""
+        """Raise on every rank if validation failed on any rank (or, checked, if calls differ)."""
         self._agree(fpr.SETTLE, 0)
 
     def exchange(self, value):
@@ -395,7 +402,10 @@ class Call:
         return self.judge(raw, mine, phase)
 
     def judge(self, raw, mine, phase=fpr.SETTLE):
-        """Compare every rank's fingerprint (``raw``) with this rank's (``mine``); raise on any difference."""
+        """Compare every rank's fingerprint (``raw``) with this rank's (``mine``).
+
+        Raise on any difference.
+        """
         err = self.error
         if err is None and phase == fpr.SETTLE and raw == mine * self.size:
             return None            # fast path: the same call everywhere, no error anywhere
@@ -512,7 +522,8 @@ class Call:
         what = f"mpicoll.{prims[0]}" if len(set(prims)) == 1 else "mpicoll"
         also = ""
         if diffs:
-            also = " | and the calls do not match: " + fpr.mismatch_message(fps, diffs).split(" - ", 1)[1]
+            also = (" | and the calls do not match: "
+                    + fpr.mismatch_message(fps, diffs).split(" - ", 1)[1])
         raise ArgumentError(
             f"{what}: invalid arguments on rank(s) {ranks} "
             f"(nothing was sent) - {detail}{also}", failed[0][1])
@@ -554,7 +565,8 @@ class Call:
                         and getattr(lookup(primitive, n), "check_layout", None) is None)
         fn = lookup(primitive, name)
         if fn.commutative_only and not commutative:
-            capable = [n for n in algorithms(primitive) if not lookup(primitive, n).commutative_only]
+            capable = [n for n in algorithms(primitive)
+                       if not lookup(primitive, n).commutative_only]
             raise ArgumentError(
                 f"algorithm: {primitive} algorithm {name!r} combines data out of rank order "
                 f"and needs a commutative op; got a non-commutative user op. "

@@ -25,7 +25,8 @@ __all__ = ["L", "SETTLE", "EXCHANGE", "FLAG_ERROR", "FLAG_CHECKED", "FLAG_RECORD
            "differences", "mismatch_message", "CollectiveMismatchError", "op_code", "dtype_code"]
 
 MAGIC = 0x6D63_6F6C_6C00          # "mcoll" + phase byte
-SETTLE, EXCHANGE = 1, 2           # phases: the agreement before running / Reduce_scatter's count exchange
+# phases: the agreement before running / Reduce_scatter's count exchange
+SETTLE, EXCHANGE = 1, 2
 
 # Columns of the vector.
 # FLAGS and PAYLOAD come last: on the fast path every rank's vector is byte-identical
@@ -215,7 +216,7 @@ def build_bytes(phase, seq, primitive, flags, desc=None, payload=0):
 
 
 def static_bytes(primitive, desc):
-    """The part of a settle fingerprint that does not change between identical calls, and its count."""
+    """The part of a settle fingerprint that identical calls share, and its count."""
     return _static_words(SETTLE, primitive, desc), desc[3]
 
 
@@ -250,11 +251,13 @@ def _op_display(code):
     return _OP_NAMES.get(int(code), f"op #{int(code):x}")
 
 
+_PHASES = {SETTLE: "a collective",
+           EXCHANGE: "a count exchange (v-collectives, Reduce_scatter's recvcounts)"}
+
 # (field, columns, error class, display) in report order; structural fields first.
 _FIELDS = [
     ("phase", slice(C_MAGIC, C_MAGIC + 1), MPI.ERR_OTHER,
-     lambda r: {SETTLE: "a collective", EXCHANGE: "a count exchange (v-collectives, Reduce_scatter's recvcounts)"}.get(
-         int(r[0]) & 0xFF, f"unknown ({int(r[0])})")),
+     lambda r: _PHASES.get(int(r[0]) & 0xFF, f"unknown ({int(r[0])})")),
     ("primitive", slice(C_PRIM, C_PRIM + _PRIM_WORDS), MPI.ERR_OTHER, _primitive_display),
     ("call number", slice(C_SEQ, C_SEQ + 1), MPI.ERR_OTHER, lambda r: f"#{int(r[0])}"),
     ("algorithm", slice(C_ALGO, C_ALGO + _ALGO_WORDS), MPI.ERR_OTHER, _unpack),

@@ -64,8 +64,9 @@ from . import nonblocking as _nb
 from .call import Call, allgather, env_mode, ipc_flags, next_request_tag
 from .program import Program
 
-__all__ = ["BY_VALUE", "MISS", "run", "start", "run_specs", "start_specs", "spec_parts", "parts_of", "Parts",
-           "device_binding", "memoizable", "wanted", "array_or_none", "remember", "forget_device", "LIMIT"]
+__all__ = ["BY_VALUE", "MISS", "run", "start", "run_specs", "start_specs", "spec_parts",
+           "parts_of", "Parts", "device_binding", "memoizable", "wanted", "array_or_none",
+           "remember", "forget_device", "LIMIT"]
 
 LIMIT = 1 << 16           # bytes moved per rank: larger calls do not need the memo
 _MAX = 256
@@ -562,9 +563,9 @@ _readers = {}
 def _make_fast(e, algorithm, bufs, rest):
     """Let entry ``e`` take the cheap hit test (:meth:`_Entry.holds`) where it may.
 
-    A call (blocking or nonblocking) on host NumPy arrays whose other arguments are compared by identity
-    or value in the key (not counts in lists, which are compared element by element), and
-    that made no exchange before its agreement.
+    A call (blocking or nonblocking) on host NumPy arrays whose other arguments are
+    compared by identity or value in the key (not counts in lists, which are compared
+    element by element), and that made no exchange before its agreement.
     """
     e.fast = False
     if e.dev is not None or e.xraw is not None:

@@ -115,7 +115,7 @@ class Request:
                 self._agreement = None
                 call.judge(raw, mine)
             return self._run_steps()
-        except Exception as exc:       # noqa: BLE001 - raised by Wait/Test on this rank
+        except Exception as exc:       # raised by Wait/Test on this rank
             self._error = exc
             self._failed = True
             self._done = True
@@ -170,7 +170,7 @@ class Request:
 
     # -- public --------------------------------------------------------
     def Test(self, status=None):
-        """Advance every active request; True (and raise its error, if any) once this one is complete."""
+        """Advance every active request; True (raising its error, if any) once this one is done."""
         if not _thread.enabled():
             progress()
         if self._done:

@@ -158,9 +158,11 @@ def bind(plan, arrays, op, ctx, fast, nonblocking=False, persistent=False, retag
                 r = post(irecv, o[3], o[4])
                 add((post(isend, o[1], o[2]), r))
         elif k == SEND:
-            add(partial(send, msg(o[1]), o[2], tag) if fast else partial(ctx.send, view(o[1]), o[2]))
+            add(partial(send, msg(o[1]), o[2], tag) if fast
+                else partial(ctx.send, view(o[1]), o[2]))
         elif k == RECV:
-            add(partial(recv, msg(o[1]), o[2], tag) if fast else partial(ctx.recv, view(o[1]), o[2]))
+            add(partial(recv, msg(o[1]), o[2], tag) if fast
+                else partial(ctx.recv, view(o[1]), o[2]))
         elif k == SENDRECV:
             if fast:
                 add(partial(sendrecv, msg(o[1]), o[2], tag, msg(o[3]), o[4], tag))

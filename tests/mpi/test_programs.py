@@ -1,4 +1,4 @@
-"""Compiled programs (mpicoll.engine.program): repeated calls keep every guarantee of the full path.
+"""Compiled programs (mpicoll.engine.program): repeated calls keep the full path's guarantees.
 
 A repeated call is served by its memo entry and runs its compiled program of
 persistent requests; the default mode still agrees before anything is sent.
