@@ -1,4 +1,4 @@
-"""The functional API: ``mpicoll.allreduce(sendbuf, recvbuf, op, *, comm, algorithm)`` and the rest.
+"""The functional API: ``mpicoll.allreduce(sendbuf, recvbuf, op, *, comm, algorithm)`` and more.
 
 Every function here is written out from its primitive's binder in
 :mod:`mpicoll.calls` into :mod:`mpicoll.faces` (``tools/make_faces.py``;
