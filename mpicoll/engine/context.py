@@ -31,6 +31,7 @@ from ..device import ipc as _ipc  # noqa: F401  (registers the ipc transport wit
 from ..device.arrays import data_ptr, empty, transport
 from ..device.reduce import combine
 from ..device.shm import node_shm
+from .program import free_programs
 
 __all__ = ["private_comm", "Ctx", "traffic", "Traffic", "CallTraffic"]
 
@@ -45,8 +46,10 @@ _keyval_lock = threading.Lock()
 
 
 def _free_private(comm, keyval, value):
-    # Called by MPI when the user's communicator is freed (or at finalize).
+    # Called by MPI when the user's communicator is freed (or at finalize). The programs'
+    # persistent requests go first: see mpicoll.engine.program.
     if not MPI.Is_finalized():
+        free_programs(value)
         value.Free()
 
 

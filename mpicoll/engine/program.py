@@ -39,7 +39,12 @@ places every other wait the data need, and the end waits for the rest.
 Programs serve the memo's blocking replays (:mod:`mpicoll.engine.memo`), and
 host persistent requests (:mod:`mpicoll.engine.nonblocking`), whose ``Start``
 is the first round and whose ``Wait`` the rest. Their requests are freed
-with the program (:meth:`Program.free`, or when it is garbage collected).
+with the program (:meth:`Program.free`, or when it is garbage collected), and
+every program of a private communicator is freed before the communicator
+(:func:`free_programs`): a persistent request holds its communicator, and
+MPICH runs a communicator's attribute callbacks -- which call MPI -- inside
+the ``MPI_Request_free`` that drops its last reference, where MPI cannot be
+called again.
 """
 import weakref
 from functools import partial
@@ -52,7 +57,7 @@ from ..core.ops import OPS
 from ..device.arrays import data_ptr
 from ..sched.plan import COPY, IRECV, ISEND, RECV, REDUCE, SEND, SENDRECV, WAIT
 
-__all__ = ["Program", "compile_plan", "quiet"]
+__all__ = ["Program", "compile_plan", "quiet", "free_programs"]
 
 _startall = MPI.Prequest.Startall
 _waitall = MPI.Request.Waitall
@@ -225,7 +230,21 @@ def compile_plan(plan, arrays, op, comm, tag):
         for r in requests:
             r.Free()
         raise
-    return Program(actions, requests)
+    program = Program(actions, requests)
+    live = _live.get(comm.handle)
+    if live is None:
+        live = _live[comm.handle] = weakref.WeakSet()
+    live.add(program)
+    return program
+
+
+_live = {}           # communicator handle -> its programs not yet freed (weakly)
+
+
+def free_programs(comm):
+    """Free every program made on ``comm`` (before ``comm`` itself is freed)."""
+    for program in list(_live.pop(comm.handle, ())):
+        program.free()
 
 
 def _same(a, b):

@@ -244,3 +244,32 @@ def test_repeated_barriers_still_synchronize(algo):
     finally:
         win.Free()
         local.Free()
+
+
+@pytest.mark.mpi
+def test_freeing_a_communicator_frees_its_programs_first():
+    """A communicator freed while programs on it live: they are freed before it, not in GC.
+
+    A persistent request holds its communicator, and MPICH runs the communicator's attribute
+    callbacks (the node's shared windows here, which call MPI) inside the request free that
+    drops its last reference -- where MPI cannot be called again (the job died).
+    """
+    import gc
+    c = comm.Dup()
+    x, y = np.ones(8), np.empty(8)
+    if "shm" in mpicoll.usable_algorithms("allreduce", c):
+        mpicoll.allreduce(x, y, algorithm="shm", comm=c)     # windows cached on the comm
+    for _ in range(3):
+        mpicoll.allreduce(x, y, algorithm="ring", comm=c)
+    req = mpicoll.allreduce_init(x, y, algorithm="recursive_doubling", comm=c)
+    req.Start()
+    req.Wait()
+    np.testing.assert_array_equal(y, N)
+    req.Free()
+    c.Free()
+    del req, x, y
+    _memo._memo.clear()           # the entries and their programs go now
+    gc.collect()
+    z = np.empty(3)
+    mpicoll.allreduce(np.ones(3), z, algorithm="ring")
+    np.testing.assert_array_equal(z, N)
