@@ -2,8 +2,12 @@
 
 A blocking functional call whose buffers are all given by the caller (NumPy
 or device arrays, ``MPI.IN_PLACE`` or None) and that moves at most 64 KiB is
-remembered after it ran: its bound plan steps, its fingerprint and the
-facts its validation rested on. The next call with the *same objects* —
+remembered after it ran: its bound plan steps (on host NumPy arrays, its
+compiled program of persistent requests: :mod:`mpicoll.engine.program`), its
+fingerprint and the facts its validation rested on. On host arrays the entry
+is *fast*: it holds the call's objects, and the faces test it themselves with
+one look-up of the call's identities and :meth:`_Entry.hit` (see
+:mod:`mpicoll.engine.faces`). The next call with the *same objects* —
 same communicator, same arrays (weakly referenced, with unchanged shape,
 dtype, strides and writability), same op, root, counts and algorithm
 argument, the same ``MPICOLL_<P>_ALGORITHM`` and ``MPICOLL_ALGORITHM`` — re-checks only those facts
