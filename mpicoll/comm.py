@@ -38,6 +38,7 @@ from .args.bufspec import parse_bufspec
 from .args.datatypes import Boundary
 from .calls import DEFINED
 from .calls.primitive import binder_parts
+from .core import watchdog as _wd
 from .core.errors import ArgumentError, ArgumentTypeError, describe
 from .core.registry import PRIMITIVES, lookup
 from .engine import memo
@@ -105,6 +106,8 @@ def _faces(primitive, method):
         bnd.finish(call)              # derived datatypes: unpacked into the caller's buffers
 
     def blocking(self, bufs, others, values):
+        if _wd.ON and _wd.REC.name is None:  # the collective watchdog times the call
+            return _wd.watched(blocking, pname, self, self, bufs, others, values)
         key = _key(bufs, others)
         if key is None:
             return run(Call(pname, self), None, self, values)

@@ -95,7 +95,7 @@ FLOORS = {
     "__init__": 6, "api": 6, "comm": 6, "distributed": 6, "torch": 6, "gpu": 6,
     "monitored": 6, "shm": 6,
     # the tools
-    "demo": 7, "bench": 7, "verify": 7, "soak": 7,
+    "demo": 7, "bench": 7, "verify": 7, "soak": 7, "run": 7,
 }
 
 

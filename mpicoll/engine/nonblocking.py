@@ -46,6 +46,7 @@ from functools import partial
 
 from mpi4py import MPI
 
+from ..core import watchdog as _wd
 from ..device.arrays import on_device
 from ..sched.record import is_array
 from . import progress as _thread
@@ -175,6 +176,8 @@ class Request:
 
     def Wait(self, status=None):
         """Advance every active request until this one is complete; raise its error, if any."""
+        if _wd.ON and _wd.REC.name is None:  # the collective watchdog times the wait
+            return _wd.wait_request(self)
         if _thread.enabled():
             with _done_cond:
                 while not self._done:
@@ -372,6 +375,7 @@ def start(call, ctx, fn, args, op, entry, fast, run_now, prologue=None, memo=Non
     persistent = call.kind == "init"
     req = PersistentRequest() if persistent else Request()
     call.request = req
+    req._what = (call.name, call.comm)      # named in the watchdog's report
     if entry is None:
         if persistent:
             req._eager = run_now
@@ -447,6 +451,7 @@ class Program:
         reqs = self.reqs
         reqs[:] = [None] * len(reqs)
         req = Request(result)
+        req._what = getattr(self.last, "_what", None)   # named in the watchdog's report
         req._scope = self.scope
         req._arm(self.steps, reqs, self.transport)
         self.last = req

@@ -89,7 +89,9 @@ def create_process_group(dist_options, pg_options=None):
                 f"{comm.Get_rank()} of {comm.Get_size()} in the group's communicator")
     if pg_options is not None and not isinstance(pg_options, Options):
         raise TypeError(f"pg_options: expected mpicoll.torch.Options; got {type(pg_options)}")
-    return ProcessGroupMpicoll(comm, rank, size, pg_options)
+    timeout = getattr(dist_options, "timeout", None)
+    return ProcessGroupMpicoll(comm, rank, size, pg_options,
+                               timeout=None if timeout is None else timeout.total_seconds())
 
 
 def _register():

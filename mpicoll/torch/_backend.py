@@ -27,6 +27,7 @@ import mpicoll
 from ..core.errors import ArgumentError, ArgumentTypeError, describe
 from ..core.registry import PRIMITIVES, lookup
 from ..engine.call import Call
+from ..engine.context import private_comm
 from . import _ops, _tensors
 from ._tensors import consecutive, cuda_stream, view
 from ._work import Done, Pending
@@ -90,10 +91,17 @@ class Options:
 class ProcessGroupMpicoll(dist.ProcessGroup):
     """A torch process group over an MPI communicator, its collectives run by mpicoll."""
 
-    def __init__(self, comm, rank, size, options=None):
+    def __init__(self, comm, rank, size, options=None, timeout=None):
         super().__init__(rank, size)
         self._comm = comm
         self._rank, self._size = rank, size
+        # The group's timeout (init_process_group/new_group's): every collective runs as a
+        # request waited on with this deadline (see _run). Its private communicator is made
+        # now, while every member is here: a rank that later calls alone must not block in
+        # its collective set-up.
+        self._timeout = timeout if timeout and timeout > 0 else None
+        self._broken = None              # the timeout that made the group unusable
+        private_comm(comm)
         options = options or Options()
         # Primitives not named here follow the environment (MPICOLL_<P>_ALGORITHM,
         # MPICOLL_ALGORITHM), read at each call by the engine, then auto.
@@ -153,6 +161,8 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         This rank joins its agreement step with the error (mpicoll names the rank and its
         reason there).
         """
+        # (with a timeout the others make even a blocking call as a request: see _run)
+        nonblocking = nonblocking or self._timeout is not None
         call = Call(_PRIMITIVE[fname], self._comm, "start" if nonblocking else None)
         call.error = exc
         call.settle()
@@ -164,14 +174,35 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         ``like``: a tensor of the call, whose device's current CUDA stream the call follows.
         """
         algorithm = self._algorithms.get(_PRIMITIVE[fname])
+        if self._broken is not None:
+            raise dist.DistBackendError(self._broken)
         with cuda_stream(like):
-            if nonblocking:
+            if nonblocking or self._timeout is not None:
+                # With a timeout even a blocking call runs as a request: only a wait that
+                # polls can give up at the deadline (one inside MPI cannot be interrupted).
                 req = _NONBLOCKING[fname](*args, comm=self._comm, algorithm=algorithm)
-                return Pending(req, result, finish)
+                work = Pending(req, result, finish, deadline=self._deadline(fname))
+                if nonblocking:
+                    return work
+                work.wait()
+                return Done(result)
             _BLOCKING[fname](*args, comm=self._comm, algorithm=algorithm)
             if finish is not None:
                 finish()
         return Done(result)
+
+    def _deadline(self, fname):
+        """(seconds, what timed out, on_timeout) for a call of ``fname``, or None: no timeout."""
+        if self._timeout is None:
+            return None
+        what = (f"{fname} on process group {self.group_name or '(default)'!r} "
+                f"(rank {self._rank} of {self._size})")
+        return (self._timeout, what, self._mark_broken)
+
+    def _mark_broken(self, message):
+        """A call timed out: every later call on the group raises (its messages stay posted)."""
+        self._broken = (f"{message}; the process group is unusable after that timeout "
+                        f"(destroy it and make a new one)")
 
     def _scratch_like(self, t, numel):
         """A reusable flat tensor of ``numel`` elements of ``t``'s dtype and device.

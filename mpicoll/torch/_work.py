@@ -12,10 +12,13 @@
   the future is a wait.
 """
 import threading
+import time
 
 import torch
 import torch.distributed as dist
 from mpi4py import MPI
+
+from ..core import watchdog as _watchdog
 
 __all__ = ["Done", "Pending"]
 
@@ -69,8 +72,14 @@ class Pending(dist.Work):
     ``status``: for an irecv from any source, the ``MPI.Status`` that names it.
     """
 
-    def __init__(self, request, result=None, finish=None, status=None):
+    def __init__(self, request, result=None, finish=None, status=None, deadline=None):
         super().__init__()
+        # deadline: (seconds from now, what the call is, called with the message on timeout)
+        self._deadline = None
+        if deadline is not None:
+            seconds, self._what, self._on_timeout = deadline
+            self._seconds = seconds
+            self._deadline = time.monotonic() + seconds
         self._request = request
         self._result = result
         self._finish = finish
@@ -89,8 +98,26 @@ class Pending(dist.Work):
         except BaseException as exc:     # noqa: BLE001 - re-raised to every waiter
             self._error = exc
 
-    def _wait(self):
+    def _wait(self, timeout=None):
         req = self._request
+        deadline = self._deadline
+        if timeout is not None:
+            seconds = timeout.total_seconds() if hasattr(timeout, "total_seconds") else timeout
+            if seconds and seconds > 0:
+                mine = time.monotonic() + seconds
+                deadline = mine if deadline is None else min(deadline, mine)
+        if deadline is not None and not isinstance(req, list):
+            try:
+                _watchdog.poll_deadline(req, None, deadline, None)
+            except _watchdog.CollectiveTimeoutError:
+                waited = self._seconds if self._deadline == deadline else seconds
+                msg = (f"mpicoll: Timed out after {waited:g} s waiting for "
+                       f"{getattr(self, '_what', 'a call')} to complete: some rank of the group "
+                       f"has not made the call, or is stopped or gone")
+                if getattr(self, "_on_timeout", None) is not None:
+                    self._on_timeout(msg)
+                raise dist.DistBackendError(msg) from None
+            return
         if isinstance(req, list):
             MPI.Request.Waitall(req, self._status)
         else:
@@ -106,7 +133,7 @@ class Pending(dist.Work):
         with self._lock:
             if not self._done:
                 try:
-                    self._wait()
+                    self._wait(timeout)
                 except BaseException as exc:
                     self._error = exc
                     self._done = True
