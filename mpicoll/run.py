@@ -23,6 +23,7 @@ import os
 import runpy
 import sys
 
+from .core import watchdog
 from .core.failfast import run_main
 
 __all__ = ["main", "main_guarded"]
@@ -86,6 +87,7 @@ def main(argv=None):
     kind, target, rest, timeout = _parse(sys.argv[1:] if argv is None else list(argv))
     if timeout is not None:
         os.environ["MPICOLL_TIMEOUT"] = repr(timeout)
+        watchdog.ON = True
     run_main(_run, kind, target, rest)
 
 

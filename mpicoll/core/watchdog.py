@@ -658,3 +658,7 @@ def _step_of(step, steps, req=None):
     if name in ("_wait_slots",):
         return at + "waiting for posted messages (Waitall)"
     return at + name
+
+
+# MPICOLL_TIMEOUT set at start: watch from the first call (it makes the private communicator).
+ON = _env_timeout_safe() is not None

@@ -18,6 +18,9 @@ reason travels through mpicoll's agreement step); calls whose counts or
 dtypes differ between ranks raise :class:`mpicoll.CollectiveMismatchError`
 everywhere.
 """
+import re
+import time
+
 import torch
 import torch.distributed as dist
 from mpi4py import MPI
@@ -33,6 +36,10 @@ from ._tensors import consecutive, cuda_stream, view
 from ._work import Done, Pending
 
 __all__ = ["ProcessGroupMpicoll", "Options", "parse_algorithms"]
+
+_MSG = 1024                 # bytes of a refusing rank's reason (_fail, _explained)
+_INVALID = re.compile(r"invalid arguments on rank\(s\) ([0-9, -]+) \(nothing was sent; the "
+                      r"error was raised there")
 
 #: The primitive whose algorithm each mpicoll function runs.
 _PRIMITIVE = {"bcast": "bcast", "allreduce": "allreduce", "reduce": "reduce",
@@ -102,6 +109,10 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         self._timeout = timeout if timeout and timeout > 0 else None
         self._broken = None              # the timeout that made the group unusable
         private_comm(comm)
+        # With a timeout, calls are requests, whose agreement tells the others only *which*
+        # rank refused its arguments: the reasons travel on this duplicate (_explained).
+        self._errcomm = comm.Dup() if self._timeout is not None else None
+        self._errsends = []
         options = options or Options()
         # Primitives not named here follow the environment (MPICOLL_<P>_ALGORITHM,
         # MPICOLL_ALGORITHM), read at each call by the engine, then auto.
@@ -148,6 +159,9 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         """Free the group's communicator (``destroy_process_group`` calls it on every rank)."""
         comm, self._comm = self._comm, MPI.COMM_NULL
         self._scratch.clear()
+        errcomm, self._errcomm = self._errcomm, None
+        if errcomm is not None and not MPI.Is_finalized():
+            errcomm.Free()
         if comm != MPI.COMM_NULL and not MPI.Is_finalized():
             comm.Free()
 
@@ -163,6 +177,12 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         """
         # (with a timeout the others make even a blocking call as a request: see _run)
         nonblocking = nonblocking or self._timeout is not None
+        if self._errcomm is not None:       # the reason, for the others' _explained
+            text = bytearray(f"{type(exc).__name__}: {exc}".encode("utf-8", "replace")[:_MSG])
+            self._errsends = [(r, b) for r, b in self._errsends if not r.Test()]
+            for peer in range(self._size):
+                if peer != self._rank:
+                    self._errsends.append((self._errcomm.Isend([text, MPI.BYTE], peer, 1), text))
         call = Call(_PRIMITIVE[fname], self._comm, "start" if nonblocking else None)
         call.error = exc
         call.settle()
@@ -181,7 +201,8 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
                 # With a timeout even a blocking call runs as a request: only a wait that
                 # polls can give up at the deadline (one inside MPI cannot be interrupted).
                 req = _NONBLOCKING[fname](*args, comm=self._comm, algorithm=algorithm)
-                work = Pending(req, result, finish, deadline=self._deadline(fname))
+                work = Pending(req, result, finish, deadline=self._deadline(fname),
+                               explain=self._explained)
                 if nonblocking:
                     return work
                 work.wait()
@@ -198,6 +219,34 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         what = (f"{fname} on process group {self.group_name or '(default)'!r} "
                 f"(rank {self._rank} of {self._size})")
         return (self._timeout, what, self._mark_broken)
+
+    def _explained(self, exc):
+        """``exc`` with the failing ranks' reasons, when it is a request's "invalid arguments".
+
+        (Read from the error duplicate: each failing rank sent its reason there, :meth:`_fail`.)
+        """
+        m = _INVALID.search(str(exc)) if isinstance(exc, ArgumentError) else None
+        if m is None or self._errcomm is None:
+            return exc
+        ranks = []
+        for part in m.group(1).split(","):
+            lo, _, hi = part.strip().partition("-")
+            ranks += range(int(lo), int(hi or lo) + 1)
+        got = []
+        deadline = time.monotonic() + (self._timeout or 60)
+        for r in ranks:
+            buf = bytearray(_MSG)
+            status = MPI.Status()
+            req = self._errcomm.Irecv([buf, MPI.BYTE], r, 1)
+            while not req.Test(status):
+                if time.monotonic() > deadline:
+                    req.Cancel()
+                    return exc
+                time.sleep(1e-4)
+            got.append(f"rank {r}: {bytes(buf[:status.Get_count(MPI.BYTE)]).decode('utf-8', 'replace')}")
+        head = str(exc).split(" (nothing was sent", 1)[0]
+        return ArgumentError(f"{head} (nothing was sent) - {'; '.join(got)}",
+                             exc.Get_error_class())
 
     def _mark_broken(self, message):
         """A call timed out: every later call on the group raises (its messages stay posted)."""

@@ -72,8 +72,10 @@ class Pending(dist.Work):
     ``status``: for an irecv from any source, the ``MPI.Status`` that names it.
     """
 
-    def __init__(self, request, result=None, finish=None, status=None, deadline=None):
+    def __init__(self, request, result=None, finish=None, status=None, deadline=None,
+                 explain=None):
         super().__init__()
+        self._explain = explain      # exc -> exc: adds what the request's error cannot carry
         # deadline: (seconds from now, what the call is, called with the message on timeout)
         self._deadline = None
         if deadline is not None:
@@ -135,9 +137,11 @@ class Pending(dist.Work):
                 try:
                     self._wait(timeout)
                 except BaseException as exc:
+                    if self._explain is not None:
+                        exc = self._explain(exc)
                     self._error = exc
                     self._done = True
-                    raise
+                    raise exc from None
                 self._complete()
         if self._error is not None:
             raise self._error

@@ -49,6 +49,7 @@ def fault(kind, rank):
 
 def main():
     kind, face = sys.argv[1], sys.argv[2]
+    print(f"PID {os.getpid()}", flush=True)     # the test looks for what it leaves behind
     raising = "--raise" in sys.argv
     world = MPI.COMM_WORLD
     rank, size = world.Get_rank(), world.Get_size()
@@ -58,6 +59,8 @@ def main():
     want = size * (size + 1) / 2
     if face == "torch":
         return torch_loop(kind, rank, bad, raising)
+    if face == "torch-alone":
+        return torch_alone(rank)
     comm = world
     if raising:
         mpicoll.set_timeout(comm, float(os.environ.get("MPICOLL_TIMEOUT", "2")), action="raise")
@@ -114,6 +117,40 @@ def torch_loop(kind, rank, bad, raising):
         except RuntimeError as again:
             print(f"REFUSED rank {rank}: {again}", flush=True)
         os._exit(0)
+    print(f"rank {rank} done", flush=True)
+
+
+def torch_alone(rank):
+    """Torch's test_barrier_timeout: rank 0 alone calls barrier on a group with a 1 s timeout.
+
+    It must raise torch's timeout error (no rank blocks in the group's set-up); then every
+    rank meets on the default group, which still works, and the job ends cleanly.
+    """
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    import mpicoll.torch  # noqa: F401
+
+    dist.init_process_group(backend="mpicoll")
+    group = dist.new_group(list(range(dist.get_world_size())), timeout=timedelta(seconds=1))
+    if rank == 0:
+        t0 = time.monotonic()
+        try:
+            dist.barrier(group)
+        except RuntimeError as exc:
+            print(f"CAUGHT rank {rank} after {time.monotonic() - t0:.2f} s: "
+                  f"{type(exc).__name__}: {exc}", flush=True)
+        try:
+            dist.barrier(group)
+        except RuntimeError as again:
+            print(f"REFUSED rank {rank}: {again}", flush=True)
+    import torch
+    t = torch.full((4,), rank + 1.0)
+    dist.all_reduce(t)                 # the default group is unaffected
+    size = dist.get_world_size()
+    assert t.tolist() == [size * (size + 1) / 2] * 4, t
+    dist.destroy_process_group()
     print(f"rank {rank} done", flush=True)
 
 
