@@ -9,6 +9,8 @@ FAULT, on the last rank (rank 1 at N=2), at the loop's 5th iteration:
 - ``exit``: ``os._exit(3)``; ``kill``: SIGKILL to itself;
 - ``stop``: SIGSTOP to itself (a debugger, a swapped-out node): it makes no progress;
 - ``hang``: it sleeps in its own code (a rank that never enters the call);
+- ``linkdown``: it takes its node's link down (``ip link set eth0 down``; only on a
+  ``scripts/netns_cluster.sh`` cluster, one rank per namespace) and goes on calling;
 - ``none``: no fault (the loop completes: exit 0).
 
 FACE: ``blocking`` (``mpicoll.allreduce``, ring), ``nonblocking`` (``iallreduce`` +
@@ -35,6 +37,7 @@ FAULT_AT = 5
 
 
 def fault(kind, rank):
+    print(f"FAULT {time.time():.3f}", flush=True)     # when (scripts/fault_matrix.py)
     if kind == "raise":
         raise RuntimeError(f"injected failure in user code on rank {rank}")
     if kind == "exit":
@@ -45,6 +48,9 @@ def fault(kind, rank):
         os.kill(os.getpid(), signal.SIGSTOP)
     if kind == "hang":
         time.sleep(3600)
+    if kind == "linkdown":      # in a network namespace of its own (a "node"): cut its link
+        import subprocess
+        subprocess.run(["ip", "link", "set", "eth0", "down"], check=True)
 
 
 def main():
