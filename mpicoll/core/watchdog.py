@@ -47,6 +47,7 @@ after the timeout, the watchdog aborts the job after all, and says so.
 A rank cut off from the launcher (its link down) ends itself: if ``MPI_Abort``
 has not ended the process 5 s after it was called, the watchdog calls ``os._exit``.
 """
+import atexit
 import ctypes
 import os
 import struct
@@ -104,6 +105,8 @@ _IDLE, _IN_THIS, _IN_OTHER = 0, 1, 2
 _states = {}                    # communicator handle -> _Watched
 _lock = threading.Lock()
 _thread = None
+_monitor = None
+_stop = threading.Event()
 _abandoned = []                 # requests of timed-out calls, kept alive (MPI still owns them)
 _WORLD = MPI.COMM_WORLD.handle
 
@@ -234,13 +237,34 @@ def _attach(comm):
 
 
 def _start_if_needed():
-    global ON, _thread
+    global ON, _thread, _monitor
     ON = True
     with _lock:
         if _thread is None or not _thread.is_alive():
-            _thread = threading.Thread(target=_Monitor().loop, name="mpicoll-watchdog",
+            _monitor = _Monitor()
+            _thread = threading.Thread(target=_monitor.loop, name="mpicoll-watchdog",
                                        daemon=True)
             _thread.start()
+            atexit.register(_shutdown)   # before mpi4py finalizes MPI (registered earlier)
+
+
+def _shutdown():
+    """Stop the thread; cancel the receives it keeps posted (MPI_Finalize wants none)."""
+    _stop.set()
+    if _thread is not None:
+        _thread.join(timeout=2.0)
+    if MPI.Is_finalized():
+        return
+    pending = [ws.qreq for ws in _states.values() if ws.qreq is not None]
+    pending += [req for _, _, req in (_monitor.recvs if _monitor is not None else [])]
+    for req in pending:
+        try:
+            req.Cancel()
+            req.Wait()
+        except MPI.Exception:
+            pass
+    for ws in _states.values():
+        ws.qreq = None
 
 
 def check_usable(comm):
@@ -359,9 +383,7 @@ class _Monitor:
         self.recvs = []          # (rank, buffer, request) answers expected
 
     def loop(self):
-        while True:
-            tick = self._tick()
-            time.sleep(tick)
+        while not _stop.wait(self._tick()):
             try:
                 self._serve()
                 self._watch()
