@@ -138,6 +138,8 @@ def test_torch_group_timeout_raises_on_every_waiting_rank(n):
         assert f"CAUGHT rank {r}: DistBackendError: mpicoll: Timed out after 2 s waiting for " \
                f"allreduce on process group" in out, out
         assert f"REFUSED rank {r}:" in out and "unusable" in out, out
+    assert f"have not entered this call: rank {n - 1} (world rank {n - 1}) (now idle in its " \
+           f"own code)" in out, out
 
 
 @pytest.mark.skipif(not _torch(), reason="torch is not installed")

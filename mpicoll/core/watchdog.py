@@ -441,17 +441,21 @@ class _Monitor:
         if frac and not self.warned and waited >= frac * timeout:
             self.warned = True
             self._ask(ws)
-            self._settle(ws, min(1.0, 0.1 * timeout))
+            self._settle(ws, self._grace())
             _say(self._report(ws, name, waited, timeout, warning=True))
         if waited >= timeout:
             self.fired = True
             self._ask(ws)
-            self._settle(ws, min(1.0, max(0.2, 0.1 * timeout)))
+            self._settle(ws, self._grace())
             report = self._report(ws, name, time.monotonic() - self.since, timeout)
             if _action_of(ws) == "raise":
                 self._raise(ws, report, n)
             else:
                 _end(report)
+
+    def _grace(self):
+        """Seconds to wait for the peers' answers: their threads look every tick."""
+        return min(1.5, 2 * self._tick() + 0.1)
 
     def _ask(self, ws):
         if ws is None or ws.wcomm is None or not self.multiple:

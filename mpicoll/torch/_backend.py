@@ -113,6 +113,8 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         # rank refused its arguments: the reasons travel on this duplicate (_explained).
         self._errcomm = comm.Dup() if self._timeout is not None else None
         self._errsends = []
+        if self._timeout is not None:       # its report names the ranks that are missing
+            mpicoll.set_timeout(comm, self._timeout, action="raise")
         options = options or Options()
         # Primitives not named here follow the environment (MPICOLL_<P>_ALGORITHM,
         # MPICOLL_ALGORITHM), read at each call by the engine, then auto.

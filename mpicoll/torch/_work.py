@@ -22,6 +22,10 @@ from ..core import watchdog as _watchdog
 
 __all__ = ["Done", "Pending"]
 
+#: Seconds past a group's timeout that a wait gives the watchdog's report (it asks the peers
+#: at the timeout and waits up to a fraction of it for their answers) before giving up alone.
+_REPORT_S = 2.5
+
 
 def _future(value):
     fut = torch.futures.Future()
@@ -109,13 +113,19 @@ class Pending(dist.Work):
                 mine = time.monotonic() + seconds
                 deadline = mine if deadline is None else min(deadline, mine)
         if deadline is not None and not isinstance(req, list):
+            group = self._deadline == deadline
             try:
-                _watchdog.poll_deadline(req, None, deadline, None)
-            except _watchdog.CollectiveTimeoutError:
-                waited = self._seconds if self._deadline == deadline else seconds
+                # The group's own deadline: its communicator is watched (set_timeout, raise),
+                # whose report, due at the timeout, names the missing ranks; the deadline here
+                # (a little later) is the backstop.
+                _watchdog.wait_request(req, deadline=deadline + (_REPORT_S if group else 0.0))
+            except _watchdog.CollectiveTimeoutError as exc:
+                waited = self._seconds if group else seconds
+                why = ("some rank of the group has not made the call, or is stopped or gone"
+                       if not exc.missing else
+                       "; ".join(p.strip() for p in str(exc).split(" - ", 1)[1:]))
                 msg = (f"mpicoll: Timed out after {waited:g} s waiting for "
-                       f"{getattr(self, '_what', 'a call')} to complete: some rank of the group "
-                       f"has not made the call, or is stopped or gone")
+                       f"{getattr(self, '_what', 'a call')} to complete: {why}")
                 if getattr(self, "_on_timeout", None) is not None:
                     self._on_timeout(msg)
                 raise dist.DistBackendError(msg) from None

@@ -95,6 +95,7 @@ def main():
             mpicoll.allreduce(x, y, algorithm="ring")
         except mpicoll.CollectiveTimeoutError as again:
             print(f"REFUSED rank {rank}: {again}", flush=True)
+        time.sleep(1.5)   # the other waiting ranks catch theirs too
         os._exit(0)       # the peer that failed may never leave: do not wait in Finalize
     print(f"rank {rank} done", flush=True)
 
@@ -122,6 +123,7 @@ def torch_loop(kind, rank, bad, raising):
             dist.all_reduce(t)
         except RuntimeError as again:
             print(f"REFUSED rank {rank}: {again}", flush=True)
+        time.sleep(1.5)   # the other waiting ranks catch theirs too
         os._exit(0)
     print(f"rank {rank} done", flush=True)
 
