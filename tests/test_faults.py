@@ -159,3 +159,65 @@ def test_no_fault_no_report():
     assert "watchdog" not in out, out
     for r in range(3):
         assert f"rank {r} done" in out, out
+
+
+# -- the public entry point and the setting ------------------------------------------------
+
+USER = ("import sys, numpy as np, mpicoll\n"
+        "from mpi4py import MPI\n"
+        "if MPI.COMM_WORLD.rank == 1:\n"
+        "    raise RuntimeError('user error on rank 1 ' + ' '.join(sys.argv[1:]))\n"
+        "mpicoll.allreduce(np.ones(2))\n"
+        "print('done', MPI.COMM_WORLD.rank)\n")
+
+
+@pytest.mark.parametrize("form", ["script", "module", "code"])
+def test_mpicoll_run_ends_the_job_when_user_code_raises(form, tmp_path):
+    """A plain user program, no helper of ours inside: -m mpicoll.run makes it fail fast."""
+    (tmp_path / "userprog.py").write_text(USER)
+    argv = {"script": [str(tmp_path / "userprog.py"), "a1", "a2"],
+            "module": ["-m", "userprog", "a1", "a2"],
+            "code": ["-c", USER, "a1", "a2"]}[form]
+    proc = run_mpi(3, [sys.executable, "-m", "mpicoll.run", *argv], timeout=LIMIT, cwd=tmp_path,
+                   env={"PYTHONPATH": os.pathsep.join([ROOT, str(tmp_path)])})
+    out = proc.stdout + proc.stderr
+    assert not timed_out(proc), out
+    assert proc.returncode != 0, out
+    assert "[rank 1] RuntimeError: user error on rank 1 a1 a2" in out, out
+    assert "done 0" not in out, out
+
+
+def test_mpicoll_run_flags():
+    proc = run_mpi(1, [sys.executable, "-m", "mpicoll.run", "--timeout", "-3", "x.py"],
+                   timeout=LIMIT)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "--timeout: expected a number of seconds > 0" in out, out
+    proc = run_mpi(1, [sys.executable, "-m", "mpicoll.run", "--timeout", "5", "-c",
+                       "import os, mpicoll; print('T', os.environ['MPICOLL_TIMEOUT'], "
+                       "mpicoll.get_timeout())"], timeout=LIMIT)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "T 5.0 (5.0, 'abort')" in out, out
+
+
+def test_set_timeout_refuses_bad_arguments_and_reports_what_is_in_force():
+    code = ("import mpicoll\n"
+            "from mpi4py import MPI\n"
+            "for bad in (-1, 'x', True):\n"
+            "    try:\n"
+            "        mpicoll.set_timeout(MPI.COMM_WORLD, bad)\n"
+            "    except mpicoll.ArgumentError as e:\n"
+            "        print('REFUSED', e)\n"
+            "try:\n"
+            "    mpicoll.set_timeout(MPI.COMM_WORLD, 5, action='explode')\n"
+            "except mpicoll.ArgumentError as e:\n"
+            "    print('REFUSED', e)\n"
+            "print('BEFORE', mpicoll.get_timeout())\n"
+            "print('OLD', mpicoll.set_timeout(None, 7, action='raise'))\n"
+            "print('AFTER', mpicoll.get_timeout(MPI.COMM_WORLD))\n")
+    proc = run_mpi(2, [sys.executable, "-c", code], timeout=LIMIT)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert out.count("REFUSED seconds: expected a number of seconds >= 0") == 2 * 3, out
+    assert out.count("REFUSED action: expected 'abort', 'raise' or None; got str 'explode'") == 2, out
+    assert out.count("BEFORE (None, 'abort')") == 2, out
+    assert out.count("OLD (None, None)") == 2 and out.count("AFTER (7.0, 'raise')") == 2, out
