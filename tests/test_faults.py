@@ -105,6 +105,17 @@ def test_a_stopped_rank_is_reported_and_ends_the_job(n, face):
     assert "[rank 0] mpicoll watchdog:" in out, out
 
 
+@pytest.mark.parametrize("face,where", [
+    ("blocking", r"waiting in: step \d+ of \d+: Sendrecv \(send to rank \d, receive from rank \d\)"),
+    ("nonblocking", r"waiting in: step \d+ of \d+: waiting for the messages of this round"),
+    ("shm", r"waiting in: a node barrier of a shared-memory algorithm")])
+def test_the_report_names_the_step_of_the_algorithm(face, where):
+    """With no agreement step (local mode) the ranks wait inside the algorithm itself."""
+    proc, out = run_case(3, "stop", face, env={"MPICOLL_CHECK": "local"})
+    assert proc.returncode != 0, out
+    assert re.search(where, out), out
+
+
 def test_a_rank_that_never_comes_is_named_with_what_it_does():
     proc, out = run_case(3, "hang", "blocking")
     assert proc.returncode != 0, out
