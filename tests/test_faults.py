@@ -93,7 +93,8 @@ def test_a_rank_that_ends_ends_the_job(fault, face):
 # -- the watchdog: a rank that stops or never comes --------------------------------------------
 
 @pytest.mark.parametrize("n,face", [(2, "blocking"), (3, "blocking"), (3, "nonblocking"),
-                                    (2, "persistent"), (3, "shm"), (2, "p2pcomm")])
+                                    (2, "persistent"), (3, "shm"), (2, "p2pcomm"),
+                                    (3, "distributed")])
 def test_a_stopped_rank_is_reported_and_ends_the_job(n, face):
     proc, out = run_case(n, "stop", face)
     assert proc.returncode != 0, out

@@ -287,7 +287,7 @@ def _handle(comm):
 
 # -- the hooks -----------------------------------------------------------------------------
 
-def watched(fn, name, comm, *args):
+def watched(fn, name, comm, *args, **kwargs):
     """Run a blocking collective ``fn(*args)`` named ``name`` on ``comm`` under the watchdog.
 
     Called by the engine's hooks while :data:`ON` and no watched call is in progress
@@ -303,7 +303,7 @@ def watched(fn, name, comm, *args):
     rec.name = name
     rec.n += 1
     try:
-        return fn(*args)
+        return fn(*args, **kwargs)
     except _AsyncTimeout:
         raise (CollectiveTimeoutError(*ws.error) if ws is not None and ws.error
                else CollectiveTimeoutError("mpicoll: timed out")) from None

@@ -16,7 +16,8 @@ FAULT, on the last rank (rank 1 at N=2), at the loop's 5th iteration:
 FACE: ``blocking`` (``mpicoll.allreduce``, ring), ``nonblocking`` (``iallreduce`` +
 ``Wait``), ``persistent`` (``allreduce_init``, ``Start``/``Wait``), ``shm`` (the shm
 allreduce), ``p2pcomm`` (``P2PComm.Allreduce``), ``torch`` (``dist.all_reduce`` on the
-``"mpicoll"`` backend, the group made with the timeout).
+``"mpicoll"`` backend, the group made with the timeout), ``distributed``
+(``mpicoll.distributed.all_reduce``, the seed-compatible names).
 
 ``--raise``: ``MPICOLL_TIMEOUT_ACTION=raise`` semantics; a rank that catches
 :class:`mpicoll.CollectiveTimeoutError` (or torch's error) prints ``CAUGHT <message>``,
@@ -73,6 +74,9 @@ def main():
     if face == "p2pcomm":
         comm = mpicoll.P2PComm(world, allreduce="ring")
     persistent = mpicoll.allreduce_init(x, y, algorithm="ring") if face == "persistent" else None
+    if face == "distributed":
+        import mpicoll.distributed as seed
+        seed.init_process_group(backend="p2p")
     try:
         for i in range(20):
             if rank == bad and i == FAULT_AT:
@@ -88,6 +92,9 @@ def main():
             elif face == "persistent":
                 persistent.Start()
                 persistent.Wait()
+            elif face == "distributed":
+                y[:] = x
+                seed.all_reduce(y)
             assert y[0] == want, (y[0], want)
     except mpicoll.CollectiveTimeoutError as exc:
         print(f"CAUGHT rank {rank}: {exc}", flush=True)
