@@ -27,7 +27,7 @@ CASES = [
     (3, "raise", "nonblocking", ()),
     (2, "stop", "blocking", ()), (3, "stop", "blocking", ()), (3, "stop", "nonblocking", ()),
     (2, "stop", "persistent", ()), (3, "stop", "persistent", ()), (3, "stop", "shm", ()),
-    (2, "stop", "p2pcomm", ()), (3, "hang", "blocking", ()),
+    (2, "stop", "p2pcomm", ()), (3, "stop", "distributed", ()), (3, "hang", "blocking", ()),
     (3, "hang", "nonblocking", ("--raise",)), (2, "hang", "blocking", ("--raise",)),
     (2, "hang", "torch", ()), (3, "hang", "torch", ()), (3, "stop", "torch", ()),
     (3, "none", "torch-alone", ()),
