@@ -70,6 +70,17 @@ def _parse(argv):
 
 
 def _run(kind, target, rest):
+    try:
+        _start(kind, target, rest)
+    except BaseException as exc:  # noqa: BLE001 - re-raised, without this runner's frames
+        tb = exc.__traceback__
+        while tb is not None and (tb.tb_frame.f_code.co_filename == __file__
+                                  or "runpy" in tb.tb_frame.f_code.co_filename):
+            tb = tb.tb_next
+        raise exc.with_traceback(tb)  # noqa: B904 - the same exception, its cause kept
+
+
+def _start(kind, target, rest):
     if kind == "-m":
         sys.argv = [target, *rest]
         runpy.run_module(target, run_name="__main__", alter_sys=True)
