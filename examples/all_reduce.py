@@ -1,9 +1,8 @@
 """The seed's all_reduce example on mpicoll.distributed: every rank gets the sum of [rank+1]*5.
 
-Run: mpirun -n 3 python examples/all_reduce.py [--device gpu]
+Run: mpirun -n 3 python -m mpicoll.run examples/all_reduce.py [--device gpu]
 """
 import mpicoll.distributed as dist
-from mpicoll.core.failfast import run_main
 from _device import setup
 from _seedprint import host, print_ranks
 
@@ -26,4 +25,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    run_main(main)
+    main()

@@ -1,6 +1,6 @@
 """The seed's barrier example on mpicoll.distributed: rank r sleeps r seconds, then all wait for the slowest.
 
-Run: mpirun -n 3 python examples/barrier.py [SLEEP_SCALE] [--device gpu]
+Run: mpirun -n 3 python -m mpicoll.run examples/barrier.py [SLEEP_SCALE] [--device gpu]
 SLEEP_SCALE (default 1, the seed's) multiplies every rank's sleep. The
 barrier moves no tensor; --device gpu only selects each rank's GPU, as in
 the other examples.
@@ -8,7 +8,6 @@ the other examples.
 import time
 
 import mpicoll.distributed as dist
-from mpicoll.core.failfast import run_main
 from _device import setup
 from _seedprint import print_ranks
 
@@ -38,4 +37,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    run_main(main)
+    main()

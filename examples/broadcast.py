@@ -1,9 +1,8 @@
 """The seed's broadcast example on mpicoll.distributed: rank 0's [1, 2, 3, 4, 5] reaches every rank.
 
-Run: mpirun -n 3 python examples/broadcast.py [--device gpu]
+Run: mpirun -n 3 python -m mpicoll.run examples/broadcast.py [--device gpu]
 """
 import mpicoll.distributed as dist
-from mpicoll.core.failfast import run_main
 from _device import setup
 from _seedprint import host, print_ranks
 
@@ -29,4 +28,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    run_main(main)
+    main()

@@ -1,9 +1,8 @@
 """The seed's gather example on mpicoll.distributed: every rank's [rank+1]*5 collected in a list on rank 0.
 
-Run: mpirun -n 3 python examples/gather.py [--device gpu]
+Run: mpirun -n 3 python -m mpicoll.run examples/gather.py [--device gpu]
 """
 import mpicoll.distributed as dist
-from mpicoll.core.failfast import run_main
 from _device import setup
 from _seedprint import host, print_ranks, tensor_list
 
@@ -34,4 +33,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    run_main(main)
+    main()

@@ -1,9 +1,8 @@
 """The seed's reduce example on mpicoll.distributed: the sum of [rank+1]*5 lands on rank 0 only.
 
-Run: mpirun -n 3 python examples/reduce.py [--device gpu]
+Run: mpirun -n 3 python -m mpicoll.run examples/reduce.py [--device gpu]
 """
 import mpicoll.distributed as dist
-from mpicoll.core.failfast import run_main
 from _device import setup
 from _seedprint import host, print_ranks
 
@@ -27,4 +26,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    run_main(main)
+    main()

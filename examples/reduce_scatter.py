@@ -1,9 +1,8 @@
 """The seed's reduce_scatter example on mpicoll.distributed: rank j gets the sum of every rank's j-th tensor.
 
-Run: mpirun -n 3 python examples/reduce_scatter.py [--device gpu]   (prints [6 12], [14 56], [36 288])
+Run: mpirun -n 3 python -m mpicoll.run examples/reduce_scatter.py [--device gpu]   (prints [6 12], [14 56], [36 288])
 """
 import mpicoll.distributed as dist
-from mpicoll.core.failfast import run_main
 from _device import setup
 from _seedprint import host, print_ranks, tensor_list
 
@@ -32,4 +31,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    run_main(main)
+    main()

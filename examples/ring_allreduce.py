@@ -1,6 +1,6 @@
 """The seed's ring allreduce: all_reduce with the ring algorithm, and the 2(N-1)K/N elements each rank sends.
 
-Run: mpirun -n 3 python examples/ring_allreduce.py [--device gpu]
+Run: mpirun -n 3 python -m mpicoll.run examples/ring_allreduce.py [--device gpu]
 The seed's numbers: N GPUs, a tensor of K = 5 values; each rank sends N-1
 chunks in the reduce-scatter ring and N-1 in the allgather ring, about K/N
 values each (chunks differ by one element when N does not divide K).
@@ -9,7 +9,6 @@ import numpy as np
 
 import mpicoll
 import mpicoll.distributed as dist
-from mpicoll.core.failfast import run_main
 from _device import setup
 from _seedprint import host, print_ranks
 
@@ -38,4 +37,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    run_main(main)
+    main()

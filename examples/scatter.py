@@ -1,9 +1,8 @@
 """The seed's scatter example on mpicoll.distributed: rank 0's list [[i+1]*5 for i] hands rank i its entry.
 
-Run: mpirun -n 3 python examples/scatter.py [--device gpu]
+Run: mpirun -n 3 python -m mpicoll.run examples/scatter.py [--device gpu]
 """
 import mpicoll.distributed as dist
-from mpicoll.core.failfast import run_main
 from _device import setup
 from _seedprint import host, print_ranks, tensor_list
 
@@ -34,4 +33,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    run_main(main)
+    main()

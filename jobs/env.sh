@@ -15,6 +15,8 @@
 #   MPICOLL_MPIEXEC       mpiexec command for the fallback (default: mpiexec on PATH)
 #   MPICOLL_NTASKS        ranks when run outside Slurm (`bash jobs/demo.sh`; default 2)
 #   MPICOLL_STEP_TIMEOUT  seconds after which a parallel step is killed (default: none)
+#   MPICOLL_TIMEOUT       seconds after which a stuck collective is reported and ends the job
+#                         (mpicoll's watchdog, docs/guide/faults.rst; default: off); passed through
 #   MPICOLL_RESULTS_ROOT  where results/<job name>-<job id>/ goes (default $MPICOLL_HOME/results)
 #
 # Functions for the job scripts:

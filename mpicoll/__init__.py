@@ -28,6 +28,7 @@ from .core.defaults import DEFAULTS_TABLE, default_algorithm
 from .core.errors import ArgumentError, ArgumentTypeError
 from .core.registry import PRIMITIVES, algorithms, register
 from .core.registry import lookup as _lookup
+from .core.watchdog import CollectiveTimeoutError, get_timeout, set_timeout
 from .engine.call import CollectiveMismatchError, get_check, set_check, usable_algorithms
 from .engine.context import CallTraffic, Traffic, traffic
 from .monitored import BarrierTimeoutError, monitored_barrier
@@ -38,7 +39,7 @@ __version__ = "0.1.0"
 
 __all__ = ["PRIMITIVES", "algorithms", "usable_algorithms", "algorithm_info", "register", "define_primitive", "shm",
            "Primitive", "traffic", "Traffic", "CallTraffic", "ArgumentError",
-           "ArgumentTypeError", "DEFAULTS_TABLE", "default_algorithm", "P2PComm", "set_check",
+           "ArgumentTypeError", "DEFAULTS_TABLE", "default_algorithm", "P2PComm", "set_check", "set_timeout", "get_timeout", "CollectiveTimeoutError",
            "get_check", "CollectiveMismatchError", "monitored_barrier", "BarrierTimeoutError",
            "Request", "PersistentRequest", "waitall", "testall", *_FUNCTIONS]
 

@@ -34,6 +34,7 @@ from .calls import gather as _gather
 from .calls import reduce as _reduce
 from .calls import reduce_scatter as _reduce_scatter
 from .calls import scatter as _scatter
+from .core import watchdog as _wd
 from .core.errors import ArgumentError, ArgumentTypeError, describe
 from .core.registry import PRIMITIVES, lookup
 from .device.arrays import empty
@@ -334,3 +335,23 @@ def barrier(async_op=False):
     call = _call("barrier", _group(), async_op)
     _barrier.run(call, None, _algo("barrier"))
     return _done(call)
+
+
+def _timed(fn, primitive):
+    """``fn`` (a blocking-or-async collective above) timed by the collective watchdog when on."""
+    def call(*args, **kwargs):
+        if _wd.ON and _wd.REC.name is None and not kwargs.get("async_op", False) and \
+                _state["comm"] is not None:
+            return _wd.watched(fn, primitive, _state["comm"], *args, **kwargs)
+        return fn(*args, **kwargs)
+    call.__name__, call.__qualname__, call.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
+    call.__wrapped__ = fn
+    return call
+
+
+for _name, _prim in (("broadcast", "bcast"), ("reduce", "reduce"), ("all_reduce", "allreduce"),
+                     ("gather", "gather"), ("all_gather", "allgather"), ("scatter", "scatter"),
+                     ("reduce_scatter", "reduce_scatter"), ("all_to_all_single", "alltoall"),
+                     ("barrier", "barrier")):
+    globals()[_name] = _timed(globals()[_name], _prim)
+del _name, _prim

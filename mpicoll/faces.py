@@ -7,6 +7,7 @@ conventions they share.
 from mpi4py import MPI
 
 from .calls import DEFINED as _DEFINED
+from .core import watchdog as _wd
 from .engine.faces import ID_NONE as _ID_NONE
 from .engine.faces import active as _active
 from .engine.faces import init as _init
@@ -43,7 +44,8 @@ def bcast(buf, root=0, *, comm=None, algorithm=None):
     """
     e = _memo_get((
         'bcast', id(comm), algorithm, id(buf), root if root.__class__ in _BY_VALUE else id(root)))
-    if e is not None and e.fast and not _active and not _recorders:
+    if e is not None and e.fast and not _active and not _recorders \
+            and not _wd.ON:
         r = e.hit()       # a repeated call: its compiled program
         if r is not _MISS:
             return r
@@ -82,7 +84,8 @@ def reduce(sendbuf, recvbuf=None, op=MPI.SUM, root=0, *, comm=None, algorithm=No
         'reduce', id(comm), algorithm, id(sendbuf), id(recvbuf),
         op if op.__class__ in _BY_VALUE else id(op),
         root if root.__class__ in _BY_VALUE else id(root)))
-    if e is not None and e.fast and not _active and not _recorders:
+    if e is not None and e.fast and not _active and not _recorders \
+            and not _wd.ON:
         r = e.hit()       # a repeated call: its compiled program
         if r is not _MISS:
             return r
@@ -122,7 +125,8 @@ def allreduce(sendbuf, recvbuf=None, op=MPI.SUM, *, comm=None, algorithm=None):
     e = _memo_get((
         'allreduce', id(comm), algorithm, id(sendbuf), id(recvbuf),
         op if op.__class__ in _BY_VALUE else id(op)))
-    if e is not None and e.fast and not _active and not _recorders:
+    if e is not None and e.fast and not _active and not _recorders \
+            and not _wd.ON:
         r = e.hit()       # a repeated call: its compiled program
         if r is not _MISS:
             return r
@@ -160,7 +164,8 @@ def gather(sendbuf, recvbuf=None, root=0, *, comm=None, algorithm=None):
     e = _memo_get((
         'gather', id(comm), algorithm, id(sendbuf), id(recvbuf),
         root if root.__class__ in _BY_VALUE else id(root)))
-    if e is not None and e.fast and not _active and not _recorders:
+    if e is not None and e.fast and not _active and not _recorders \
+            and not _wd.ON:
         r = e.hit()       # a repeated call: its compiled program
         if r is not _MISS:
             return r
@@ -195,7 +200,8 @@ def allgather(sendbuf, recvbuf=None, *, comm=None, algorithm=None):
     ``sendbuf=MPI.IN_PLACE``: this rank's block is already in ``recvbuf``.
     """
     e = _memo_get(('allgather', id(comm), algorithm, id(sendbuf), id(recvbuf)))
-    if e is not None and e.fast and not _active and not _recorders:
+    if e is not None and e.fast and not _active and not _recorders \
+            and not _wd.ON:
         r = e.hit()       # a repeated call: its compiled program
         if r is not _MISS:
             return r
@@ -234,7 +240,8 @@ def scatter(sendbuf, recvbuf, root=0, *, comm=None, algorithm=None):
     e = _memo_get((
         'scatter', id(comm), algorithm, id(sendbuf), id(recvbuf),
         root if root.__class__ in _BY_VALUE else id(root)))
-    if e is not None and e.fast and not _active and not _recorders:
+    if e is not None and e.fast and not _active and not _recorders \
+            and not _wd.ON:
         r = e.hit()       # a repeated call: its compiled program
         if r is not _MISS:
             return r
@@ -271,7 +278,8 @@ def reduce_scatter_block(sendbuf, recvbuf=None, op=MPI.SUM, *, comm=None, algori
     e = _memo_get((
         'reduce_scatter', id(comm), algorithm, id(sendbuf), id(recvbuf), _ID_NONE,
         op if op.__class__ in _BY_VALUE else id(op)))
-    if e is not None and e.fast and not _active and not _recorders:
+    if e is not None and e.fast and not _active and not _recorders \
+            and not _wd.ON:
         r = e.hit()       # a repeated call: its compiled program
         if r is not _MISS:
             return r
@@ -316,7 +324,8 @@ def reduce_scatter(
         'reduce_scatter', id(comm), algorithm, id(sendbuf), id(recvbuf),
         recvcounts if recvcounts.__class__ in _BY_VALUE else id(recvcounts),
         op if op.__class__ in _BY_VALUE else id(op)))
-    if e is not None and e.fast and not _active and not _recorders:
+    if e is not None and e.fast and not _active and not _recorders \
+            and not _wd.ON:
         r = e.hit()       # a repeated call: its compiled program
         if r is not _MISS:
             return r
@@ -359,7 +368,8 @@ def alltoall(sendbuf, recvbuf=None, *, comm=None, algorithm=None):
     Per rank, N = 2: ``[a0 a1]``, ``[b0 b1]`` -> ``[a0 b0]``, ``[a1 b1]``.
     """
     e = _memo_get(('alltoall', id(comm), algorithm, id(sendbuf), id(recvbuf)))
-    if e is not None and e.fast and not _active and not _recorders:
+    if e is not None and e.fast and not _active and not _recorders \
+            and not _wd.ON:
         r = e.hit()       # a repeated call: its compiled program
         if r is not _MISS:
             return r
@@ -390,7 +400,8 @@ def alltoall_init(sendbuf, recvbuf=None, *, comm=None, algorithm=None):
 def barrier(*, comm=None, algorithm=None):
     """Block until every rank of ``comm`` has called barrier."""
     e = _memo_get(('barrier', id(comm), algorithm))
-    if e is not None and e.fast and not _active and not _recorders:
+    if e is not None and e.fast and not _active and not _recorders \
+            and not _wd.ON:
         r = e.hit()       # a repeated call: its compiled program
         if r is not _MISS:
             return r
@@ -564,7 +575,8 @@ def scan(sendbuf, recvbuf=None, op=MPI.SUM, *, comm=None, algorithm=None):
     e = _memo_get((
         'scan', id(comm), algorithm, id(sendbuf), id(recvbuf),
         op if op.__class__ in _BY_VALUE else id(op)))
-    if e is not None and e.fast and not _active and not _recorders:
+    if e is not None and e.fast and not _active and not _recorders \
+            and not _wd.ON:
         r = e.hit()       # a repeated call: its compiled program
         if r is not _MISS:
             return r
@@ -604,7 +616,8 @@ def exscan(sendbuf, recvbuf=None, op=MPI.SUM, *, comm=None, algorithm=None):
     e = _memo_get((
         'exscan', id(comm), algorithm, id(sendbuf), id(recvbuf),
         op if op.__class__ in _BY_VALUE else id(op)))
-    if e is not None and e.fast and not _active and not _recorders:
+    if e is not None and e.fast and not _active and not _recorders \
+            and not _wd.ON:
         r = e.hit()       # a repeated call: its compiled program
         if r is not _MISS:
             return r

@@ -23,6 +23,7 @@ from mpi4py import MPI
 from .args.datatypes import Boundary
 from .calls import DEFINED
 from .calls.primitive import binder_parts
+from .core import watchdog as _wd
 from .engine import memo
 from .engine.call import Call
 
@@ -79,6 +80,8 @@ def _run(call, _bufs, comm, name, values, _algorithm=None):
 def p2p_blocking(comm, name, bufs, others, values):
     """The blocking method ``name`` of ``comm`` on its arguments (through the memo)."""
     pname = _method(name)[0]
+    if _wd.ON and _wd.REC.name is None:  # the collective watchdog times the call
+        return _wd.watched(p2p_blocking, pname, comm, comm, name, bufs, others, values)
     k = key(bufs, others)
     if k is None:
         return _run(Call(pname, comm), None, comm, name, values)

@@ -5,6 +5,7 @@ mpi4py-style method in :mod:`mpicoll.calls`; :mod:`mpicoll.comm` says what they 
 """
 from mpi4py import MPI
 
+from .core import watchdog as _wd
 from .engine.faces import ID_NONE as _ID_NONE
 from .engine.faces import active as _active
 from .engine.faces import memo_get as _memo_get
@@ -29,6 +30,7 @@ class P2PMethods:
             'P2PComm.Bcast', id(self), self._algo('bcast'), id(buf),
             root if root.__class__ in _BY_VALUE else id(root), _ID_NONE))
         if e is not None and e.fast and not _active and not _recorders \
+                and not _wd.ON \
                 and e.hit() is not _MISS:    # a repeated call: its program
             return
         _blocking(self, 'Bcast', (buf, ), (root, ), (buf, root, ))
@@ -54,6 +56,7 @@ class P2PMethods:
             op if op.__class__ in _BY_VALUE else id(op),
             root if root.__class__ in _BY_VALUE else id(root), _ID_NONE, _ID_NONE))
         if e is not None and e.fast and not _active and not _recorders \
+                and not _wd.ON \
                 and e.hit() is not _MISS:    # a repeated call: its program
             return
         _blocking(
@@ -80,6 +83,7 @@ class P2PMethods:
             'P2PComm.Allreduce', id(self), self._algo('allreduce'), id(sendbuf), id(recvbuf),
             op if op.__class__ in _BY_VALUE else id(op), _ID_NONE, _ID_NONE))
         if e is not None and e.fast and not _active and not _recorders \
+                and not _wd.ON \
                 and e.hit() is not _MISS:    # a repeated call: its program
             return
         _blocking(self, 'Allreduce', (sendbuf, recvbuf, ), (op, ), (sendbuf, recvbuf, op, ))
@@ -104,6 +108,7 @@ class P2PMethods:
             'P2PComm.Gather', id(self), self._algo('gather'), id(sendbuf), id(recvbuf),
             root if root.__class__ in _BY_VALUE else id(root), _ID_NONE, _ID_NONE))
         if e is not None and e.fast and not _active and not _recorders \
+                and not _wd.ON \
                 and e.hit() is not _MISS:    # a repeated call: its program
             return
         _blocking(self, 'Gather', (sendbuf, recvbuf, ), (root, ), (sendbuf, recvbuf, root, ))
@@ -128,6 +133,7 @@ class P2PMethods:
             'P2PComm.Allgather', id(self), self._algo('allgather'), id(sendbuf), id(recvbuf),
             _ID_NONE, _ID_NONE))
         if e is not None and e.fast and not _active and not _recorders \
+                and not _wd.ON \
                 and e.hit() is not _MISS:    # a repeated call: its program
             return
         _blocking(self, 'Allgather', (sendbuf, recvbuf, ), (), (sendbuf, recvbuf, ))
@@ -152,6 +158,7 @@ class P2PMethods:
             'P2PComm.Scatter', id(self), self._algo('scatter'), id(sendbuf), id(recvbuf),
             root if root.__class__ in _BY_VALUE else id(root), _ID_NONE, _ID_NONE))
         if e is not None and e.fast and not _active and not _recorders \
+                and not _wd.ON \
                 and e.hit() is not _MISS:    # a repeated call: its program
             return
         _blocking(self, 'Scatter', (sendbuf, recvbuf, ), (root, ), (sendbuf, recvbuf, root, ))
@@ -176,6 +183,7 @@ class P2PMethods:
             'P2PComm.Reduce_scatter_block', id(self), self._algo('reduce_scatter'), id(sendbuf),
             id(recvbuf), op if op.__class__ in _BY_VALUE else id(op), _ID_NONE, _ID_NONE))
         if e is not None and e.fast and not _active and not _recorders \
+                and not _wd.ON \
                 and e.hit() is not _MISS:    # a repeated call: its program
             return
         _blocking(
@@ -203,6 +211,7 @@ class P2PMethods:
             id(recvbuf), recvcounts if recvcounts.__class__ in _BY_VALUE else id(recvcounts),
             op if op.__class__ in _BY_VALUE else id(op), _ID_NONE, _ID_NONE))
         if e is not None and e.fast and not _active and not _recorders \
+                and not _wd.ON \
                 and e.hit() is not _MISS:    # a repeated call: its program
             return
         _blocking(
@@ -231,6 +240,7 @@ class P2PMethods:
             'P2PComm.Alltoall', id(self), self._algo('alltoall'), id(sendbuf), id(recvbuf),
             _ID_NONE, _ID_NONE))
         if e is not None and e.fast and not _active and not _recorders \
+                and not _wd.ON \
                 and e.hit() is not _MISS:    # a repeated call: its program
             return
         _blocking(self, 'Alltoall', (sendbuf, recvbuf, ), (), (sendbuf, recvbuf, ))
@@ -253,6 +263,7 @@ class P2PMethods:
         """mpi4py's ``Barrier``, run by mpicoll's barrier algorithm."""
         e = _memo_get(('P2PComm.Barrier', id(self), self._algo('barrier')))
         if e is not None and e.fast and not _active and not _recorders \
+                and not _wd.ON \
                 and e.hit() is not _MISS:    # a repeated call: its program
             return
         _blocking(self, 'Barrier', (), (), ())
@@ -277,6 +288,7 @@ class P2PMethods:
             'P2PComm.Gatherv', id(self), self._algo('gatherv'), id(sendbuf), id(recvbuf),
             root if root.__class__ in _BY_VALUE else id(root), _ID_NONE, _ID_NONE))
         if e is not None and e.fast and not _active and not _recorders \
+                and not _wd.ON \
                 and e.hit() is not _MISS:    # a repeated call: its program
             return
         _blocking(self, 'Gatherv', (sendbuf, recvbuf, ), (root, ), (sendbuf, recvbuf, root, ))
@@ -301,6 +313,7 @@ class P2PMethods:
             'P2PComm.Scatterv', id(self), self._algo('scatterv'), id(sendbuf), id(recvbuf),
             root if root.__class__ in _BY_VALUE else id(root), _ID_NONE, _ID_NONE))
         if e is not None and e.fast and not _active and not _recorders \
+                and not _wd.ON \
                 and e.hit() is not _MISS:    # a repeated call: its program
             return
         _blocking(self, 'Scatterv', (sendbuf, recvbuf, ), (root, ), (sendbuf, recvbuf, root, ))
@@ -325,6 +338,7 @@ class P2PMethods:
             'P2PComm.Allgatherv', id(self), self._algo('allgatherv'), id(sendbuf), id(recvbuf),
             _ID_NONE, _ID_NONE))
         if e is not None and e.fast and not _active and not _recorders \
+                and not _wd.ON \
                 and e.hit() is not _MISS:    # a repeated call: its program
             return
         _blocking(self, 'Allgatherv', (sendbuf, recvbuf, ), (), (sendbuf, recvbuf, ))
@@ -349,6 +363,7 @@ class P2PMethods:
             'P2PComm.Alltoallv', id(self), self._algo('alltoallv'), id(sendbuf), id(recvbuf),
             _ID_NONE, _ID_NONE))
         if e is not None and e.fast and not _active and not _recorders \
+                and not _wd.ON \
                 and e.hit() is not _MISS:    # a repeated call: its program
             return
         _blocking(self, 'Alltoallv', (sendbuf, recvbuf, ), (), (sendbuf, recvbuf, ))
@@ -373,6 +388,7 @@ class P2PMethods:
             'P2PComm.Scan', id(self), self._algo('scan'), id(sendbuf), id(recvbuf),
             op if op.__class__ in _BY_VALUE else id(op), _ID_NONE, _ID_NONE))
         if e is not None and e.fast and not _active and not _recorders \
+                and not _wd.ON \
                 and e.hit() is not _MISS:    # a repeated call: its program
             return
         _blocking(self, 'Scan', (sendbuf, recvbuf, ), (op, ), (sendbuf, recvbuf, op, ))
@@ -397,6 +413,7 @@ class P2PMethods:
             'P2PComm.Exscan', id(self), self._algo('exscan'), id(sendbuf), id(recvbuf),
             op if op.__class__ in _BY_VALUE else id(op), _ID_NONE, _ID_NONE))
         if e is not None and e.fast and not _active and not _recorders \
+                and not _wd.ON \
                 and e.hit() is not _MISS:    # a repeated call: its program
             return
         _blocking(self, 'Exscan', (sendbuf, recvbuf, ), (op, ), (sendbuf, recvbuf, op, ))

@@ -140,6 +140,7 @@ def faces_source(defined):
            "from .engine.memo import BY_VALUE as _BY_VALUE",
            "from .engine.memo import MISS as _MISS",
            "from .engine.memo import run as _run",
+           "from .core import watchdog as _wd",
            "from .engine.memo import run_specs as _run_specs",
            "from .engine.memo import start as _start",
            "from .engine.memo import start_specs as _start_specs",
@@ -164,7 +165,8 @@ def faces_source(defined):
                     _doc(binder.__doc__, 4)]
             if not prim.vspecs:
                 out += [_wrap("    e = _memo_get((", key, "))", 4),
-                        "    if e is not None and e.fast and not _active and not _recorders:",
+                        "    if e is not None and e.fast and not _active and not _recorders \\",
+                        "            and not _wd.ON:",
                         "        r = e.hit()       # a repeated call: its compiled program",
                         "        if r is not _MISS:",
                         "            return r"]
@@ -205,6 +207,7 @@ def methods_source(defined):
            "from .engine.faces import recorders as _recorders",
            "from .engine.memo import BY_VALUE as _BY_VALUE",
            "from .engine.memo import MISS as _MISS",
+           "from .core import watchdog as _wd",
            "from .p2p_calls import p2p_blocking as _blocking",
            "from .p2p_calls import p2p_init as _init",
            "from .p2p_calls import p2p_start as _start",
@@ -233,6 +236,7 @@ def methods_source(defined):
                     f'        """mpi4py\'s ``{name}``, run by mpicoll\'s {pname} algorithm."""',
                     _wrap("        e = _memo_get((", key, "))", 8),
                     "        if e is not None and e.fast and not _active and not _recorders \\",
+                    "                and not _wd.ON \\",
                     "                and e.hit() is not _MISS:    # a repeated call: its program",
                     "            return",
                     _wrap("        _blocking(", ["self", repr(name), _tuple(bufs),

@@ -69,6 +69,8 @@ class CollectiveMismatchError(ArgumentError):
 {CollectiveMismatchError}
 class BarrierTimeoutError(TimeoutError):
 {BarrierTimeoutError}
+class CollectiveTimeoutError(TimeoutError):
+{CollectiveTimeoutError}
 
 class Request:
 {Request}
@@ -149,7 +151,7 @@ def render():
     body = [HEADER.replace("{all}", repr(list(mpicoll.__all__)))]
     classes = {"Request", "PersistentRequest", "Traffic", "CallTraffic", "Primitive",
                "P2PComm", "ArgumentError", "ArgumentTypeError", "CollectiveMismatchError",
-               "BarrierTimeoutError"}
+               "BarrierTimeoutError", "CollectiveTimeoutError"}
     consts = {"PRIMITIVES", "DEFAULTS_TABLE", "shm"}
     for name in mpicoll.__all__:
         if name in classes or name in consts:
@@ -159,7 +161,7 @@ def render():
     body.append(CLASSES.format(**{c: _members(getattr(mpicoll, c)) for c in (
         "Request", "PersistentRequest", "Traffic", "CallTraffic", "Primitive",
         "ArgumentError", "ArgumentTypeError", "CollectiveMismatchError",
-        "BarrierTimeoutError")}))
+        "BarrierTimeoutError", "CollectiveTimeoutError")}))
     missing = (set(mpicoll.__all__) - classes - consts) - {
         n for n in mpicoll.__all__ if f"def {n}(" in "\n".join(body)}
     if missing:

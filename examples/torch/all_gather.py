@@ -1,5 +1,5 @@
 # The seed's all_gather example as torch code, on the "mpicoll" backend.
-# Run: mpirun -n 3 python examples/torch/all_gather.py
+# Run: mpirun -n 3 python -m mpicoll.run examples/torch/all_gather.py
 # Changed from the seed: the backend name and the device (cuda if present, else cpu).
 import torch
 import torch.distributed as dist

@@ -1,5 +1,5 @@
 # The seed's barrier example as torch code, on the "mpicoll" backend.
-# Run: mpirun -n 3 python examples/torch/barrier.py
+# Run: mpirun -n 3 python -m mpicoll.run examples/torch/barrier.py
 # Changed from the seed: the backend name and the device (cuda if present, else cpu).
 import time
 

@@ -1,5 +1,5 @@
 # The seed's broadcast example as torch code, on the "mpicoll" backend.
-# Run: mpirun -n 3 python examples/torch/broadcast.py
+# Run: mpirun -n 3 python -m mpicoll.run examples/torch/broadcast.py
 # Changed from the seed: the backend name, the device (cuda if present, else cpu), and
 # the seed's typo example_broadcats() -> example_broadcast().
 import torch

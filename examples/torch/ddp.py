@@ -1,6 +1,6 @@
 """DistributedDataParallel over the "mpicoll" backend: a small model trained for a few steps.
 
-Run: mpirun -n 4 python examples/torch/ddp.py [--steps 20] [--backend mpicoll|gloo]
+Run: mpirun -n 4 python -m mpicoll.run examples/torch/ddp.py [--steps 20] [--backend mpicoll|gloo]
 
 Every rank trains the same model (DDP broadcasts rank 0's parameters at start)
 on its own shard of a synthetic regression problem; DDP averages the gradients

@@ -1,5 +1,5 @@
 # The seed's reduce example as torch code, on the "mpicoll" backend.
-# Run: mpirun -n 3 python examples/torch/reduce.py
+# Run: mpirun -n 3 python -m mpicoll.run examples/torch/reduce.py
 # Changed from the seed: the backend name, the device (cuda if present, else cpu), and
 # the undefined name `rank` in the seed's last print -> dist.get_rank().
 import torch

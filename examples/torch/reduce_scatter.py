@@ -1,5 +1,5 @@
 # The seed's reduce_scatter example as torch code, on the "mpicoll" backend.
-# Run: mpirun -n 3 python examples/torch/reduce_scatter.py
+# Run: mpirun -n 3 python -m mpicoll.run examples/torch/reduce_scatter.py
 # Changed from the seed: the backend name and the device (cuda if present, else cpu).
 import torch
 import torch.distributed as dist

@@ -26,6 +26,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ..args.buffers import wire
+from ..core import watchdog as _watchdog
 from ..core.topology import detect, layout
 from ..device import ipc as _ipc  # noqa: F401  (registers the ipc transport with _device)
 from ..device.arrays import data_ptr, empty, transport
@@ -83,7 +84,11 @@ def private_comm(comm):
             dup.Free()
             raise
         comm.Set_attr(_keyval, dup)
+        _watchdog.on_private_comm(comm, dup)   # MPICOLL_TIMEOUT: its own duplicate too
     return dup
+
+
+_watchdog.private_comm = private_comm   # set_timeout makes it (core imports no engine)
 
 
 class CallTraffic:

@@ -3,17 +3,18 @@
 A face's first move on a blocking call is the memo's hit test, written into
 the face itself: one key of the call's identities (:data:`memo_get`), then
 :meth:`~mpicoll.engine.memo._Entry.hit`, provided no request is in flight and
-no recorder counts calls (:data:`active`, :data:`recorders`). Everything else goes through
+no recorder counts calls (:data:`active`, :data:`recorders`) and the collective
+watchdog is off (:data:`mpicoll.core.watchdog.ON`: watched calls take the full path,
+which times them). Everything else goes through
 :func:`mpicoll.engine.memo.run` (or ``start``), which tests the same entry again
 and otherwise validates, agrees, binds and remembers.
 """
-from ..device import reduce as _reduce
 from . import context as _context
 from . import memo as _memo_module
 from . import nonblocking as _nb
 from .call import Call
 
-__all__ = ["memo_get", "undisturbed", "active", "recorders", "ID_NONE", "init"]
+__all__ = ["memo_get", "active", "recorders", "ID_NONE", "init"]
 
 #: The nonblocking requests in flight (a blocking call then takes the full path, which
 #: lets them progress) and the traffic recorders (each call is then counted as it runs):
@@ -26,17 +27,6 @@ memo_get = _memo_module._memo.get
 
 #: How a None argument appears in a memo key (by identity, as the memo keys objects).
 ID_NONE = id(None)
-
-
-def undisturbed():
-    """True when a blocking call may be served by its memo entry without the full path.
-
-    No nonblocking request is in flight (a blocking call must let them progress), and
-    no traffic recorder or tracer watches calls (each call is then counted and traced
-    as it runs).
-    """
-    return not (_nb._active or _context._recorders or _context.trace_hook is not None
-                or _reduce.trace_hook is not None)
 
 
 def init(primitive, impl, comm, algorithm, bufs, args):

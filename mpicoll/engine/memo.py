@@ -58,6 +58,7 @@ import weakref
 import numpy as np
 from mpi4py import MPI
 
+from ..core import watchdog as _wd
 from ..core.env import raw_reader
 from ..core.registry import env_key, env_var
 from ..device import arrays as _device
@@ -653,6 +654,9 @@ def run(primitive, impl, comm, algorithm, bufs, rest, args, space=None):
 
     ``space``: see :func:`remember`.
     """
+    if _wd.ON and _wd.REC.name is None:      # the collective watchdog times the call
+        return _wd.watched(run, primitive, comm, primitive, impl, comm, algorithm, bufs, rest,
+                           args, space)
     if _nb._active:
         _nb.before_blocking()          # requests in flight advance while this call blocks
     call = None

@@ -46,6 +46,7 @@ from functools import partial
 
 from mpi4py import MPI
 
+from ..core import watchdog as _wd
 from ..core.env import raw_reader
 from ..core.topology import layout
 from ..device.arrays import on_device
@@ -181,6 +182,8 @@ class Request:
 
     def Wait(self, status=None):
         """Advance every active request until this one is complete; raise its error, if any."""
+        if _wd.ON and _wd.REC.name is None:  # the collective watchdog times the wait
+            return _wd.wait_request(self)
         if _thread.enabled():
             with _done_cond:
                 while not self._done:
@@ -359,7 +362,7 @@ class PersistentRequest(Request):
     def Wait(self, status=None):
         """Complete the collective: the rest of its program in a row when it runs alone."""
         if self._blocking is not None and not self._done and _active == [self] \
-                and _thread._thread is None:
+                and _thread._thread is None and not _wd.ON:
             blocking = self._blocking
             try:
                 for i in range(self._pc, len(blocking)):
@@ -438,6 +441,7 @@ def start(call, ctx, fn, args, op, entry, fast, run_now, prologue=None, memo=Non
     persistent = call.kind == "init"
     req = PersistentRequest() if persistent else Request()
     call.request = req
+    req._what = (call.name, call.comm)      # named in the watchdog's report
     if entry is None:
         if persistent:
             req._eager = run_now
@@ -537,6 +541,7 @@ class Program:
         reqs = self.reqs
         reqs[:] = [None] * len(reqs)
         req = Request(result)
+        req._what = getattr(self.last, "_what", None)   # named in the watchdog's report
         req._scope = self.scope
         req._arm(self.steps, reqs, self.transport)
         self.last = req

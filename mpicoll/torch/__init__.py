@@ -27,6 +27,7 @@ from datetime import timedelta
 
 import torch.distributed as dist
 from mpi4py import MPI
+from torch.distributed.constants import default_pg_timeout
 
 from ..engine.context import traffic
 from ._backend import Options, ProcessGroupMpicoll, parse_algorithms
@@ -89,7 +90,13 @@ def create_process_group(dist_options, pg_options=None):
                 f"{comm.Get_rank()} of {comm.Get_size()} in the group's communicator")
     if pg_options is not None and not isinstance(pg_options, Options):
         raise TypeError(f"pg_options: expected mpicoll.torch.Options; got {type(pg_options)}")
-    return ProcessGroupMpicoll(comm, rank, size, pg_options)
+    # A timeout the user chose is honoured (every call a request waited on with a deadline);
+    # torch's default (30 min, passed when none is given) keeps the blocking fast path.
+    timeout = getattr(dist_options, "timeout", None)
+    if timeout is not None and timeout == default_pg_timeout:
+        timeout = None
+    return ProcessGroupMpicoll(comm, rank, size, pg_options,
+                               timeout=None if timeout is None else timeout.total_seconds())
 
 
 def _register():

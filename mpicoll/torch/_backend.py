@@ -18,6 +18,9 @@ reason travels through mpicoll's agreement step); calls whose counts or
 dtypes differ between ranks raise :class:`mpicoll.CollectiveMismatchError`
 everywhere.
 """
+import re
+import time
+
 import torch
 import torch.distributed as dist
 from mpi4py import MPI
@@ -27,11 +30,16 @@ import mpicoll
 from ..core.errors import ArgumentError, ArgumentTypeError, describe
 from ..core.registry import PRIMITIVES, lookup
 from ..engine.call import Call
+from ..engine.context import private_comm
 from . import _ops, _tensors
 from ._tensors import consecutive, cuda_stream, view
 from ._work import Done, Pending
 
 __all__ = ["ProcessGroupMpicoll", "Options", "parse_algorithms"]
+
+_MSG = 1024                 # bytes of a refusing rank's reason (_fail, _explained)
+_INVALID = re.compile(r"invalid arguments on rank\(s\) ([0-9, -]+) \(nothing was sent; the "
+                      r"error was raised there")
 
 #: The primitive whose algorithm each mpicoll function runs.
 _PRIMITIVE = {"bcast": "bcast", "allreduce": "allreduce", "reduce": "reduce",
@@ -90,10 +98,23 @@ class Options:
 class ProcessGroupMpicoll(dist.ProcessGroup):
     """A torch process group over an MPI communicator, its collectives run by mpicoll."""
 
-    def __init__(self, comm, rank, size, options=None):
+    def __init__(self, comm, rank, size, options=None, timeout=None):
         super().__init__(rank, size)
         self._comm = comm
         self._rank, self._size = rank, size
+        # The group's timeout (init_process_group/new_group's): every collective runs as a
+        # request waited on with this deadline (see _run). Its private communicator is made
+        # now, while every member is here: a rank that later calls alone must not block in
+        # its collective set-up.
+        self._timeout = timeout if timeout and timeout > 0 else None
+        self._broken = None              # the timeout that made the group unusable
+        private_comm(comm)
+        # With a timeout, calls are requests, whose agreement tells the others only *which*
+        # rank refused its arguments: the reasons travel on this duplicate (_explained).
+        self._errcomm = comm.Dup() if self._timeout is not None else None
+        self._errsends = []
+        if self._timeout is not None:       # its report names the ranks that are missing
+            mpicoll.set_timeout(comm, self._timeout, action="raise")
         options = options or Options()
         # Primitives not named here follow the environment (MPICOLL_<P>_ALGORITHM,
         # MPICOLL_ALGORITHM), read at each call by the engine, then auto.
@@ -140,6 +161,9 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         """Free the group's communicator (``destroy_process_group`` calls it on every rank)."""
         comm, self._comm = self._comm, MPI.COMM_NULL
         self._scratch.clear()
+        errcomm, self._errcomm = self._errcomm, None
+        if errcomm is not None and not MPI.Is_finalized():
+            errcomm.Free()
         if comm != MPI.COMM_NULL and not MPI.Is_finalized():
             comm.Free()
 
@@ -153,6 +177,14 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         This rank joins its agreement step with the error (mpicoll names the rank and its
         reason there).
         """
+        # (with a timeout the others make even a blocking call as a request: see _run)
+        nonblocking = nonblocking or self._timeout is not None
+        if self._errcomm is not None:       # the reason, for the others' _explained
+            text = bytearray(f"{type(exc).__name__}: {exc}".encode("utf-8", "replace")[:_MSG])
+            self._errsends = [(r, b) for r, b in self._errsends if not r.Test()]
+            for peer in range(self._size):
+                if peer != self._rank:
+                    self._errsends.append((self._errcomm.Isend([text, MPI.BYTE], peer, 1), text))
         call = Call(_PRIMITIVE[fname], self._comm, "start" if nonblocking else None)
         call.error = exc
         call.settle()
@@ -164,14 +196,64 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         ``like``: a tensor of the call, whose device's current CUDA stream the call follows.
         """
         algorithm = self._algorithms.get(_PRIMITIVE[fname])
+        if self._broken is not None:
+            raise dist.DistBackendError(self._broken)
         with cuda_stream(like):
-            if nonblocking:
+            if nonblocking or self._timeout is not None:
+                # With a timeout even a blocking call runs as a request: only a wait that
+                # polls can give up at the deadline (one inside MPI cannot be interrupted).
                 req = _NONBLOCKING[fname](*args, comm=self._comm, algorithm=algorithm)
-                return Pending(req, result, finish)
+                work = Pending(req, result, finish, deadline=self._deadline(fname),
+                               explain=self._explained)
+                if nonblocking:
+                    return work
+                work.wait()
+                return Done(result)
             _BLOCKING[fname](*args, comm=self._comm, algorithm=algorithm)
             if finish is not None:
                 finish()
         return Done(result)
+
+    def _deadline(self, fname):
+        """(seconds, what timed out, on_timeout) for a call of ``fname``, or None: no timeout."""
+        if self._timeout is None:
+            return None
+        what = (f"{fname} on process group {self.group_name or '(default)'!r} "
+                f"(rank {self._rank} of {self._size})")
+        return (self._timeout, what, self._mark_broken)
+
+    def _explained(self, exc):
+        """``exc`` with the failing ranks' reasons, when it is a request's "invalid arguments".
+
+        (Read from the error duplicate: each failing rank sent its reason there, :meth:`_fail`.)
+        """
+        m = _INVALID.search(str(exc)) if isinstance(exc, ArgumentError) else None
+        if m is None or self._errcomm is None:
+            return exc
+        ranks = []
+        for part in m.group(1).split(","):
+            lo, _, hi = part.strip().partition("-")
+            ranks += range(int(lo), int(hi or lo) + 1)
+        got = []
+        deadline = time.monotonic() + (self._timeout or 60)
+        for r in ranks:
+            buf = bytearray(_MSG)
+            status = MPI.Status()
+            req = self._errcomm.Irecv([buf, MPI.BYTE], r, 1)
+            while not req.Test(status):
+                if time.monotonic() > deadline:
+                    req.Cancel()
+                    return exc
+                time.sleep(1e-4)
+            got.append(f"rank {r}: {bytes(buf[:status.Get_count(MPI.BYTE)]).decode('utf-8', 'replace')}")
+        head = str(exc).split(" (nothing was sent", 1)[0]
+        return ArgumentError(f"{head} (nothing was sent) - {'; '.join(got)}",
+                             exc.Get_error_class())
+
+    def _mark_broken(self, message):
+        """A call timed out: every later call on the group raises (its messages stay posted)."""
+        self._broken = (f"{message}; the process group is unusable after that timeout "
+                        f"(destroy it and make a new one)")
 
     def _scratch_like(self, t, numel):
         """A reusable flat tensor of ``numel`` elements of ``t``'s dtype and device.

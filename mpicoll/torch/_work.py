@@ -12,12 +12,19 @@
   the future is a wait.
 """
 import threading
+import time
 
 import torch
 import torch.distributed as dist
 from mpi4py import MPI
 
+from ..core import watchdog as _watchdog
+
 __all__ = ["Done", "Pending"]
+
+#: Seconds past a group's timeout that a wait gives the watchdog's report (it asks the peers
+#: at the timeout and waits up to a fraction of it for their answers) before giving up alone.
+_REPORT_S = 2.5
 
 
 def _future(value):
@@ -69,8 +76,16 @@ class Pending(dist.Work):
     ``status``: for an irecv from any source, the ``MPI.Status`` that names it.
     """
 
-    def __init__(self, request, result=None, finish=None, status=None):
+    def __init__(self, request, result=None, finish=None, status=None, deadline=None,
+                 explain=None):
         super().__init__()
+        self._explain = explain      # exc -> exc: adds what the request's error cannot carry
+        # deadline: (seconds from now, what the call is, called with the message on timeout)
+        self._deadline = None
+        if deadline is not None:
+            seconds, self._what, self._on_timeout = deadline
+            self._seconds = seconds
+            self._deadline = time.monotonic() + seconds
         self._request = request
         self._result = result
         self._finish = finish
@@ -89,8 +104,32 @@ class Pending(dist.Work):
         except BaseException as exc:     # noqa: BLE001 - re-raised to every waiter
             self._error = exc
 
-    def _wait(self):
+    def _wait(self, timeout=None):
         req = self._request
+        deadline = self._deadline
+        if timeout is not None:
+            seconds = timeout.total_seconds() if hasattr(timeout, "total_seconds") else timeout
+            if seconds and seconds > 0:
+                mine = time.monotonic() + seconds
+                deadline = mine if deadline is None else min(deadline, mine)
+        if deadline is not None and not isinstance(req, list):
+            group = self._deadline == deadline
+            try:
+                # The group's own deadline: its communicator is watched (set_timeout, raise),
+                # whose report, due at the timeout, names the missing ranks; the deadline here
+                # (a little later) is the backstop.
+                _watchdog.wait_request(req, deadline=deadline + (_REPORT_S if group else 0.0))
+            except _watchdog.CollectiveTimeoutError as exc:
+                waited = self._seconds if group else seconds
+                why = ("some rank of the group has not made the call, or is stopped or gone"
+                       if not exc.missing else
+                       "; ".join(p.strip() for p in str(exc).split(" - ", 1)[1:]))
+                msg = (f"mpicoll: Timed out after {waited:g} s waiting for "
+                       f"{getattr(self, '_what', 'a call')} to complete: {why}")
+                if getattr(self, "_on_timeout", None) is not None:
+                    self._on_timeout(msg)
+                raise dist.DistBackendError(msg) from None
+            return
         if isinstance(req, list):
             MPI.Request.Waitall(req, self._status)
         else:
@@ -106,11 +145,13 @@ class Pending(dist.Work):
         with self._lock:
             if not self._done:
                 try:
-                    self._wait()
+                    self._wait(timeout)
                 except BaseException as exc:
+                    if self._explain is not None:
+                        exc = self._explain(exc)
                     self._error = exc
                     self._done = True
-                    raise
+                    raise exc from None
                 self._complete()
         if self._error is not None:
             raise self._error
