@@ -107,7 +107,10 @@ def test_a_stopped_rank_is_reported_and_ends_the_job(n, face):
 
 
 @pytest.mark.parametrize("face,where", [
-    ("blocking", r"waiting in: step \d+ of \d+: Sendrecv \(send to rank \d, receive from rank \d\)"),
+    # a repeated blocking call runs its compiled program: a wait names the messages it
+    # completes (a send and a receive together read as a Sendrecv)
+    ("blocking", r"waiting in: step \d+ of \d+: (Sendrecv \(send to rank \d, receive from "
+                 r"rank \d\)|Waitall \((send to|receive from) rank \d)"),
     ("nonblocking", r"waiting in: step \d+ of \d+: waiting for the messages of this round"),
     ("shm", r"waiting in: a node barrier of a shared-memory algorithm")])
 def test_the_report_names_the_step_of_the_algorithm(face, where):

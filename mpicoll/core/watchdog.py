@@ -647,7 +647,11 @@ def _describe(frame):
         loc = f.f_locals
         if code.co_name in ("execute", "_execute_on_device") and "step" in loc:
             steps = loc.get("steps") or getattr(loc.get("self"), "steps", ())
-            return _step_of(loc["step"], steps)
+            program = getattr(loc.get("self"), "program", None)
+            return _step_of(loc["step"], steps, what=getattr(program, "what", None))
+        if code.co_name == "run" and path.endswith("engine/program.py") and "step" in loc:
+            program = loc.get("self")
+            return _step_of(loc["step"], program.steps, what=program.what)
         if code.co_name == "allgather" and path.endswith("engine/call.py"):
             return "the agreement step (the fingerprint Allgather on the private communicator)"
         if code.co_name == "run" and path.endswith("engine/memo.py") and "mine" in loc:
@@ -655,21 +659,26 @@ def _describe(frame):
         if path.endswith("device/shm.py"):
             return f"a node barrier of a shared-memory algorithm (mpicoll/device/shm.py:{f.f_lineno})"
         req = loc.get("self")
+        what = getattr(getattr(req, "_compiled", None), "what", None)
+        if code.co_name == "Wait" and "blocking" in loc and "i" in loc:   # a program alone
+            return _step_of(loc["blocking"][loc["i"]], loc["blocking"], what=what)
         if code.co_name == "Wait" and hasattr(req, "_pc") and hasattr(req, "_steps"):
             if getattr(req, "_agreement", None) is not None:
                 return "the agreement step (the fingerprint Iallgather of the request)"
             return _step_of(req._steps[req._pc] if req._pc < len(req._steps) else None,
-                            req._steps, req)
+                            req._steps, req, what)
         f = f.f_back
     return innermost or "unknown"
 
 
-def _step_of(step, steps, req=None):
+def _step_of(step, steps, req=None, what=None):
     try:
         i = list(steps).index(step) + 1
         at = f"step {i} of {len(steps)}: "
     except ValueError:
         at = ""
+    if what and id(step) in what:          # a compiled program's start or wait, in words
+        return at + what[id(step)]
     fn = getattr(step, "func", None)
     args = getattr(step, "args", ())
     name = getattr(fn, "__name__", None) or type(step).__name__

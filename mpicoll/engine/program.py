@@ -177,16 +177,19 @@ def compile_plan(plan, arrays, op, comm, tag):
     requests = []
 
     slots = {}                     # a plan's request slot -> (request, is receive)
+    peers = {}                     # id(request) -> (is receive, peer), for the reports
 
     def send(sym, peer):
         req = comm.Send_init(msg(sym), peer, tag)
         requests.append(req)
+        peers[id(req)] = (False, peer)
         b.message(req, False, _region(sym), peer)
         return req
 
     def recv(sym, peer):
         req = comm.Recv_init(msg(sym), peer, tag)
         requests.append(req)
+        peers[id(req)] = (True, peer)
         b.message(req, True, _region(sym), peer)
         return req
 
@@ -230,7 +233,7 @@ def compile_plan(plan, arrays, op, comm, tag):
         for r in requests:
             r.Free()
         raise
-    program = Program(actions, requests)
+    program = Program(actions, requests, peers)
     live = _live.get(comm.handle)
     if live is None:
         live = _live[comm.handle] = weakref.WeakSet()
@@ -261,16 +264,19 @@ class Program:
       (:class:`mpicoll.engine.nonblocking.Request`), a wait being a tuple of
       indices into ``requests``.
     - ``rounds``: how many start groups it has (for the docs and tests).
+    - ``what``: ``id(step)`` -> what a start or wait step moves, in words (the
+      collective watchdog's report names the step a rank waits in).
     """
 
     __slots__ = ("steps", "engine_steps", "requests", "rounds", "messages", "broken",
-                 "_finalizer", "__weakref__")
+                 "what", "_finalizer", "__weakref__")
 
-    def __init__(self, actions, requests):
+    def __init__(self, actions, requests, peers=None):
         self.requests = requests
         index = {id(r): i for i, r in enumerate(requests)}
         steps, engine = [], []
         rounds = 0
+        words = {}
         for kind, what in actions:
             if kind == "local":
                 steps.append(what)
@@ -280,14 +286,19 @@ class Program:
                 s = what[0].Start if len(what) == 1 else partial(_startall, what)
                 steps.append(s)
                 engine.append(s)
+                words[id(s)] = "Startall " + _moves(what, peers)
             else:
-                steps.append(what[0].Wait if len(what) == 1 else partial(_waitall, what))
-                engine.append(tuple(index[id(r)] for r in what))
+                s = what[0].Wait if len(what) == 1 else partial(_waitall, what)
+                e = tuple(index[id(r)] for r in what)
+                steps.append(s)
+                engine.append(e)
+                words[id(s)] = words[id(e)] = _waits(what, peers)
         self.steps = tuple(steps)
         self.engine_steps = tuple(engine)
         self.rounds = rounds
         self.messages = len(requests)
         self.broken = False
+        self.what = words
         self._finalizer = weakref.finalize(self, _free, requests)
 
     def run(self):
@@ -307,6 +318,22 @@ class Program:
     def __repr__(self):
         return (f"<mpicoll Program: {self.messages} messages in {self.rounds} start groups, "
                 f"{len(self.steps)} steps>")
+
+
+def _moves(reqs, peers):
+    """The messages of ``reqs`` in words: ``(send to rank 1, receive from rank 2)``."""
+    if not peers:
+        return f"({len(reqs)} messages)"
+    return "(" + ", ".join(f"receive from rank {p}" if r else f"send to rank {p}"
+                           for r, p in (peers[id(q)] for q in reqs)) + ")"
+
+
+def _waits(reqs, peers):
+    """A wait step in words: a send and a receive completed together read as a Sendrecv."""
+    kinds = sorted(peers[id(q)][0] for q in reqs) if peers else None
+    if kinds == [False, True]:
+        return "Sendrecv " + _moves(sorted(reqs, key=lambda q: peers[id(q)][0]), peers)
+    return "Waitall " + _moves(reqs, peers)
 
 
 def _free(requests):
