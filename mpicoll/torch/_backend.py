@@ -32,6 +32,7 @@ from ..core.registry import PRIMITIVES, lookup
 from ..engine.call import Call
 from ..engine.context import private_comm
 from . import _ops, _tensors
+from ._repeated import Repeated
 from ._tensors import consecutive, cuda_stream, view
 from ._work import Done, Pending
 
@@ -108,6 +109,7 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         # its collective set-up.
         self._timeout = timeout if timeout and timeout > 0 else None
         self._broken = None              # the timeout that made the group unusable
+        self._repeated = Repeated(self)  # repeated blocking all_reduce calls (their programs)
         private_comm(comm)
         # With a timeout, calls are requests, whose agreement tells the others only *which*
         # rank refused its arguments: the reasons travel on this duplicate (_explained).
@@ -321,6 +323,9 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         return self._run("bcast", nb, (a, opts.rootRank), list(tensors), like=t)
 
     def allreduce(self, tensors, opts=None):
+        work = self._repeated.hit(tensors, opts)      # a repeated call: its program
+        if work is not None:
+            return work
         opts = opts or dist.AllreduceOptions()
         nb = getattr(opts, "asyncOp", True)
         try:
@@ -332,8 +337,12 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         if red.premul is not None:
             red.scale_input(t)
         finish = (lambda: red.finish(t, self._size)) if red.divide else None
-        return self._run("allreduce", nb, (MPI.IN_PLACE, a, red.op), list(tensors), finish,
+        work = self._run("allreduce", nb, (MPI.IN_PLACE, a, red.op), list(tensors), finish,
                          t)
+        if not nb and finish is None and red.premul is None and self._timeout is None:
+            self._repeated.remember(t, opts.reduceOp, self._comm,
+                                    self._algorithms.get("allreduce"), a, red.op, work)
+        return work
 
     def allreduce_coalesced(self, tensors, opts=None):
         opts = opts or dist.AllreduceCoalescedOptions()
