@@ -107,19 +107,27 @@ def _platform(args, n):
 
 
 def _algorithms(primitive, requested):
+    """The labels to simulate for ``primitive``: the requested names it has."""
     from mpicoll.bench.plancost import plannable
     from mpicoll.simulate.native import PRIMITIVES as NATIVE_PRIMS
     hand = [a for a in algorithms(primitive) if a != "native"]
+    natives = list(NATIVE) if primitive in NATIVE_PRIMS else []
     if requested == ["all"]:
-        chosen = [a for a in hand if plannable(primitive, a) or a == "hierarchical"]
-        return chosen + (list(NATIVE) if primitive in NATIVE_PRIMS else [])
-    out = []
+        return [a for a in hand if plannable(primitive, a) or a == "hierarchical"] + natives
+    return [a for a in requested if a in hand or a in natives]
+
+
+def _check_names(prims, requested):
+    if requested == ["all"]:
+        return
+    known = set(NATIVE)
+    for p in prims:
+        known.update(algorithms(p))
     for a in requested:
-        if a not in hand and a not in NATIVE:
-            raise ValueError(f"--algorithm: {primitive} has no algorithm {a!r}; expected one "
-                             f"of {', '.join(hand + list(NATIVE))}")
-        out.append(a)
-    return out
+        if a not in known or a == "native":
+            raise ValueError(f"--algorithm: no primitive of {', '.join(prims)} has an algorithm "
+                             f"{a!r}; expected names like ring, binomial, native[mpich], "
+                             f"native[ompi]")
 
 
 def plan_jobs(args):
@@ -132,13 +140,15 @@ def plan_jobs(args):
     jobs = []
     prims = [p.strip() for p in args.primitive.split(",") if p.strip()]
     requested = [a.strip() for a in args.algorithm.split(",") if a.strip()]
+    for p in prims:
+        if p not in _primitives():
+            raise ValueError(f"--primitive: unknown primitive {p!r}")
+    _check_names(prims, requested)
     for n in _ranks(args.ranks):
         plat = _platform(args, n)
         if not 0 <= args.root < n:
             raise ValueError(f"-r/--root: expected a rank in [0, {n - 1}]; got {args.root}")
         for p in prims:
-            if p not in _primitives():
-                raise ValueError(f"--primitive: unknown primitive {p!r}")
             for a in _algorithms(p, requested):
                 for s in sizes:
                     jobs.append(Job(p, a, n, s, dtype.itemsize, plat, costs, args.root,

@@ -37,7 +37,7 @@ import os
 
 from mpicoll.sched.plan import COPY, IRECV, ISEND, RECV, REDUCE, SEND, SENDRECV, WAIT
 
-__all__ = ["plan_lines", "write_rank", "ZERO_RECV", "traffic_of_lines"]
+__all__ = ["plan_lines", "write_rank", "write_list", "ZERO_RECV", "traffic_of_lines", "in_flight"]
 
 #: the size written for a zero-byte receive (see the module doc)
 ZERO_RECV = "1e-9"
@@ -157,3 +157,31 @@ def write_list(directory, paths):
         for p in paths:
             f.write(os.path.abspath(p) + "\n")
     return path
+
+
+def in_flight(plan):
+    """(most sends, most receives) one rank has posted and not yet completed at once.
+
+    A blocking SEND or RECV counts one while it runs; a SENDRECV one of each.
+    Where either is above 1, SMPI shares the rank's link among the messages
+    (max-min fair), while the α-β closed forms send one message after another.
+    """
+    sends = recvs = most_s = most_r = 0
+    kinds = {}
+    for op in plan.ops:
+        kind = op[0]
+        if kind == ISEND:
+            sends += 1
+            kinds[op[3]] = "s"
+        elif kind == IRECV:
+            recvs += 1
+            kinds[op[3]] = "r"
+        most_s = max(most_s, sends + (kind in (SEND, SENDRECV)))
+        most_r = max(most_r, recvs + (kind in (RECV, SENDRECV)))
+        if kind == WAIT:
+            for s in op[1]:
+                if kinds.pop(s) == "s":
+                    sends -= 1
+                else:
+                    recvs -= 1
+    return most_s, most_r
