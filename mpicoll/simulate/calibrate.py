@@ -65,10 +65,12 @@ class LocalCosts:
 #: communication only: no local work in the traces (the closed forms' view)
 NONE = LocalCosts()
 
-#: Measured on this project's 2-core VM (benchmarks/simulate.md, "Calibration"):
-#: float32, numpy 2.4, MPICH 5.0.2, N = 2.
-MEASURED = LocalCosts(copy_call_s=6.0e-07, copy_Bps=6.0e9, reduce_call_s=9.0e-07,
-                      reduce_Bps=3.0e9, round_s=5.0e-06, call_s=1.5e-05,
+#: Measured on this project's 2-core VM (benchmarks/simulate.md, "Calibration";
+#: benchmarks/simulate/calibration-0.json, load average 5): float32, numpy 2.4, MPICH 5.0.2,
+#: N = 2. Later runs on the busier machine (calibration-1..3.json) agree on NumPy's figures
+#: and give 5-15x the round cost: there two ranks wait for the two cores.
+MEASURED = LocalCosts(copy_call_s=2.14e-07, copy_Bps=5.18e9, reduce_call_s=2.83e-07,
+                      reduce_Bps=3.29e9, round_s=4.5e-06, call_s=2.9e-05,
                       source="measured on the project's 2-core VM (benchmarks/simulate.md)")
 
 
