@@ -266,22 +266,20 @@ def main(args):
           f"{prov['calibration']['source']}")
     progress = Progress(True, len(jobs), args.progress, every=5.0)
     start = time.monotonic()
-    results = {}
     ctx = multiprocessing.get_context("fork")
+    failed, records, smallest = 0, [], min((x.nbytes for x in jobs), default=0)
+    # Records are written as replays finish (a long sweep stopped early keeps what it did);
+    # the table, sorted, comes at the end.
     with cf.ProcessPoolExecutor(max_workers=args.jobs, mp_context=ctx) as pool:
-        futures = {pool.submit(_run_one, j): i for i, j in enumerate(jobs)}
+        futures = {pool.submit(_run_one, j): j for j in jobs}
         for fut in cf.as_completed(futures):
-            i = futures[fut]
-            results[i] = fut.result()
-            j = jobs[i]
+            j, out = futures[fut], fut.result()
             progress.step(f"{j.primitive} {j.algorithm} N={j.nranks} {j.nbytes} B")
-    failed = 0
-    records = []
-    for i, j in enumerate(jobs):
-        out = results[i]
-        if "seconds" in out:
-            records.append(record_of(j, out))
-        else:
+            if "seconds" in out:
+                rec = record_of(j, out)
+                records.append(rec)
+                sink.write(rec)
+                continue
             # SMPI's own collectives crash in a few cases (SimGrid 3.32: exit 134 in some of
             # Open MPI's small-message choices): the native row is then missing, not wrong.
             kind = "skip" if "skip" in out or j.algorithm in NATIVE else "error"
@@ -289,16 +287,15 @@ def main(args):
             reason = out.get("skip") or out.get("error")
             if "skip" not in out:
                 reason = "SMPI failed: " + " | ".join(reason.strip().splitlines()[-2:])
-            rec = {"type": "skip", "primitive": j.primitive, "algorithm": j.algorithm,
-                   "nranks": j.nranks, "bytes": j.nbytes, "simulated": True,
-                   "reason": reason, "failed": kind == "error"}
-            sink.write(rec)
-            if kind == "error" or j.nbytes == min(x.nbytes for x in jobs):
-                print(f"# {kind}: {j.primitive} {j.algorithm} N={j.nranks}: {rec['reason']}")
+            sink.write({"type": "skip", "primitive": j.primitive, "algorithm": j.algorithm,
+                        "nranks": j.nranks, "bytes": j.nbytes, "simulated": True,
+                        "reason": reason, "failed": kind == "error"})
+            if kind == "error" or j.nbytes == smallest:
+                print(f"# {kind}: {j.primitive} {j.algorithm} N={j.nranks} {j.nbytes} B: "
+                      f"{reason}", flush=True)
     records.sort(key=lambda r: (r["primitive"], r["nranks"], r["bytes"], r["algorithm"]))
     last = None
     for rec in records:
-        sink.write(rec)
         key = (rec["primitive"], rec["nranks"])
         if key != last:
             for line in table_header(f"{rec['primitive']} N={rec['nranks']} (simulated)"):
