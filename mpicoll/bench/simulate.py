@@ -29,7 +29,7 @@ from mpicoll.core.plugins import PluginError, import_modules
 
 from .units import OP_NAMES, parse_dtype, parse_range, parse_size, size_sweep
 
-__all__ = ["add_parser", "main", "plan_jobs", "record_of"]
+__all__ = ["add_parser", "main", "plan_jobs", "record_of", "write_tuning"]
 
 DEFAULT_PRIMITIVES = ("allreduce", "bcast", "allgather", "reduce_scatter")
 NATIVE = ("native[mpich]", "native[ompi]")
@@ -83,6 +83,10 @@ def add_parser(sub):
     p.add_argument("-J", "--output", metavar="FILE", help="results as JSON lines")
     p.add_argument("--csv", metavar="FILE", help="results as CSV")
     p.add_argument("--plot", metavar="FILE.png", help="time and busbw vs size per algorithm")
+    p.add_argument("--tuning", metavar="FILE.json",
+                   help="also write an MPICOLL_TUNING table from the simulated times (the "
+                        "fastest hand-written algorithm per size and N, as `tune` does), "
+                        "labelled simulated, with its platform")
     p.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
     p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE")
     p.set_defaults(func=main)
@@ -229,6 +233,29 @@ def provenance(args, jobs):
             "mpi_env": {}}
 
 
+def write_tuning(args, prov, records):
+    """Write ``--tuning``: :func:`.tune.build_rules` per N on the simulated records."""
+    import json
+
+    from mpicoll.core.defaults import TABLE_FORMAT
+
+    from .tune import build_rules
+    table = {"format": TABLE_FORMAT,
+             "label": f"SIMULATED (SimGrid/SMPI replay), not measured: platform {args.platform}, "
+                      f"network model {args.network_model}, local costs "
+                      f"{prov['calibration']['source']}",
+             "created": prov["date"], "rules": {}, "measurements": {}, "provenance": {}}
+    for n in sorted({r["nranks"] for r in records}):
+        rules, evidence = build_rules([r for r in records if r["nranks"] == n])
+        for prim, ranges in rules.items():
+            table["rules"].setdefault(prim, {})[str(n)] = ranges
+            table["measurements"].setdefault(prim, {})[str(n)] = evidence[prim]
+        table["provenance"][str(n)] = {k: prov[k] for k in (
+            "date", "command", "mpi_library", "platform_arg", "network_model", "calibration")}
+    with open(args.tuning, "w") as f:
+        json.dump(table, f, indent=1)
+
+
 def _run_one(job):
     from mpicoll.simulate.job import simulate
     try:
@@ -307,6 +334,9 @@ def main(args):
                 "loadavg_at_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None})
     sink.close()
     print(f"# {len(records)} rows simulated, {failed} failed, {elapsed:.1f} s wall")
+    if args.tuning and records:
+        write_tuning(args, prov, records)
+        print(f"# simulated tuning table written to {args.tuning}")
     if args.plot and records:
         from .plot import plot_results
         plot_results([], records, args.plot)
