@@ -110,8 +110,7 @@ def simulate(job):
         t1 = time.monotonic()
         xml, hostfile = job.platform.write(directory)
         seconds = replay(listfile, xml, hostfile, job.nranks, job.platform.cfg + cfg,
-                         timeout=job.timeout,
-                         privatize=job.algorithm.startswith(NATIVE_PREFIX))
+                         timeout=job.timeout)
         return dict(info, seconds=seconds, trace_s=t1 - t0, wall_s=time.monotonic() - t0)
     finally:
         if not job.keep:

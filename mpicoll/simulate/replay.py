@@ -56,19 +56,16 @@ def available():
     return None
 
 
-def replay(listfile, xml, hostfile, nranks, cfg=(), timeout=600, cwd=None, privatize=False):
+def replay(listfile, xml, hostfile, nranks, cfg=(), timeout=600, cwd=None):
     """Replay the traces named in ``listfile`` on the platform; the simulated seconds.
 
     ``cfg``: extra ``--cfg=...`` settings (the platform's, a collective selector).
-    ``privatize``: keep smpirun's privatization of globals (SMPI's own collectives need
-    it: some of Open MPI's keep state in globals and stop without it).
     """
     smpirun, main = require()
-    # -no-privatize: point-to-point actions need no privatized globals, and privatizing
-    # copies the replay program once per rank (1,024 ranks: 20 s before the first action,
-    # 1 s without).
+    # -no-privatize: a replay has no globals to privatize, and privatizing copies the
+    # replay program once per rank (1,024 ranks: 20 s before the first action, 1 s without).
     cmd = [smpirun, "-np", str(nranks), "-platform", xml, "-hostfile", hostfile,
-           "-replay", listfile, *([] if privatize else ["-no-privatize"]), *cfg, main,
+           "-replay", listfile, "-no-privatize", *cfg, main,
            "--log=smpi_replay.fmt:%.12r%e%m%n", "--log=root.thres:warning",
            "--log=smpi_replay.thres:info"]
     try:
