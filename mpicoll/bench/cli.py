@@ -17,6 +17,7 @@ Read results (serial): ``report RESULTS... [-o report.md]``,
 Model and tuning (under MPI): ``fit [-o model.json]``, ``tune -o table.json``.
 Small-call cost per face vs the raw mpi4py call: ``latency [--bytes 8]``; overlap of
 nonblocking allreduce with computation (OSU): ``overlap [--bytes 16M]``.
+Simulated at cluster scale (SimGrid/SMPI, serial): ``simulate --ranks 1024 --platform ...``.
 Exit status: 1 when any #wrong > 0, 2 for bad arguments.
 """
 import argparse
@@ -24,14 +25,15 @@ import sys
 
 from mpicoll.core.registry import PRIMITIVES
 
-from . import latency, model, overlap, plot, report, tune
+from . import latency, model, overlap, plot, report, simulate, tune
 from .run import run
 from .specs import add_xp_arguments
 from .units import OP_NAMES, parse_dtype, parse_range, parse_size
 
 __all__ = ["main", "build_parser"]
 
-COMMANDS = PRIMITIVES + ("all", "report", "plot", "fit", "predict", "tune", "latency", "overlap")
+COMMANDS = PRIMITIVES + ("all", "report", "plot", "fit", "predict", "tune", "latency", "overlap",
+                         "simulate")
 
 
 def _size(text):
@@ -146,6 +148,7 @@ def build_parser():
     tune.add_parser(sub, sweep_options)
     latency.add_parser(sub)
     overlap.add_parser(sub)
+    simulate.add_parser(sub)
     return top
 
 
