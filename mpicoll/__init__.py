@@ -36,7 +36,8 @@ globals().update(_FUNCTIONS)     # allreduce, iallreduce, allreduce_init, ... (s
 
 __version__ = "0.1.0"
 
-__all__ = ["PRIMITIVES", "algorithms", "usable_algorithms", "algorithm_info", "register", "define_primitive", "shm",
+__all__ = ["PRIMITIVES", "algorithms", "usable_algorithms", "algorithm_info", "register",
+           "define_primitive", "shm",
            "Primitive", "traffic", "Traffic", "CallTraffic", "ArgumentError",
            "ArgumentTypeError", "DEFAULTS_TABLE", "default_algorithm", "P2PComm", "set_check",
            "get_check", "CollectiveMismatchError", "monitored_barrier", "BarrierTimeoutError",

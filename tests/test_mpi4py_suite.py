@@ -173,5 +173,6 @@ def test_mpi4py_collective_tests_on_p2pcomm(case, mpi4py_tests, family_python, t
     for prim, algo in chosen.items():
         assert rep["algorithms"].get(f"{prim}/{algo}"), (prim, algo, rep["algorithms"])
     secs = ", ".join(f"{m} {rep['modules'][m]['seconds']} s" for m in modules.split(","))
-    print(f"{family} N={n}: {rep['passed']} passed, {rep['skipped']} skipped, in {proc.elapsed:.1f} s "
+    print(f"{family} N={n}: {rep['passed']} passed, {rep['skipped']} skipped, "
+          f"in {proc.elapsed:.1f} s "
           f"({secs})")

@@ -1,4 +1,4 @@
-"""Run the MPI test suite (tests/mpi) at every world size, on MPICH and Open MPI, from one pytest command.
+"""Run the MPI test suite (tests/mpi) at every world size, on MPICH and Open MPI, from pytest.
 
 Each (family, size) is one ``mpiexec -n N python -m mpi4py -m pytest --with-mpi``
 launch with that family's interpreter and launcher: this one's for its own MPI,

@@ -1,4 +1,4 @@
-"""``--native-algorithm``: forcing the MPI library's own algorithm takes effect, on MPICH and Open MPI.
+"""``--native-algorithm``: forcing the MPI library's own algorithm works, on MPICH and Open MPI.
 
 Allreduce algorithms add in different orders, so on floats of mixed magnitudes
 they give results that differ in their last bits: forcing two different

@@ -1,4 +1,4 @@
-"""The seed's scripts as torch code (examples/torch/) and the DDP example, over the "mpicoll" backend.
+"""The seed's scripts as torch code (examples/torch/) and the DDP example, on "mpicoll".
 
 Each seed script runs as its README line says (``mpirun -n 3 python
 examples/torch/<name>.py``) and its printed tensors are parsed and compared
@@ -30,7 +30,7 @@ _LINE = re.compile(rf"(Before|After) (\w+) on rank (\d+): (\[(?:{_TENSOR}(?:, )?
 
 
 def tensor_values(text):
-    """'tensor([1., 2.])' -> array; '[tensor(...), ...]' -> list of arrays (device names ignored)."""
+    """'tensor([1., 2.])' -> array; '[tensor(...), ...]' -> list of arrays (devices ignored)."""
     found = [np.array([float(v) for v in m.split(",") if v.strip()])
              for m in re.findall(r"tensor\(\[([^\]]*)\]", text)]
     return found if text.startswith("[") else found[0]

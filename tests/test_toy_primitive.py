@@ -1,4 +1,4 @@
-"""Adding a primitive is one module: a toy one, defined in one file at run time, is seen everywhere.
+"""Adding a primitive is one module: a toy one, defined in a file at run time, is seen everywhere.
 
 ``tests/support/toy_primitive.py`` defines ``allgather_twin`` (a binder, mpi4py's
 method, its call arguments and spec, two algorithms) and nothing else changes:

@@ -1,20 +1,25 @@
-# The seed's all_reduce example as torch code, on the "mpicoll" backend.
-# Run: mpirun -n 3 python examples/torch/all_reduce.py
-# Changed from the seed: the backend name and the device (cuda if present, else cpu).
+"""The seed's all_reduce example as torch code, on the "mpicoll" backend.
+
+Run: mpirun -n 3 python examples/torch/all_reduce.py
+Changed from the seed: the backend name and the device (cuda if present, else cpu).
+"""
 import torch
 import torch.distributed as dist
+
 import mpicoll.torch  # noqa: F401  (registers the "mpicoll" backend)
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def init_process():
+    """Join the "mpicoll" process group; on a GPU machine, pick this rank's GPU."""
     dist.init_process_group(backend='mpicoll')
     if device == "cuda":
         torch.cuda.set_device(dist.get_rank() % torch.cuda.device_count())
 
 
 def example_all_reduce():
+    """Run the seed's all reduce and print this rank's tensors before and after."""
     tensor = torch.tensor([dist.get_rank() + 1] * 5, dtype=torch.float32).to(device)
     print(f"Before all_reduce on rank {dist.get_rank()}: {tensor}")
     dist.all_reduce(tensor, op=dist.ReduceOp.SUM)

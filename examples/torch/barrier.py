@@ -1,22 +1,27 @@
-# The seed's barrier example as torch code, on the "mpicoll" backend.
-# Run: mpirun -n 3 python examples/torch/barrier.py
-# Changed from the seed: the backend name and the device (cuda if present, else cpu).
+"""The seed's barrier example as torch code, on the "mpicoll" backend.
+
+Run: mpirun -n 3 python examples/torch/barrier.py
+Changed from the seed: the backend name and the device (cuda if present, else cpu).
+"""
 import time
 
 import torch
 import torch.distributed as dist
+
 import mpicoll.torch  # noqa: F401  (registers the "mpicoll" backend)
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def init_process():
+    """Join the "mpicoll" process group; on a GPU machine, pick this rank's GPU."""
     dist.init_process_group(backend='mpicoll')
     if device == "cuda":
         torch.cuda.set_device(dist.get_rank() % torch.cuda.device_count())
 
 
 def example_barrier():
+    """Sleep rank seconds, wait at the barrier, print how long each rank waited."""
     rank = dist.get_rank()
     t_start = time.time()
     print(f"Rank {rank} sleeps {rank} seconds.")

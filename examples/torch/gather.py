@@ -1,20 +1,25 @@
-# The seed's gather example as torch code, on the "mpicoll" backend.
-# Run: mpirun -n 3 python examples/torch/gather.py
-# Changed from the seed: the backend name and the device (cuda if present, else cpu).
+"""The seed's gather example as torch code, on the "mpicoll" backend.
+
+Run: mpirun -n 3 python examples/torch/gather.py
+Changed from the seed: the backend name and the device (cuda if present, else cpu).
+"""
 import torch
 import torch.distributed as dist
+
 import mpicoll.torch  # noqa: F401  (registers the "mpicoll" backend)
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def init_process():
+    """Join the "mpicoll" process group; on a GPU machine, pick this rank's GPU."""
     dist.init_process_group(backend='mpicoll')
     if device == "cuda":
         torch.cuda.set_device(dist.get_rank() % torch.cuda.device_count())
 
 
 def example_gather():
+    """Run the seed's gather and print this rank's tensors before and after."""
     tensor = torch.tensor([dist.get_rank() + 1] * 5, dtype=torch.float32).to(device)
     if dist.get_rank() == 0:
         gather_list = [

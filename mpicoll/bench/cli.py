@@ -86,7 +86,8 @@ def sweep_options(p, *, b="8", e="1M", f=2.0, n=20, w=5, op=True):
                        help="reduction op (default sum)")
     g.add_argument("-d", "--dtype", type=_dtype, default=parse_dtype("float"),
                    help="data type: float, double, half, int8, uint8, int32, ... (default float)")
-    g.add_argument("-r", "--root", type=int, default=0, help="root of rooted primitives (default 0)")
+    g.add_argument("-r", "--root", type=int, default=0,
+                   help="root of rooted primitives (default 0)")
     g.add_argument("--large-bytes", type=_size, default=parse_size("1M"),
                    help="above this size, iterations shrink in proportion (default 1M)")
     g.add_argument("--timing", choices=("osu", "loop"), default="osu",
@@ -119,7 +120,8 @@ def build_parser():
                             "recvbuf, op), ...) on the bench's communicator, no mpicoll layer, "
                             "same buffers, timing and check (skipped with --xp cupy unless MPI's "
                             "collectives are CUDA-aware); nccl: NCCL's own collective on the "
-                            "same buffers (--xp cupy only, where it is included in all; otherwise, or "
+                            "same buffers (--xp cupy only, where it is included in all; "
+                            "otherwise, or "
                             "when NCCL cannot run, skipped with the reason); gloo: "
                             "torch.distributed's gloo backend on tensors sharing the same "
                             "buffers; torch-mpicoll[:ALGORITHM]: the same call through "

@@ -1,4 +1,4 @@
-"""``python -m mpicoll.bench latency``: what one small call costs, face by face, against the raw call.
+"""``python -m mpicoll.bench latency``: one small call's cost, face by face, against the raw call.
 
 For each size and hand-written algorithm: the median time per call of
 the plain mpi4py call on the same buffers (``raw``: what a user would

@@ -22,7 +22,8 @@ def need_matplotlib():
     try:
         import matplotlib
     except ImportError:
-        raise SystemExit("plot: matplotlib is not installed (pip install 'mpicoll[plot]')") from None
+        raise SystemExit("plot: matplotlib is not installed (pip install 'mpicoll[plot]')") \
+            from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     return plt
@@ -177,7 +178,8 @@ def plot_predictions(out, ns, path):
             fig.delaxes(ax)
     m = out["model"]
     fig.suptitle(f"α-β-γ model ({m['source']}): α={m['alpha_s'] * 1e6:.3g} µs, "
-                 f"β={m['beta_s_per_byte'] * 1e9:.3g} ns/B, γ={m['gamma_s_per_byte'] * 1e9:.3g} ns/B",
+                 f"β={m['beta_s_per_byte'] * 1e9:.3g} ns/B, "
+                 f"γ={m['gamma_s_per_byte'] * 1e9:.3g} ns/B",
                  fontsize=9)
     fig.subplots_adjust(left=0.06, right=0.98, bottom=0.04, top=0.95, hspace=0.45, wspace=0.25)
     fig.savefig(path, dpi=80)

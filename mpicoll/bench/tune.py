@@ -125,7 +125,8 @@ def tune(args):
         table["label"] = args.label or table.get("label") or (
             f"measured by mpicoll.bench tune on {host} ({prov['cpu_count']} cores, "
             f"{prov['cpu_model']}); re-tune on your own machine")
-        table["created"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        now = datetime.datetime.now(datetime.timezone.utc)
+        table["created"] = now.isoformat(timespec="seconds")
         for prim, ranges in rules.items():
             table["rules"].setdefault(prim, {})[str(n)] = ranges
             table["measurements"].setdefault(prim, {})[str(n)] = evidence[prim]

@@ -1,4 +1,4 @@
-"""The demo's traffic table: one call per primitive and algorithm, measured vs exact plan vs textbook.
+"""The demo's traffic table: a call per primitive and algorithm, measured, exact plan, textbook.
 
 Rows: every registered algorithm (or the ones ``--algorithm`` picks). Per
 row, three figures must agree: the counters of the real call
@@ -66,7 +66,8 @@ def _table_call(comm, prim, algo, k, dtype, root, dev=on_host):
             want = np.zeros((n, b), dtype)
             comm.Allgather(h[:b], want)
         elif prim == "scatter":
-            got = C.scatter(x if rank == root else None, dev(np.zeros(b, dtype)), root, algorithm=algo)
+            got = C.scatter(x if rank == root else None, dev(np.zeros(b, dtype)), root,
+                            algorithm=algo)
             want = np.zeros(b, dtype)
             comm.Scatter(h if rank == root else None, want, root)
         elif prim == "reduce_scatter":
@@ -83,7 +84,8 @@ def _table_call(comm, prim, algo, k, dtype, root, dev=on_host):
             got = want = None
         else:
             return _spec_call(comm, prim, algo, k, dtype, root, t)
-    ok = (got is None and want is None) or (got is not None and want is not None and same(got, want))
+    ok = ((got is None and want is None)
+          or (got is not None and want is not None and same(got, want)))
     if ok:
         return t.calls, []
     shown = [None if a is None else fmt(a) for a in (got, want)]
@@ -236,7 +238,8 @@ def show_traffic(out, comm, prims, chosen, k, dtype, root, ring_only, dev=on_hos
             status = out.bad("MISMATCH") if problems else "ok"
             rows.append((prim, algo, f"K={kk}", claim,
                          "—" if exact is None else " ".join(map(str, exact["sent"])),
-                         " ".join(map(str, meas["sent"])), " ".join(map(str, meas["sent_msgs"])), status))
+                         " ".join(map(str, meas["sent"])), " ".join(map(str, meas["sent_msgs"])),
+                         status))
             failures += problems
     if rank == 0:
         widths = [max(len(r[i]) for r in rows) for i in range(7)] if rows else [0] * 7
@@ -252,7 +255,8 @@ def show_traffic(out, comm, prims, chosen, k, dtype, root, ring_only, dev=on_hos
 
 def _claim(book, n, k, root, applies):
     """The textbook column: who sends (or receives) how much, and how the formula applies."""
-    subject = {"each": "each rank", "root": f"root {root}", "rank0": "rank 0", "total": "all ranks"}[book.who]
+    subject = {"each": "each rank", "root": f"root {root}", "rank0": "rank 0",
+               "total": "all ranks"}[book.who]
     verb = {"sent": "sends", "recv": "receives", "msgs": "sends"}[book.what]
     if book.who == "total":
         verb = verb[:-1]

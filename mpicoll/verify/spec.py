@@ -377,7 +377,8 @@ def setup(case, seed=0):
                     ranks.append(RankSetup((None, A(mine), counts, None, root), [mode.orig(mine)],
                                            [got], ["out"], calls=bool(total)))
             else:       # allgatherv: each rank its own displacements (odd ranks: rotated gaps)
-                pat = case.displs if r % 2 == 0 else ("gaps" if case.displs == "gaps" else "packed")
+                pat = (case.displs if r % 2 == 0
+                       else ("gaps" if case.displs == "gaps" else "packed"))
                 displs, ext = displs_of(pat, counts, shift=r if pat == "gaps" else 0)
                 recv, want = mode.orig(ext), mode.orig(ext)
                 for i in range(N):
