@@ -23,7 +23,9 @@ FAST = ["--sleep-scale", "0.05"]
 # -- parsing ------------------------------------------------------------------
 
 _LINE = re.compile(r"^(Before|After) (.+?) on rank (\d+): (.*)$")
-_ROW = re.compile(r"^  (\S+)\s+(\S+)\s+K=(\d+)\s+(.*?)\s*\| exact (?:read )?([\d ]+?)\s*"
+# the traffic table: a primitive's line, then per algorithm its figures and its textbook line
+_PRIM = re.compile(r"^  (\S+), K=(\d+)$")
+_ROW = re.compile(r"^    (\S+)\s+exact (?:read )?([\d ]+?)\s*"
                   r"\| measured (read )?([\d ]+?)\s*\| msgs ([\d ]+?)\s*\| (\S+)$")
 
 
@@ -79,14 +81,19 @@ def parse_table(out):
     """Traffic rows: {(primitive, algorithm): dict(k, claim, exact, measured, msgs, status,
     reads)}; ``reads``: the figures are elements read from peers' memory, not sent.
     """
-    rows = {}
-    for line in out.splitlines():
+    rows, prim, k, lines = {}, None, None, out.splitlines()
+    for i, line in enumerate(lines):
+        p = _PRIM.match(line)
+        if p:
+            prim, k = p.group(1), int(p.group(2))
+            continue
         m = _ROW.match(line)
-        if m:
-            ints = [list(map(int, m.group(g).split())) for g in (5, 7, 8)]
-            rows[(m.group(1), m.group(2))] = dict(
-                k=int(m.group(3)), claim=m.group(4), exact=ints[0], measured=ints[1],
-                msgs=ints[2], status=m.group(9), reads=bool(m.group(6)))
+        if m and prim is not None:
+            ints = [list(map(int, m.group(g).split())) for g in (2, 4, 5)]
+            claim = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            rows[(prim, m.group(1))] = dict(
+                k=k, claim=claim, exact=ints[0], measured=ints[1],
+                msgs=ints[2], status=m.group(6), reads=bool(m.group(3)))
     return rows
 
 
@@ -440,7 +447,7 @@ t.plan_traffic = _short
     proc = _wrapped(3, prelude, ["--only", "allreduce"])
     assert proc.returncode == 1, (proc.stdout, proc.stderr)
     assert "CHECK FAILED: allreduce/ring: measured" in proc.stderr
-    assert re.search(r"allreduce\s+ring\s+.*\| MISMATCH$", proc.stdout, re.M), proc.stdout
+    assert parse_table(proc.stdout)[("allreduce", "ring")]["status"] == "MISMATCH", proc.stdout
 
 
 def test_demo_wrong_textbook_value_is_an_error():

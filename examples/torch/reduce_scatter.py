@@ -1,12 +1,15 @@
 """The seed's reduce_scatter example as torch code, on the "mpicoll" backend.
 
 Run: mpirun -n 3 python examples/torch/reduce_scatter.py
-Changed from the seed: the backend name and the device (cuda if present, else cpu).
+Changed from the seed: the backend name, the device (cuda if present, else cpu), and
+print -> print_ranks (_rankprint.py: the ranks' lines in rank order).
 """
 import torch
 import torch.distributed as dist
 
 import mpicoll.torch  # noqa: F401  (registers the "mpicoll" backend)
+
+from _rankprint import print_ranks
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -28,9 +31,9 @@ def example_reduce_scatter():
         for j in range(world_size)
     ]
     output_tensor = torch.zeros(2, dtype=torch.float32).to(device)
-    print(f"Before ReduceScatter on rank {rank}: {input_tensor}")
+    print_ranks(f"Before ReduceScatter on rank {rank}: {input_tensor}")
     dist.reduce_scatter(output_tensor, input_tensor, op=dist.ReduceOp.SUM)
-    print(f"After ReduceScatter on rank {rank}: {output_tensor}")
+    print_ranks(f"After ReduceScatter on rank {rank}: {output_tensor}")
 
 
 init_process()

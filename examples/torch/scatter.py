@@ -1,12 +1,15 @@
 """The seed's scatter example as torch code, on the "mpicoll" backend.
 
 Run: mpirun -n 3 python examples/torch/scatter.py
-Changed from the seed: the backend name and the device (cuda if present, else cpu).
+Changed from the seed: the backend name, the device (cuda if present, else cpu), and
+print -> print_ranks (_rankprint.py: the ranks' lines in rank order).
 """
 import torch
 import torch.distributed as dist
 
 import mpicoll.torch  # noqa: F401  (registers the "mpicoll" backend)
+
+from _rankprint import print_ranks
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -25,13 +28,13 @@ def example_scatter():
             torch.tensor([i + 1] * 5, dtype=torch.float32).to(device)
             for i in range(dist.get_world_size())
         ]
-        print(f"Rank 0: Tensor to scatter: {scatter_list}")
     else:
         scatter_list = None
+    print_ranks(f"Rank 0: Tensor to scatter: {scatter_list}" if dist.get_rank() == 0 else None)
     tensor = torch.zeros(5, dtype=torch.float32).to(device)
-    print(f"Before scatter on rank {dist.get_rank()}: {tensor}")
+    print_ranks(f"Before scatter on rank {dist.get_rank()}: {tensor}")
     dist.scatter(tensor, scatter_list, src=0)
-    print(f"After scatter on rank {dist.get_rank()}: {tensor}")
+    print_ranks(f"After scatter on rank {dist.get_rank()}: {tensor}")
 
 
 init_process()

@@ -2,7 +2,7 @@
 
 Under ``mpirun``/``srun``::
 
-    python -m mpicoll.bench allreduce -b 8 -e 64M -f 4 --algorithm all -J out.jsonl
+    python -m mpicoll.bench allreduce -b 16 -e 64M -f 4 --algorithm all -J out.jsonl
 
 runs every algorithm of a primitive, the MPI library's own collective
 through mpicoll (``native``) and the plain mpi4py call (``raw``) on the same

@@ -14,6 +14,7 @@ With ``--device gpu`` the measured calls run on device arrays (``dev`` =
 data and results are compared on the host.
 """
 import sys
+import textwrap
 
 import numpy as np
 from mpi4py import MPI
@@ -33,6 +34,8 @@ from .textbook import TEXTBOOK, block_primitive, check_textbook, chunks_text
 
 #: Per-rank traffic fields, in the order each rank reports them.
 FIELDS = ("sent", "sent_msgs", "recv", "recv_msgs")
+#: the legend's width: the table's rows take about as much at N = 4
+WIDTH = 95
 
 __all__ = ["show_traffic"]
 
@@ -156,16 +159,17 @@ def show_traffic(out, comm, prims, chosen, k, dtype, root, ring_only, dev=on_hos
                 "counters see none of it (the walkthrough's calls recorded 0 messages). "
                 "Run with --impl p2p for the table.")
         return
-    out.say(f"K = {k} {dtype} elements per rank's vector (gather, allgather, scatter, alltoall: "
-            f"N blocks of ceil(K/N) = {b}, so K = {n * b}); N = {n}; root {root}\n"
-            f"measured: mpicoll.traffic() counters of one call, exact: the messages of the plan "
-            f"the algorithm records for that call (mpicoll.sched); elements per rank 0..{n - 1}\n"
-            f"textbook: the formula for even chunks ('mean': exact as the mean over the ranks; "
-            f"p = 2^floor(log2 N); '—': the algorithm has no textbook formula here)\n"
-            f"checked: measured == exact (elements and messages, sent and received), the textbook "
-            f"value where it applies, the result == native MPI; shm rows: elements each rank "
-            f"reads from its peers' memory (one copy each, no message) == the formula "
-            f"registered with the algorithm")
+    out.say("\n".join(textwrap.wrap(
+        f"K = {k} {dtype} elements per rank's vector (gather, allgather, scatter, alltoall: "
+        f"N blocks of ceil(K/N) = {b}, so K = {n * b}); N = {n}; root {root}.", WIDTH) + [
+        "Per algorithm: exact: the elements each rank 0..N-1 sends in the plan the algorithm",
+        "records for the call (mpicoll.sched); measured: mpicoll.traffic()'s counters of the",
+        "call; msgs: the messages each rank sends. Below it, the textbook formula for even",
+        "chunks ('mean': exact as the mean over the ranks; p = 2^floor(log2 N); '—': none).",
+        "ok: measured == exact (elements and messages, sent and received), the textbook value",
+        "where it applies, and the result == native MPI. shm rows: the elements each rank reads",
+        "from its peers' memory (one copy each, no message), checked against the formula",
+        "registered with the algorithm."]))
     rows, failures = [], []
     nodes = layout(private_comm(comm))
     for prim in prims:
@@ -242,15 +246,27 @@ def show_traffic(out, comm, prims, chosen, k, dtype, root, ring_only, dev=on_hos
                          status))
             failures += problems
     if rank == 0:
-        widths = [max(len(r[i]) for r in rows) for i in range(7)] if rows else [0] * 7
-        for r in rows:
-            head = "  ".join(r[i].ljust(widths[i]) for i in range(4))
-            print(f"  {head} | exact {r[4].ljust(widths[4])} | measured {r[5].ljust(widths[5])} "
-                  f"| msgs {r[6].ljust(widths[6])} | {r[7]}")
-        sys.stdout.flush()
+        _print_rows(rows)
     failures = comm.bcast(failures, 0)
     if failures:
         raise CheckFailed("; ".join(failures))
+
+
+def _print_rows(rows):
+    """Print the rows grouped by primitive, two lines each (the numbers, then the textbook).
+
+    About 95 columns at N = 4: the formula's words go on a line of their own.
+    """
+    widths = [max(len(r[i]) for r in rows) for i in range(7)] if rows else [0] * 7
+    last = None
+    for prim, algo, kk, claim, exact, meas, msgs, status in rows:
+        if (prim, kk) != last:
+            print(f"  {prim}, {kk}")
+            last = (prim, kk)
+        print(f"    {algo.ljust(widths[1])}  exact {exact.ljust(widths[4])} | measured "
+              f"{meas.ljust(widths[5])} | msgs {msgs.ljust(widths[6])} | {status}")
+        print(f"      {claim}")
+    sys.stdout.flush()
 
 
 def _claim(book, n, k, root, applies):
