@@ -1,4 +1,4 @@
-"""Issue #13's GPU targets against the bench records of one ``scripts/gpu_proof.sh`` run.
+"""The GPU targets against the bench records of one ``scripts/gpu_proof.sh`` run.
 
     python scripts/gpu_targets.py OUT        # markdown table on stdout
 

@@ -118,7 +118,7 @@ def test_failing_steps_are_recorded_and_the_run_goes_on(tmp_path):
     assert re.search(r"MPICOLL_GPU_TRANSPORT=staged mpiexec -n 2 python -m mpicoll\.bench "
                      r"allreduce --xp cupy "
                      r"--algorithm [a-z_,]*native --sizes", flat)
-    assert "Targets of issue #13" in md and "No allreduce bench records" in md
+    assert "GPU targets" in md and "No allreduce bench records" in md
     assert "| device path | **staged** (decided by MPIX_Query_cuda_support); the library's " \
         "collectives: staged |" in md
     assert "- GPU 0: Stand-in GPU" in md and "UUID" not in md
@@ -255,7 +255,7 @@ def test_a_spent_budget_skips_steps_but_writes_run_md(tmp_path):
     # Nothing ran but the targets table (the reserve is for it and the reports).
     assert re.findall(r"^\| (\S+) \| \d+", md, re.M) == ["targets"]
     assert "**Not run: the --budget of 40 s was spent before:** nvidia-smi" in md
-    assert "Targets of issue #13" in md and "FAILED" not in md
+    assert "GPU targets" in md and "FAILED" not in md
     bad = run("--budget", "ten", env={"MPICOLL_NVIDIA_SMI": fake_smi(tmp_path, "GPU 0: x\\n")})
     assert bad.returncode == 2 and "--budget: expected whole seconds" in bad.stderr
 
@@ -319,6 +319,7 @@ def _fake_libucx(tmp_path):
     return str(tmp_path / "ucx")
 
 
+@pytest.mark.full
 def test_the_whole_proof_passes_on_the_stand_ins(tmp_path):
     """Every step of the proof, run for real on CPU stand-ins: CuPy (tests/support/fake_cupy: fake
     device arrays, IPC through shared memory; the torch columns are skipped on them, with the

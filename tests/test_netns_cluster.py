@@ -1,4 +1,4 @@
-"""Several nodes on one machine: MPI and Slurm jobs across network namespaces (issue #14).
+"""Several nodes on one machine: MPI and Slurm jobs across network namespaces.
 
 ``scripts/netns_cluster.sh up 3`` makes hosts mpc-h1..mpc-h3 (namespaces on the bridge mpcbr0,
 10.77.0.11..13); the module-scoped ``cluster`` fixture brings them up once and takes everything
@@ -76,7 +76,7 @@ WHY_NOT = _why_not()
 if WHY_NOT:
     pytest.skip(WHY_NOT, allow_module_level=True)
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.full]
 
 
 def _script(*args, timeout=120, env=None):

@@ -218,11 +218,6 @@ class Sweep:
                     self.ref_skips[label].append((p, why))
         return plan
 
-    @property
-    def nccl_skips(self):
-        """The NCCL column's skips: [(primitive, reason)]."""
-        return self.ref_skips.get("nccl", [])
-
     def run(self, primitives):
         """Run the sweep of ``primitives``: skip records, then every row; the total #wrong."""
         plan = self.plan(primitives)

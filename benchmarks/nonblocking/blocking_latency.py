@@ -3,7 +3,7 @@
 Runs unchanged on mpicoll before and after the schedules change (it uses only
 the functional API and set_check), so the two can be compared on one machine:
 
-    mpiexec -n N python benchmarks/issue12/blocking_latency.py [ITERS] [REPEATS]
+    mpiexec -n N python benchmarks/nonblocking/blocking_latency.py [ITERS] [REPEATS]
 
 Median over REPEATS blocks of ITERS calls, each block timed between barriers,
 the slowest rank's time per call; µs.

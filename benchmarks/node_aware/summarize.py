@@ -1,10 +1,10 @@
-"""Issue #14's target tables from a run of benchmarks/issue14/run.sh (Markdown on stdout).
+"""The node-aware targets' tables from a run of benchmarks/node_aware/run.sh (Markdown).
 
-    python benchmarks/issue14/summarize.py benchmarks/issue14/<date>-<host>
+    python benchmarks/node_aware/summarize.py benchmarks/node_aware/<date>-<host>
 
 Per layout: median time per call of hierarchical, of the best flat hand-written algorithm
-(named), of native and native[smp], and the ratios; the targets are checked as stated in the
-issue (hierarchical >= 1.5x the best flat at 8 B - 64 KiB, not slower at >= 1 MiB). Then the
+(named), of native and native[smp], and the ratios; the targets are checked as they were set
+(hierarchical >= 1.5x the best flat at 8 B - 64 KiB, not slower at >= 1 MiB). Then the
 two-level model's median |error| per algorithm from `bench fit`'s comparison.
 """
 import json
