@@ -372,6 +372,7 @@ def _bench_results(d, files, min_rows):
     return rows
 
 
+@pytest.mark.full
 def test_demo_job(finished_jobs):
     job = finished_jobs["demo"]
     log = _check_finished(job)
@@ -381,6 +382,7 @@ def test_demo_job(finished_jobs):
     job["passed"] = True
 
 
+@pytest.mark.full
 def test_test_job(finished_jobs):
     job = finished_jobs["test"]
     _check_finished(job)
@@ -390,6 +392,7 @@ def test_test_job(finished_jobs):
     assert set(tests["ranks"]) == {"0", "1", "2"}
 
 
+@pytest.mark.full
 def test_bench_cpu_job(finished_jobs):
     job = finished_jobs["bench_cpu"]
     _check_finished(job)
@@ -412,6 +415,7 @@ def test_bench_cpu_job(finished_jobs):
         assert len(f.read().splitlines()) == len(rows) + 1
 
 
+@pytest.mark.full
 def test_bench_native_forced_job(finished_jobs):
     job = finished_jobs["bench_forced"]
     _check_finished(job)
@@ -426,6 +430,7 @@ def test_bench_native_forced_job(finished_jobs):
     assert ("allreduce", "ring") in hand and ("allgather", "bruck") in hand
 
 
+@pytest.mark.full
 def test_srun_without_pmi_falls_back_to_mpiexec(finished_jobs):
     job = finished_jobs["fallback"]
     log = _check_finished(job)
@@ -433,6 +438,7 @@ def test_srun_without_pmi_falls_back_to_mpiexec(finished_jobs):
     _common_results(job, 2)
 
 
+@pytest.mark.full
 def test_failing_step_fails_the_job(finished_jobs):
     job = finished_jobs["failing"]
     log = _check_finished(job, ok=False)
@@ -441,6 +447,7 @@ def test_failing_step_fails_the_job(finished_jobs):
     assert _load_json(d, "summary.json")["status"] == "failed"
 
 
+@pytest.mark.full
 def test_bench_gpu_job(finished_jobs):
     job = finished_jobs["bench_gpu"]
     if job["ok"]:

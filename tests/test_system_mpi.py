@@ -32,6 +32,8 @@ import time
 import pytest
 from launch import HERE_MPI, ROOT, run_mpi, timed_out
 
+pytestmark = pytest.mark.full
+
 PACKAGES = ["openmpi-bin", "libopenmpi-dev"]
 MPIRUN = "/usr/bin/mpirun"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
