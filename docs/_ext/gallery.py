@@ -163,7 +163,8 @@ def _page(primitive, algorithm, captions, problems):
                   "directly on the call's arrays, reading its peers' memory on the node "
                   "(:mod:`mpicoll.device.shm`), synchronised by node barriers; "
                   "``mpicoll.traffic()`` counts what it reads.", ""]
-    for n, image in zip(SIZES, images, strict=True):
+    # (no images for an algorithm without a plan: then no sizes are listed)
+    for n, image in zip(SIZES, images, strict=False):
         if n in problems:
             lines += [f"*N = {n}: no diagram* ({_escape(problems[n])}).", ""]
             continue
