@@ -236,6 +236,7 @@ def test_fit_writes_a_model(tmp_path):
         (model["alpha_s"], model["beta_s_per_byte"])
 
 
+@pytest.mark.full
 def test_predict_names_crossovers(tmp_path):
     args = ["predict", "--ranks", "2..64", "--bytes", "8..1M", "--alpha", "2e-6",
             "--beta", "1e-10", "--gamma", "2e-10", "--json", "pred.json"]

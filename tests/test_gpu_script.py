@@ -76,6 +76,7 @@ def test_the_real_nvidia_smi_check_here():
     assert r.returncode == 3 and "needs an NVIDIA GPU" in r.stderr, (r.returncode, r.stderr)
 
 
+@pytest.mark.full
 def test_failing_steps_are_recorded_and_the_run_goes_on(tmp_path):
     if mpicoll.gpu.cupy_status()[0]:
         pytest.skip("CuPy works here: the GPU steps would run for real")
@@ -137,6 +138,7 @@ def _libmpi_of_this_venv():
     return {"MPI4PY_LIBMPI": found[0]} if found else {}
 
 
+@pytest.mark.full
 def test_offline_install_from_carried_wheels(tmp_path):
     """--wheels DIR (the GPU machine has no network): a plain venv that sees the interpreter's
     own packages through a .pth file, DIR's wheels installed with --no-index, the checkout on
@@ -260,6 +262,7 @@ def test_a_spent_budget_skips_steps_but_writes_run_md(tmp_path):
     assert bad.returncode == 2 and "--budget: expected whole seconds" in bad.stderr
 
 
+@pytest.mark.full
 def test_mps_that_cannot_serve_is_stopped_and_the_run_is_packed(tmp_path):
     """An MPS daemon that starts but cannot serve a CUDA client (mps-probe: no CuPy here) is
     stopped at once and its runs are skipped; --pack leaves the whole output as one archive
