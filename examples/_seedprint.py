@@ -1,4 +1,4 @@
-"""Rank-ordered printing for the examples: every rank's line is sent to rank 0, which prints them in order.
+"""Rank-ordered printing for the examples: every rank's line goes to rank 0, printed in order.
 
 The seed warns that plain ``print`` calls from several ranks interleave; the
 examples call :func:`print_ranks` instead (every rank must call it, as for a

@@ -1,4 +1,4 @@
-"""The seed's barrier example on mpicoll.distributed: rank r sleeps r seconds, then all wait for the slowest.
+"""The seed's barrier on mpicoll.distributed: rank r sleeps r seconds, all wait for the slowest.
 
 Run: mpirun -n 3 python -m mpicoll.run examples/barrier.py [SLEEP_SCALE] [--device gpu]
 SLEEP_SCALE (default 1, the seed's) multiplies every rank's sleep. The
@@ -8,15 +8,18 @@ the other examples.
 import time
 
 import mpicoll.distributed as dist
+
 from _device import setup
 from _seedprint import print_ranks
 
 
 def init_process():
+    """Join the process group on mpicoll's hand-written (point-to-point) backend."""
     dist.init_process_group(backend="p2p")
 
 
 def example_barrier(scale=1.0):
+    """Sleep rank x scale seconds, wait at the barrier, print how long each rank waited."""
     rank = dist.get_rank()
     t_start = time.time()
     print_ranks(f"Rank {rank} sleeps {rank * scale:g} seconds.")
@@ -31,6 +34,7 @@ def _scale_arg(p):
 
 
 def main(argv=None):
+    """Parse the arguments (--device), join the group, run the example."""
     _, args = setup(argv, __doc__, extra=_scale_arg)
     init_process()
     example_barrier(args.sleep_scale)

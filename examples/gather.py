@@ -1,17 +1,20 @@
-"""The seed's gather example on mpicoll.distributed: every rank's [rank+1]*5 collected in a list on rank 0.
+"""The seed's gather on mpicoll.distributed: every rank's [rank+1]*5 in a list on rank 0.
 
 Run: mpirun -n 3 python -m mpicoll.run examples/gather.py [--device gpu]
 """
 import mpicoll.distributed as dist
+
 from _device import setup
 from _seedprint import host, print_ranks, tensor_list
 
 
 def init_process():
+    """Join the process group on mpicoll's hand-written (point-to-point) backend."""
     dist.init_process_group(backend="p2p")
 
 
 def example_gather(xp):
+    """Run the seed's gather and print every rank's tensors before and after, in rank order."""
     tensor = xp.array([dist.get_rank() + 1] * 5, dtype=xp.float32)
     if dist.get_rank() == 0:
         gather_list = [
@@ -27,6 +30,7 @@ def example_gather(xp):
 
 
 def main(argv=None):
+    """Parse the arguments (--device), join the group, run the example."""
     xp, _ = setup(argv, __doc__)
     init_process()
     example_gather(xp)

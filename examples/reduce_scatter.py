@@ -1,17 +1,21 @@
-"""The seed's reduce_scatter example on mpicoll.distributed: rank j gets the sum of every rank's j-th tensor.
+"""The seed's reduce_scatter on mpicoll.distributed: rank j gets the sum of every j-th tensor.
 
-Run: mpirun -n 3 python -m mpicoll.run examples/reduce_scatter.py [--device gpu]   (prints [6 12], [14 56], [36 288])
+Run: mpirun -n 3 python -m mpicoll.run examples/reduce_scatter.py [--device gpu]
+(prints [6 12], [14 56], [36 288])
 """
 import mpicoll.distributed as dist
+
 from _device import setup
 from _seedprint import host, print_ranks, tensor_list
 
 
 def init_process():
+    """Join the process group on mpicoll's hand-written (point-to-point) backend."""
     dist.init_process_group(backend="p2p")
 
 
 def example_reduce_scatter(xp):
+    """Run the seed's reduce_scatter; print each rank's tensors before and after, in rank order."""
     rank = dist.get_rank()
     world_size = dist.get_world_size()
     input_tensor = [
@@ -25,6 +29,7 @@ def example_reduce_scatter(xp):
 
 
 def main(argv=None):
+    """Parse the arguments (--device), join the group, run the example."""
     xp, _ = setup(argv, __doc__)
     init_process()
     example_reduce_scatter(xp)

@@ -1,4 +1,4 @@
-"""The seed's ring allreduce: all_reduce with the ring algorithm, and the 2(N-1)K/N elements each rank sends.
+"""The seed's ring allreduce: all_reduce on the ring, and the 2(N-1)K/N elements each rank sends.
 
 Run: mpirun -n 3 python -m mpicoll.run examples/ring_allreduce.py [--device gpu]
 The seed's numbers: N GPUs, a tensor of K = 5 values; each rank sends N-1
@@ -9,15 +9,18 @@ import numpy as np
 
 import mpicoll
 import mpicoll.distributed as dist
+
 from _device import setup
 from _seedprint import host, print_ranks
 
 
 def init_process():
+    """Join the process group on mpicoll's hand-written (point-to-point) backend."""
     dist.init_process_group(backend="p2p", algorithms={"all_reduce": "ring"})
 
 
 def example_ring_allreduce(xp):
+    """All-reduce on the ring and print what each rank sent against 2(N-1)K/N."""
     rank, n = dist.get_rank(), dist.get_world_size()
     tensor = xp.array([rank + 1] * 5, dtype=xp.float32)
     print_ranks(f"Before ring all_reduce on rank {rank}: {host(tensor)}")
@@ -31,6 +34,7 @@ def example_ring_allreduce(xp):
 
 
 def main(argv=None):
+    """Parse the arguments (--device), join the group, run the example."""
     xp, _ = setup(argv, __doc__)
     init_process()
     example_ring_allreduce(xp)

@@ -1,17 +1,20 @@
-"""The seed's scatter example on mpicoll.distributed: rank 0's list [[i+1]*5 for i] hands rank i its entry.
+"""The seed's scatter on mpicoll.distributed: rank 0's list [[i+1]*5 for i] hands rank i its entry.
 
 Run: mpirun -n 3 python -m mpicoll.run examples/scatter.py [--device gpu]
 """
 import mpicoll.distributed as dist
+
 from _device import setup
 from _seedprint import host, print_ranks, tensor_list
 
 
 def init_process():
+    """Join the process group on mpicoll's hand-written (point-to-point) backend."""
     dist.init_process_group(backend="p2p")
 
 
 def example_scatter(xp):
+    """Run the seed's scatter and print every rank's tensors before and after, in rank order."""
     if dist.get_rank() == 0:
         scatter_list = [
             xp.array([i + 1] * 5, dtype=xp.float32)
@@ -27,6 +30,7 @@ def example_scatter(xp):
 
 
 def main(argv=None):
+    """Parse the arguments (--device), join the group, run the example."""
     xp, _ = setup(argv, __doc__)
     init_process()
     example_scatter(xp)

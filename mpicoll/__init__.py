@@ -37,9 +37,11 @@ globals().update(_FUNCTIONS)     # allreduce, iallreduce, allreduce_init, ... (s
 
 __version__ = "0.1.0"
 
-__all__ = ["PRIMITIVES", "algorithms", "usable_algorithms", "algorithm_info", "register", "define_primitive", "shm",
+__all__ = ["PRIMITIVES", "algorithms", "usable_algorithms", "algorithm_info", "register",
+           "define_primitive", "shm",
            "Primitive", "traffic", "Traffic", "CallTraffic", "ArgumentError",
-           "ArgumentTypeError", "DEFAULTS_TABLE", "default_algorithm", "P2PComm", "set_check", "set_timeout", "get_timeout", "CollectiveTimeoutError",
+           "ArgumentTypeError", "DEFAULTS_TABLE", "default_algorithm", "P2PComm", "set_check",
+           "set_timeout", "get_timeout", "CollectiveTimeoutError",
            "get_check", "CollectiveMismatchError", "monitored_barrier", "BarrierTimeoutError",
            "Request", "PersistentRequest", "waitall", "testall", *_FUNCTIONS]
 

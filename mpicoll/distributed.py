@@ -255,7 +255,8 @@ def _check_list(argname, lst, n, like):
         same_memory("tensor", like, f"{argname}[{i}]", t)
         if t.shape != like.shape or t.dtype != like.dtype:
             raise ArgumentError(
-                f"{argname}[{i}]: expected shape {like.shape} and dtype {like.dtype} (like tensor); "
+                f"{argname}[{i}]: expected shape {like.shape} and dtype {like.dtype} "
+                f"(like tensor); "
                 f"got shape {t.shape} and dtype {t.dtype}", MPI.ERR_COUNT)
         if isinstance(t, np.ndarray) and not t.flags.writeable:
             raise ArgumentError(f"{argname}[{i}]: expected a writable array; got a read-only one",
@@ -323,7 +324,7 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, async_op=False):
     return _done(call, lambda: _average(output, op))
 
 
-def all_to_all_single(output, input, async_op=False):  # noqa: A002 - torch's name
+def all_to_all_single(output, input, async_op=False):  # torch's name
     """Block j of ``input`` goes to rank j; block i of ``output`` comes from rank i."""
     call = _call("alltoall", _group(), async_op)
     _alltoall.run(call, lambda: (input, output), _algo("alltoall"))

@@ -55,7 +55,7 @@ def cupy_status():
         return False, f"cupy is not installed ({exc}); pip install -e '.[gpu]'"
     try:
         n = cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:  # noqa: BLE001 - any CUDA error means no usable device
+    except Exception as exc:  # any CUDA error means no usable device
         return False, f"cupy cannot reach a CUDA device: {exc}"
     if n < 1:
         return False, "cupy sees no CUDA device"
@@ -258,7 +258,8 @@ def select_device(comm=None, device=None):
         try:
             dev = int(forced)
         except ValueError:
-            raise RuntimeError(f"MPICOLL_DEVICE: expected a device number; got {forced!r}") from None
+            raise RuntimeError(f"MPICOLL_DEVICE: expected a device number; got {forced!r}") \
+                from None
         if not 0 <= dev < count:
             raise RuntimeError(f"device: expected a number in [0, {count - 1}]; got {dev}")
         how = "MPICOLL_DEVICE" if device is None else "device argument"
@@ -267,7 +268,7 @@ def select_device(comm=None, device=None):
     cupy.cuda.Device(dev).use()
     try:
         bus = cupy.cuda.runtime.deviceGetPCIBusId(dev)
-    except Exception:  # noqa: BLE001 - informative only
+    except Exception:  # informative only
         bus = None
     return {"device": dev, "local_rank": lrank, "how": how, "device_count": count,
             "ranks_on_node": ranks_on_node, "shared": ranks_on_node > count,

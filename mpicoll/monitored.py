@@ -76,7 +76,7 @@ _keyval = None
 
 
 def _channel(comm, deadline):
-    """The private duplicate of ``comm`` for monitored barriers, or None if not ready by ``deadline``.
+    """The private duplicate of ``comm`` for monitored barriers; None if not ready by ``deadline``.
 
     Created with a nonblocking ``Idup`` (a collective: a blocking ``Dup`` would
     hang on the ranks that arrived if one is missing at the very first
@@ -111,13 +111,15 @@ def _free(comm, keyval, state):
 def _seconds(timeout):
     if isinstance(timeout, datetime.timedelta):
         timeout = timeout.total_seconds()
-    if isinstance(timeout, (bool, np.bool_)) or not isinstance(timeout, (int, float, np.integer, np.floating)):
+    if (isinstance(timeout, (bool, np.bool_))
+            or not isinstance(timeout, (int, float, np.integer, np.floating))):
         raise ArgumentTypeError(
             f"timeout: expected seconds (a positive number) or a datetime.timedelta; "
             f"got {describe(timeout)}")
     timeout = float(timeout)
     if not math.isfinite(timeout) or timeout <= 0:
-        raise ArgumentError(f"timeout: expected a positive, finite number of seconds; got {timeout}")
+        raise ArgumentError(
+            f"timeout: expected a positive, finite number of seconds; got {timeout}")
     return timeout
 
 

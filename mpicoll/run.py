@@ -72,7 +72,7 @@ def _parse(argv):
 def _run(kind, target, rest):
     try:
         _start(kind, target, rest)
-    except BaseException as exc:  # noqa: BLE001 - re-raised, without this runner's frames
+    except BaseException as exc:
         tb = exc.__traceback__
         while tb is not None and (tb.tb_frame.f_code.co_filename == __file__
                                   or "runpy" in tb.tb_frame.f_code.co_filename):
@@ -86,7 +86,7 @@ def _start(kind, target, rest):
         runpy.run_module(target, run_name="__main__", alter_sys=True)
     elif kind == "-c":
         sys.argv = ["-c", *rest]
-        exec(compile(target, "<string>", "exec"), {"__name__": "__main__"})  # noqa: S102
+        exec(compile(target, "<string>", "exec"), {"__name__": "__main__"})
     else:
         sys.argv = [target, *rest]
         sys.path.insert(0, os.path.dirname(os.path.abspath(target)))

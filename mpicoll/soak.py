@@ -55,7 +55,8 @@ _OPS = {}
 def _op(name):
     if not _OPS:
         for n in _VALID:
-            _OPS[n] = MPI.Op.Create(_user_add, commute=True) if n == "USER_ADD" else getattr(MPI, n)
+            _OPS[n] = (MPI.Op.Create(_user_add, commute=True) if n == "USER_ADD"
+                       else getattr(MPI, n))
     return _OPS[name]
 
 
@@ -186,7 +187,8 @@ def _one(comm, case, rng, rank, size):
         full = _data(np.random.default_rng([*rng, rank, 5]), sum(counts), dt, opname)
         keep_full = full.copy()
         if inpl:
-            got = mpicoll.reduce_scatter(MPI.IN_PLACE, full.copy(), counts, op, **kw)[:counts[rank]]
+            got = mpicoll.reduce_scatter(MPI.IN_PLACE, full.copy(), counts, op, **kw)
+            got = got[:counts[rank]]
         elif counts == [c] * size and case["root"] % 2 == 0:
             got = mpicoll.reduce_scatter_block(full, None, op, **kw)
         else:
@@ -299,7 +301,8 @@ def _one_v(comm, case, rng, rank, size, mine, kw):
         fn, native = (vc.scan, comm.Scan) if prim == "scan" else (vc.exscan, comm.Exscan)
         want = np.zeros(c, dt)
         native(mine, want, op)
-        got = fn(MPI.IN_PLACE, mine.copy(), op, **kw) if inpl else fn(mine, np.zeros(c, dt), op, **kw)
+        got = (fn(MPI.IN_PLACE, mine.copy(), op, **kw) if inpl
+               else fn(mine, np.zeros(c, dt), op, **kw))
         if prim == "exscan" and rank == 0:
             got = want = np.zeros(0, dt)        # undefined on rank 0
     return got, want
@@ -428,7 +431,7 @@ def soak(comm=None, calls=10000, seed=1, max_count=20000, p2p=True, check=None,
                 sreq = comm.Isend(out, (rank + 1) % size, i % 32768)
             try:
                 ok, detail = _one(comm, case, [seed, i], rank, size)
-            except Exception as exc:  # noqa: BLE001 - a soak failure is a finding, keep counting
+            except Exception as exc:  # a soak failure is a finding, keep counting
                 ok, detail = False, f"{type(exc).__name__}: {exc}"
             n_leak = tracker.leaked()
             leaked += n_leak
@@ -439,7 +442,8 @@ def soak(comm=None, calls=10000, seed=1, max_count=20000, p2p=True, check=None,
                 if (inbox[0] != i or inbox[1] != src or status.Get_source() != src
                         or status.Get_tag() != i % 32768):
                     p2p_bad += 1
-                    ok, detail = False, f"user p2p message corrupted: {inbox} from {status.Get_source()}"
+                    ok, detail = False, (f"user p2p message corrupted: {inbox} "
+                                         f"from {status.Get_source()}")
             stats = by_prim.setdefault(case["primitive"], [0, 0])
             stats[0] += 1
             if not ok:
@@ -597,7 +601,8 @@ def _check_cost_main(args):
                 continue
             lo = {k: v[0] * 1e6 for k, v in m.items()}
             md = {k: v[1] * 1e6 for k, v in m.items()}
-            cells = [f"{lo[k]:.1f} ({md[k]:.0f})" for k in ("local", "agree-1int", "agree", "checked")]
+            cells = [f"{lo[k]:.1f} ({md[k]:.0f})"
+                     for k in ("local", "agree-1int", "agree", "checked")]
             print(f"| {c} | " + " | ".join(cells) +
                   f" | {lo['agree'] - lo['local']:+.1f} | {lo['checked'] - lo['agree']:+.1f} |",
                   flush=True)

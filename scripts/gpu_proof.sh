@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/gpu_proof.sh: the GPU proof (issues #6 and #13), on one machine with an NVIDIA GPU.
+# scripts/gpu_proof.sh: the GPU proof (GPU paths and targets), on one machine with an NVIDIA GPU.
 #
 #   bash scripts/gpu_proof.sh [--quick] [--no-install | --wheels DIR] [--transports LIST]
 #                             [--mps LIST] [--primitives LIST] [--test-ranks LIST]
@@ -34,7 +34,7 @@
 #          doubling, every face against the raw call) at the largest N of --bench-ranks;
 #      plus the demo and an example with --device gpu (once);
 #   5. writes everything to benchmarks/gpu/<date>-<host>/ with RUN.md: what ran (commands, exit
-#      codes, seconds), the versions, the device path, the targets of issue #13
+#      codes, seconds), the versions, the device path, the GPU targets
 #      (scripts/gpu_targets.py) and one bench report per transport and MPS state.
 # A failing step does not stop the run; the script exits 1 at the end if any step failed.
 #   --quick        tests at N = 1, 2; bench allreduce at N = 2 on 8 B, 64 KiB, 1 MiB
@@ -406,7 +406,7 @@ print(",".join([a for a in mpicoll.algorithms(sys.argv[1]) if a != "native"] + s
             done
         done
         # What one small call costs per face (memo, persistent, nonblocking) against the raw
-        # call on the same CuPy arrays: the 8-byte target of issue #13 (N = 4), face by face;
+        # call on the same CuPy arrays: the GPU targets' 8-byte one (N = 4), face by face;
         # at the largest N of --bench-ranks only (device time is short).
         n=${SIZES_B[-1]}
         mpistep "latency-$tag-n$n" "$n" MPICOLL_GPU_TRANSPORT="$t" "$PY" -m mpicoll.bench \
@@ -420,7 +420,7 @@ print(",".join([a for a in mpicoll.algorithms(sys.argv[1]) if a != "native"] + s
     fi
 done
 
-# --- 5. reports: one per transport and MPS state; the targets of issue #13 -----------------------
+# --- 5. reports: one per transport and MPS state; the GPU targets --------------------------
 BUDGETED=0         # the reserve is for these
 for tag in "${COMBOS[@]}"; do
     files=()
@@ -496,7 +496,7 @@ PY
     echo "Logs: \`logs/<step>.log\`; the whole run: \`proof.log\`. Bench records:"
     echo "\`bench-<primitive>-<transport>-mps_<off|on>-n<N>.jsonl\` / \`.csv\`."
     echo
-    echo "## Targets of issue #13 (python scripts/gpu_targets.py)"
+    echo "## GPU targets (python scripts/gpu_targets.py)"
     echo
     if [[ -s $OUT/targets.md ]]; then cat "$OUT/targets.md"; else echo "Not computed (see logs/targets.log)."; fi
     echo

@@ -1,11 +1,11 @@
-"""Issue #13's GPU targets against the bench records of one ``scripts/gpu_proof.sh`` run.
+"""The GPU targets against the bench records of one ``scripts/gpu_proof.sh`` run.
 
     python scripts/gpu_targets.py OUT        # markdown table on stdout
 
 Reads ``OUT/bench-allreduce-<transport>-mps_<on|off>-n<N>.jsonl`` (the proof
 script's names) and, per transport, MPS state and N, takes the best
-*hand-written* algorithm (not ``native``/``nccl``/``gloo``/``torch-mpicoll``/``raw``; only checked rows
-with no wrong element) at each target size, with the paths that moved its
+*hand-written* algorithm (not ``native``/``nccl``/``gloo``/``torch-mpicoll``/``raw``;
+only checked rows with no wrong element) at each target size, with the paths that moved its
 messages (the record's ``moved_by``: ipc, staged, cuda-aware, host-copy...):
 
 - busbw >= 300 GB/s at 256 MiB and >= 100 GB/s at 16 MiB (N = 2 and 4);
@@ -28,7 +28,8 @@ from mpicoll.bench.latency import FACES as _FACES
 
 __all__ = ["TARGETS", "via", "best_rows", "table", "latency_table", "main"]
 
-_NAME = re.compile(r"^bench-allreduce-(?P<transport>[a-z-]+)-mps_(?P<mps>on|off)-n(?P<n>\d+)\.jsonl$")
+_NAME = re.compile(
+    r"^bench-allreduce-(?P<transport>[a-z-]+)-mps_(?P<mps>on|off)-n(?P<n>\d+)\.jsonl$")
 _LATENCY = re.compile(r"^latency-(?P<transport>[a-z-]+)-mps_(?P<mps>on|off)-n(?P<n>\d+)\.jsonl$")
 _NOT_HAND_WRITTEN = ("native", "nccl", "raw", "gloo")   # and native[...], torch-mpicoll[...]
 
@@ -51,8 +52,10 @@ def _records(path):
 
 
 def via(moved):
-    """'ipc', 'ipc+staged'...: the paths that moved a row's messages (its ``moved_by``, most
-    bytes first), '' where the record does not say."""
+    """'ipc', 'ipc+staged'...: the paths that moved a row's messages.
+
+    From its ``moved_by``, most bytes first; '' where the record does not say.
+    """
     if not moved:
         return ""
     busy = [p for p, c in moved.items() if c.get("msgs")] or list(moved)
@@ -60,8 +63,10 @@ def via(moved):
 
 
 def best_rows(path):
-    """{bytes: (algorithm, busbw GB/s, median time us, via)} of the best hand-written row per
-    size (``via``: what moved its messages, see :func:`via`)."""
+    """{bytes: (algorithm, busbw GB/s, median time us, via)}: the best hand-written rows.
+
+    One per size (``via``: what moved its messages, see :func:`via`).
+    """
     best = {}
     for r in _records(path):
         algo = r.get("algorithm") or ""
@@ -95,7 +100,7 @@ def table(out):
         any_run = True
         best = best_rows(path)
         cells = []
-        for label, nbytes, field, goal, better in TARGETS:
+        for _label, nbytes, field, goal, better in TARGETS:
             if field == "time" and not (n == 4 and mps == "on"):
                 cells.append("(target: N=4, MPS on)")
                 continue
@@ -144,6 +149,7 @@ def latency_table(out):
 
 
 def main(argv):
+    """Print the targets table of the results folder ``argv[0]``; the exit status."""
     if len(argv) != 1 or not os.path.isdir(argv[0]):
         print("usage: python scripts/gpu_targets.py OUT   (a gpu_proof.sh results folder)",
               file=sys.stderr)

@@ -1,4 +1,4 @@
-"""The watchdog's cost per call, measured in one job: blocks of small allreduces with it off and on.
+"""The watchdog's cost per call, measured in one job: small allreduces with it off and on.
 
     mpiexec -n N python scripts/watchdog_cost.py [--calls 2000] [--blocks 21]
 

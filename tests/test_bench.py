@@ -236,6 +236,7 @@ def test_fit_writes_a_model(tmp_path):
         (model["alpha_s"], model["beta_s_per_byte"])
 
 
+@pytest.mark.full
 def test_predict_names_crossovers(tmp_path):
     args = ["predict", "--ranks", "2..64", "--bytes", "8..1M", "--alpha", "2e-6",
             "--beta", "1e-10", "--gamma", "2e-10", "--json", "pred.json"]
@@ -940,7 +941,8 @@ def test_xp_cupy_selects_a_device_and_records_it(fake_cupy):
     assert prov["mps"]["mps"] in (True, False) and prov["mps"]["advice"] is None
     assert any(line.startswith("# MPS: ") for line in lines), lines
     shared = dict(prov["mps"], mps=False, advice="2 ranks share GPU x without an MPS server")
-    assert "# 2 ranks share GPU x without an MPS server" in provenance.gpu_lines(dict(prov, mps=shared))
+    lines = provenance.gpu_lines(dict(prov, mps=shared))
+    assert "# 2 ranks share GPU x without an MPS server" in lines
     with pytest.raises(SystemExit, match=r"--device 3: .*\[0, 0\]; got 3"):
         specs.ArrayModule("cupy", MPI.COMM_SELF, device=3)
 
@@ -952,7 +954,8 @@ TORCH_PRIMITIVES = ["allgather", "allreduce", "alltoall", "alltoallv", "barrier"
 
 
 def _need_torch():
-    return pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
+    return pytest.importorskip("torch",
+                               reason="torch is not installed (pip install torch==2.13.0)")
 
 
 @pytest.mark.parametrize("n", [2, 3])

@@ -29,7 +29,8 @@ def test_latency_records_every_face(tmp_path, primitive):
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     recs = _jsonl(tmp_path / "lat.jsonl")
     algos = [a for a in mpicoll.algorithms(primitive) if a != "native"]
-    assert {(r["bytes"], r["algorithm"]) for r in recs} == {(b, a) for b in (8, 1024) for a in algos}
+    assert ({(r["bytes"], r["algorithm"]) for r in recs}
+            == {(b, a) for b in (8, 1024) for a in algos})
     for r in recs:
         assert set(r["us_per_call"]) == {"raw", "agree", "p2pcomm", "local", "persistent",
                                          "raw_nb", "nonblocking"}
@@ -95,7 +96,8 @@ def test_latency_on_device_arrays_stages_the_raw_face(tmp_path, capsys):
 
 
 def test_standin_device_latency_script_runs(tmp_path):
-    proc = run_mpi(2, [sys.executable, os.path.join(ROOT, "benchmarks", "standin", "device_latency.py"),
+    script = os.path.join(ROOT, "benchmarks", "standin", "device_latency.py")
+    proc = run_mpi(2, [sys.executable, script,
                        "--transport", "staged,ipc", "-n", "5", "--repeats", "1",
                        "-J", str(tmp_path / "d.jsonl")], timeout=120)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]

@@ -23,7 +23,9 @@ FAST = ["--sleep-scale", "0.05"]
 # -- parsing ------------------------------------------------------------------
 
 _LINE = re.compile(r"^(Before|After) (.+?) on rank (\d+): (.*)$")
-_ROW = re.compile(r"^  (\S+)\s+(\S+)\s+K=(\d+)\s+(.*?)\s*\| exact (?:read )?([\d ]+?)\s*"
+# the traffic table: a primitive's line, then per algorithm its figures and its textbook line
+_PRIM = re.compile(r"^  (\S+), K=(\d+)$")
+_ROW = re.compile(r"^    (\S+)\s+exact (?:read )?([\d ]+?)\s*"
                   r"\| measured (read )?([\d ]+?)\s*\| msgs ([\d ]+?)\s*\| (\S+)$")
 
 
@@ -79,14 +81,19 @@ def parse_table(out):
     """Traffic rows: {(primitive, algorithm): dict(k, claim, exact, measured, msgs, status,
     reads)}; ``reads``: the figures are elements read from peers' memory, not sent.
     """
-    rows = {}
-    for line in out.splitlines():
+    rows, prim, k, lines = {}, None, None, out.splitlines()
+    for i, line in enumerate(lines):
+        p = _PRIM.match(line)
+        if p:
+            prim, k = p.group(1), int(p.group(2))
+            continue
         m = _ROW.match(line)
-        if m:
-            ints = [list(map(int, m.group(g).split())) for g in (5, 7, 8)]
-            rows[(m.group(1), m.group(2))] = dict(k=int(m.group(3)), claim=m.group(4), exact=ints[0],
-                                                  measured=ints[1], msgs=ints[2], status=m.group(9),
-                                                  reads=bool(m.group(6)))
+        if m and prim is not None:
+            ints = [list(map(int, m.group(g).split())) for g in (2, 4, 5)]
+            claim = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            rows[(prim, m.group(1))] = dict(
+                k=k, claim=claim, exact=ints[0], measured=ints[1],
+                msgs=ints[2], status=m.group(6), reads=bool(m.group(3)))
     return rows
 
 
@@ -165,7 +172,8 @@ def check_table(out, n, k=5, root=0, algos=None, device=False):
         assert row["status"] == "ok", (p, a, row)
         assert row["exact"] == row["measured"], (p, a, row)
         assert len(row["measured"]) == len(row["msgs"]) == n, (p, a, row)
-        kk = n * b if p in ("gather", "allgather", "scatter", "alltoall") else 0 if p == "barrier" else k
+        kk = (n * b if p in ("gather", "allgather", "scatter", "alltoall")
+              else 0 if p == "barrier" else k)
         assert row["k"] == kk, (p, a, row)
         if n == 1:
             assert row["measured"] == [0] and row["msgs"] == [0], (p, a, row)
@@ -240,7 +248,8 @@ def demo(n, *args, env=None):
 
 
 def ok(proc):
-    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}"
+    assert proc.returncode == 0, \
+        f"exit {proc.returncode}\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}"
     return proc.stdout
 
 
@@ -280,7 +289,8 @@ def test_demo_ring_grid_n4():
     out = ok(demo(4, "--only", "ring"))
     assert "chunks c0..c3 of 2,1,1,1 elements" in out
     # Step 1: rank r sends chunk r and adds chunk r-1 from its left neighbour.
-    rows = re.findall(r"^    rank (\d)\s+sends c(\d) -> (\d), gets c(\d) <- (\d)\s+(.*)$", out, re.M)
+    rows = re.findall(r"^    rank (\d)\s+sends c(\d) -> (\d), gets c(\d) <- (\d)\s+(.*)$", out,
+                      re.M)
     assert len(rows) == 6 * 4
     for r, sc, dst, rc, src, cells in rows[:4]:
         r, sc, rc = int(r), int(sc), int(rc)
@@ -294,7 +304,8 @@ def test_demo_ring_grid_n4():
 def test_demo_singleton_without_mpiexec():
     import subprocess
     proc = subprocess.run([sys.executable, "-m", "mpicoll.demo", "--sleep-scale", "0"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+                          capture_output=True, text=True, timeout=TIMEOUT,
+                          stdin=subprocess.DEVNULL)
     out = ok(proc)
     assert "N = 1: a single rank" in out
     check_walk(out, 1)
@@ -320,7 +331,8 @@ def test_demo_even_chunks_match_textbook_exactly():
 
 
 def test_demo_only_and_per_primitive_algorithm():
-    out = ok(demo(3, "--only", "broadcast,all_reduce", "--algorithm", "allreduce=ring,bcast=pipeline"))
+    out = ok(demo(3, "--only", "broadcast,all_reduce",
+                  "--algorithm", "allreduce=ring,bcast=pipeline"))
     headings = re.findall(r"^== (.*) ==$", out, re.M)
     assert len(headings) == 3, headings
     assert headings[0].startswith("broadcast") and headings[0].endswith("algorithm pipeline")
@@ -378,7 +390,8 @@ def test_demo_color_always():
 # -- the ring picture -----------------------------------------------------------
 
 def test_demo_plot(tmp_path):
-    pytest.importorskip("matplotlib", reason="matplotlib is not installed (pip install matplotlib)")
+    pytest.importorskip("matplotlib",
+                        reason="matplotlib is not installed (pip install matplotlib)")
     png = tmp_path / "ring.png"
     out = ok(demo(3, "--only", "ring", "--plot", str(png)))
     assert f"ring steps drawn into {png}" in out
@@ -415,8 +428,8 @@ d.all_reduce = _bad
 """
     proc = _wrapped(3, prelude, ["--only", "reduce,allreduce,gather"])
     assert proc.returncode == 1, (proc.stdout, proc.stderr)
-    assert "CHECK FAILED: rank 1: all_reduce: got [7. 7. 7. 7. 7.], native MPI gives [6. 6. 6. 6. 6.]" \
-        in proc.stderr
+    assert ("CHECK FAILED: rank 1: all_reduce: got [7. 7. 7. 7. 7.], "
+            "native MPI gives [6. 6. 6. 6. 6.]") in proc.stderr
     assert "== gather" not in proc.stdout             # stopped at the first failure
 
 
@@ -434,7 +447,7 @@ t.plan_traffic = _short
     proc = _wrapped(3, prelude, ["--only", "allreduce"])
     assert proc.returncode == 1, (proc.stdout, proc.stderr)
     assert "CHECK FAILED: allreduce/ring: measured" in proc.stderr
-    assert re.search(r"allreduce\s+ring\s+.*\| MISMATCH$", proc.stdout, re.M), proc.stdout
+    assert parse_table(proc.stdout)[("allreduce", "ring")]["status"] == "MISMATCH", proc.stdout
 
 
 def test_demo_wrong_textbook_value_is_an_error():
@@ -445,7 +458,8 @@ t.TEXTBOOK['allgather/ring'].value = lambda n, k: Fraction(k)
 """
     proc = _wrapped(3, prelude, ["--only", "allgather"])
     assert proc.returncode == 1, (proc.stdout, proc.stderr)
-    assert "allgather/ring: exact [4, 4, 4] disagrees with the textbook (N-1)K/N = 6" in proc.stderr
+    assert ("allgather/ring: exact [4, 4, 4] disagrees with the textbook (N-1)K/N = 6"
+            in proc.stderr)
 
 
 # -- --device gpu ------------------------------------------------------------------
@@ -510,18 +524,23 @@ def test_demo_device_gpu_on_a_stand_in_device(n):
     check_table(out, n, device=True)
     check_barrier(out, n, 0.05)
     assert out.rstrip().endswith("all checks passed ok")
-    assert "device: --device gpu (CuPy arrays); CuPy 0.0.0+fake, CUDA runtime 12.8, driver 13.0" in out
-    assert re.search(rf"^  GPU 0 \(Fake GPU\) on \S+: rank{'s 0-2' if n == 3 else ' 0'}$", out, re.M), out
+    assert ("device: --device gpu (CuPy arrays); CuPy 0.0.0+fake, CUDA runtime 12.8, "
+            "driver 13.0") in out
+    ranks = "s 0-2" if n == 3 else " 0"
+    assert re.search(rf"^  GPU 0 \(Fake GPU\) on \S+: rank{ranks}$", out, re.M), out
     assert ("3 ranks share a GPU" in out) == (n == 3)
     # The PyPI MPICH wheel is not CUDA-aware: staged; the walk's arrays are small, so its calls
     # run on host copies (MPICOLL_GPU_HOST_COPY), and the traffic lines say so.
-    assert re.search(r"^device path: staged: .* \(decided by MPIX_Query_cuda_support\)", out, re.M), out
+    assert re.search(r"^device path: staged: .* \(decided by MPIX_Query_cuda_support\)", out,
+                     re.M), out
     assert "small calls (at most 4096 bytes per rank, MPICOLL_GPU_HOST_COPY)" in out
-    assert len(re.findall(r"^traffic \(\w+, host-copy path\):", out, re.M)) == 8, out   # 7 seed walks + scan
+    # 7 seed walks + scan
+    assert len(re.findall(r"^traffic \(\w+, host-copy path\):", out, re.M)) == 8, out
 
 
 def test_demo_device_gpu_native_impl_on_a_stand_in_device():
-    out = ok(fake_gpu_demo(2, "--device", "gpu", "--impl", "native", "--only", "allreduce,scatter"))
+    out = ok(fake_gpu_demo(2, "--device", "gpu", "--impl", "native",
+                           "--only", "allreduce,scatter"))
     found = parse_printed(out)
     assert by_rank(found, "After", "all_reduce")[1].tolist() == [3.0] * 5
     assert "device path: staged" in out
@@ -529,7 +548,8 @@ def test_demo_device_gpu_native_impl_on_a_stand_in_device():
 
 def test_demo_device_gpu_cpu_output_unchanged():
     # --device cpu is the default: same output, no device lines.
-    a, b = ok(demo(2, "--only", "allreduce")), ok(demo(2, "--only", "allreduce", "--device", "cpu"))
+    a = ok(demo(2, "--only", "allreduce"))
+    b = ok(demo(2, "--only", "allreduce", "--device", "cpu"))
     assert a == b and "device" not in a
 
 

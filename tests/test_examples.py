@@ -74,8 +74,9 @@ def check_example(name, n, out):
     if name == "scatter":
         assert same_values(parse_lead(out), [np.full(5, i + 1.0) for i in range(n)])
     if name == "ring_allreduce":
-        sent = re.findall(r"^Rank (\d+) sent (\d+) elements in (\d+) messages \(2\(N-1\)K/N = ([\d.]+)",
-                          out, re.M)
+        sent = re.findall(
+            r"^Rank (\d+) sent (\d+) elements in (\d+) messages \(2\(N-1\)K/N = ([\d.]+)", out,
+            re.M)
         assert [int(s[0]) for s in sent] == list(range(n))
         c = split(5, n)
         for r, elems, msgs, formula in sent:
@@ -120,7 +121,8 @@ def test_example_device_gpu_without_gpu_fails_clearly(name):
 
 
 def test_example_help_mentions_device():
-    proc = run_mpi(2, [sys.executable, os.path.join("examples", "broadcast.py"), "--help"], timeout=60)
+    proc = run_mpi(2, [sys.executable, os.path.join("examples", "broadcast.py"), "--help"],
+                   timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("usage:") == 1 and "--device {cpu,gpu}" in proc.stdout
 
@@ -129,7 +131,8 @@ def run_fake_gpu_example(name, n, *args):
     """The example with ``cupy`` replaced by the CPU stand-in of tests/test_demo.py."""
     path = os.path.join(ROOT, "examples", f"{name}.py")
     code = (FAKE_GPU + f"import runpy\nsys.path.insert(0, {os.path.dirname(path)!r})\n"
-            f"sys.argv = [{path!r}] + {list(args)!r}\nrunpy.run_path({path!r}, run_name='__main__')\n")
+            f"sys.argv = [{path!r}] + {list(args)!r}\n"
+            f"runpy.run_path({path!r}, run_name='__main__')\n")
     proc = run_mpi(n, [sys.executable, "-c", code], timeout=TIMEOUT)
     assert proc.returncode == 0, (
         f"{name} at N={n}: exit {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")

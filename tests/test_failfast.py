@@ -89,7 +89,8 @@ def test_soak_bad_flag_and_bad_value():
 
 
 def test_soak_runs():
-    proc, out = run(2, [sys.executable, "-m", "mpicoll.soak", "--calls", "50", "--max-count", "64"])
+    proc, out = run(2, [sys.executable, "-m", "mpicoll.soak", "--calls", "50",
+                        "--max-count", "64"])
     assert proc.returncode == 0, out
     assert "[soak] PASS" in out
 

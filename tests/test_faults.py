@@ -6,8 +6,8 @@ checks that the job ended by itself -- not by the launcher's limit (``MPIEXEC_TI
 60 s here, only there to turn a hang into a failure) -- with a message that names the
 failed or missing rank, and that nothing is left behind: no process of the job, no new
 file in ``/dev/shm`` named after its processes (MPICH's own segment, which MPICH leaves
-behind whenever a rank is killed or aborts, mpicoll or not, is named otherwise). How long each case took is recorded in benchmarks/faults.md (no
-test asserts a duration).
+behind whenever a rank is killed or aborts, mpicoll or not, is named otherwise). How long
+each case took is recorded in benchmarks/faults.md (no test asserts a duration).
 """
 import os
 import re
@@ -233,6 +233,7 @@ def test_set_timeout_refuses_bad_arguments_and_reports_what_is_in_force():
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert out.count("REFUSED seconds: expected a number of seconds >= 0") == 2 * 3, out
-    assert out.count("REFUSED action: expected 'abort', 'raise' or None; got str 'explode'") == 2, out
+    refused = "REFUSED action: expected 'abort', 'raise' or None; got str 'explode'"
+    assert out.count(refused) == 2, out
     assert out.count("BEFORE (None, 'abort')") == 2, out
     assert out.count("OLD (None, None)") == 2 and out.count("AFTER (7.0, 'raise')") == 2, out

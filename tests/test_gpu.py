@@ -22,7 +22,8 @@ def test_detection_reports_every_probe(monkeypatch):
         assert rep["source"] == "MPIX_Query_cuda_support"
 
 
-@pytest.mark.parametrize("value,expected", [("1", True), ("0", False), ("yes", True), ("off", False)])
+@pytest.mark.parametrize("value,expected",
+                         [("1", True), ("0", False), ("yes", True), ("off", False)])
 def test_override(monkeypatch, value, expected):
     monkeypatch.delenv("LD_PRELOAD", raising=False)     # not under `mpicoll.gpu env`'s exports
     monkeypatch.setenv("MPICOLL_CUDA_AWARE", value)
@@ -52,7 +53,8 @@ def test_the_ucx_setup_of_gpu_env_is_named_as_the_source(monkeypatch, tmp_path):
 
 def test_junk_override_is_an_error(monkeypatch):
     monkeypatch.setenv("MPICOLL_CUDA_AWARE", "maybe")
-    with pytest.raises(mpicoll.ArgumentError, match="MPICOLL_CUDA_AWARE: expected 0 or 1; got 'maybe'"):
+    with pytest.raises(mpicoll.ArgumentError,
+                       match="MPICOLL_CUDA_AWARE: expected 0 or 1; got 'maybe'"):
         gpu.cuda_aware()
 
 

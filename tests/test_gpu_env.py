@@ -65,7 +65,8 @@ def test_env_without_the_wheel_fails_with_the_reason(tmp_path, monkeypatch):
     monkeypatch.setattr(_gpu_env, "ucx_dir", lambda: None)
     with pytest.raises(LookupError, match="gpu-aware"):
         _gpu_env.aware_env()
-    out = _bash(f'eval "$({sys.executable} -c \'import sys; from mpicoll.device import gpu_env as _gpu_env; '
+    out = _bash(f'eval "$({sys.executable} -c \'import sys; '
+                f'from mpicoll.device import gpu_env as _gpu_env; '
                 f'_gpu_env.ucx_dir = lambda: None; sys.exit(_gpu_env.main(["env"]))\')"',
                 dict(os.environ))
     assert out.returncode != 0 and "libucx wheel is not installed" in out.stderr

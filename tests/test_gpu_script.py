@@ -24,13 +24,14 @@ SCRIPT = os.path.join(ROOT, "scripts", "gpu_proof.sh")
 def run(*args, env=None, timeout=60):
     full = dict(os.environ)
     full.update(env or {})
-    return subprocess.run(["bash", SCRIPT, *args], cwd=ROOT, env=full, capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
+    return subprocess.run(["bash", SCRIPT, *args], cwd=ROOT, env=full, capture_output=True,
+                          text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 def fake_smi(tmp_path, listing):
     path = tmp_path / "nvidia-smi"
-    path.write_text(f"#!/bin/sh\nif [ \"$1\" = \"-L\" ]; then printf '{listing}'; else echo table; fi\n")
+    path.write_text(f"#!/bin/sh\nif [ \"$1\" = \"-L\" ]; then printf '{listing}'; "
+                    f"else echo table; fi\n")
     path.chmod(0o755)
     return str(path)
 
@@ -46,7 +47,8 @@ def test_script_parses_and_passes_shellcheck():
 def test_help_and_usage_errors():
     r = run("--help")
     assert r.returncode == 0, r.stderr
-    for word in ("--quick", "--no-install", "--out", "tests/mpi/test_device.py", "--xp cupy", "RUN.md"):
+    for word in ("--quick", "--no-install", "--out", "tests/mpi/test_device.py", "--xp cupy",
+                 "RUN.md"):
         assert word in r.stdout, word
     r = run("--bogus")
     assert r.returncode == 2 and "unknown argument '--bogus'" in r.stderr, r.stderr
@@ -62,8 +64,8 @@ def test_without_a_gpu_it_exits_3_before_installing_anything(tmp_path, smi):
     lines = r.stderr.splitlines()
     assert len(lines) == 1, r.stderr
     why = "has no" if smi == "missing" else "finds none on"
-    assert re.match(rf"gpu_proof\.sh: needs an NVIDIA GPU, but .*{why}.*: nothing installed, nothing run$",
-                    lines[0]), lines
+    assert re.match(rf"gpu_proof\.sh: needs an NVIDIA GPU, but .*{why}.*: nothing installed, "
+                    rf"nothing run$", lines[0]), lines
     assert not venv.exists() and not out.exists()
 
 
@@ -74,6 +76,7 @@ def test_the_real_nvidia_smi_check_here():
     assert r.returncode == 3 and "needs an NVIDIA GPU" in r.stderr, (r.returncode, r.stderr)
 
 
+@pytest.mark.full
 def test_failing_steps_are_recorded_and_the_run_goes_on(tmp_path):
     if mpicoll.gpu.cupy_status()[0]:
         pytest.skip("CuPy works here: the GPU steps would run for real")
@@ -102,18 +105,21 @@ def test_failing_steps_are_recorded_and_the_run_goes_on(tmp_path):
     # The aware transport's steps run under `python -m mpicoll.gpu env`, which fails without
     # the libucx wheel: they stop there (exit 97) and say why.
     assert steps["test-aware-mps_off-n2"] == "97", steps
-    assert "libucx wheel is not installed" in (out / "logs" / "test-aware-mps_off-n2.log").read_text()
+    log = (out / "logs" / "test-aware-mps_off-n2.log").read_text()
+    assert "libucx wheel is not installed" in log
     assert steps["demo-gpu-n2"] == "3" and steps["example-all_reduce-gpu-n2"] == "3", steps
     flat = md.replace(f"{sys.prefix}/bin/", "")
     assert "MPICOLL_TEST_XP=cupy MPICOLL_GPU_TRANSPORT=staged" in md
     assert "MPICOLL_TEST_XP=cupy-ipc,cupy-host-copy MPICOLL_GPU_TRANSPORT=ipc" in md and \
         "python -m mpi4py -m pytest --with-mpi -q --timeout=120 --timeout-method=thread " \
         "tests/mpi/test_device.py tests/mpi/test_device_requests.py" in flat
-    assert re.search(r"MPICOLL_GPU_TRANSPORT=ipc mpiexec -n 2 python -m mpicoll\.bench allreduce --xp cupy "
+    assert re.search(r"MPICOLL_GPU_TRANSPORT=ipc mpiexec -n 2 python -m mpicoll\.bench allreduce "
+                     r"--xp cupy "
                      r"--algorithm [a-z_,]*native,nccl,gloo,torch-mpicoll --sizes 8,64K,1M", flat)
-    assert re.search(r"MPICOLL_GPU_TRANSPORT=staged mpiexec -n 2 python -m mpicoll\.bench allreduce --xp cupy "
+    assert re.search(r"MPICOLL_GPU_TRANSPORT=staged mpiexec -n 2 python -m mpicoll\.bench "
+                     r"allreduce --xp cupy "
                      r"--algorithm [a-z_,]*native --sizes", flat)
-    assert "Targets of issue #13" in md and "No allreduce bench records" in md
+    assert "GPU targets" in md and "No allreduce bench records" in md
     assert "| device path | **staged** (decided by MPIX_Query_cuda_support); the library's " \
         "collectives: staged |" in md
     assert "- GPU 0: Stand-in GPU" in md and "UUID" not in md
@@ -132,6 +138,7 @@ def _libmpi_of_this_venv():
     return {"MPI4PY_LIBMPI": found[0]} if found else {}
 
 
+@pytest.mark.full
 def test_offline_install_from_carried_wheels(tmp_path):
     """--wheels DIR (the GPU machine has no network): a plain venv that sees the interpreter's
     own packages through a .pth file, DIR's wheels installed with --no-index, the checkout on
@@ -250,11 +257,12 @@ def test_a_spent_budget_skips_steps_but_writes_run_md(tmp_path):
     # Nothing ran but the targets table (the reserve is for it and the reports).
     assert re.findall(r"^\| (\S+) \| \d+", md, re.M) == ["targets"]
     assert "**Not run: the --budget of 40 s was spent before:** nvidia-smi" in md
-    assert "Targets of issue #13" in md and "FAILED" not in md
+    assert "GPU targets" in md and "FAILED" not in md
     bad = run("--budget", "ten", env={"MPICOLL_NVIDIA_SMI": fake_smi(tmp_path, "GPU 0: x\\n")})
     assert bad.returncode == 2 and "--budget: expected whole seconds" in bad.stderr
 
 
+@pytest.mark.full
 def test_mps_that_cannot_serve_is_stopped_and_the_run_is_packed(tmp_path):
     """An MPS daemon that starts but cannot serve a CUDA client (mps-probe: no CuPy here) is
     stopped at once and its runs are skipped; --pack leaves the whole output as one archive
@@ -314,6 +322,7 @@ def _fake_libucx(tmp_path):
     return str(tmp_path / "ucx")
 
 
+@pytest.mark.full
 def test_the_whole_proof_passes_on_the_stand_ins(tmp_path):
     """Every step of the proof, run for real on CPU stand-ins: CuPy (tests/support/fake_cupy: fake
     device arrays, IPC through shared memory; the torch columns are skipped on them, with the
@@ -365,8 +374,8 @@ def test_the_whole_proof_passes_on_the_stand_ins(tmp_path):
     # 8 B on host copies, 16 MiB through the transport under test.
     moved16 = {"ipc": "ipc", "aware": "cuda-aware", "staged": "staged"}
     for c in combos:
-        recs = [json.loads(x) for x in (out / f"bench-allreduce-{c}-n2.jsonl").read_text().split("\n")
-                if x.strip()]
+        text = (out / f"bench-allreduce-{c}-n2.jsonl").read_text()
+        recs = [json.loads(x) for x in text.split("\n") if x.strip()]
         res = [x for x in recs if x["type"] == "result"]
         assert res and all(x["checked"] and x["wrong"] == 0 for x in res), c
         algos = {x["algorithm"] for x in res}

@@ -1,4 +1,4 @@
-"""The house rules of mpicoll's imports: no cycles, floors run one way, no private names across folders.
+"""The house rules of mpicoll's imports: no cycles, floors run one way, no private names cross.
 
 Parsed from the source with ``ast``: every ``import``/``from ... import``
 anywhere in a module (module level and function level alike) is an edge;

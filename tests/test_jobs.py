@@ -2,10 +2,11 @@
 
 The module-scoped ``cluster`` fixture runs ``scripts/local_slurm.sh up`` (installs Debian's
 slurmctld/slurmd/slurm-client with apt when missing; needs root) with two Slurm nodes on this
-machine (two slurmd), on a private directory and free ports, and ``down`` in a ``finally``. Without root or apt the cluster tests skip with the
-reason, except under ``CI=true``, where they fail. Every job is submitted with small settings
-(command-line options override the scripts' ``#SBATCH`` lines; the sweeps come from
-environment variables), all at once, then polled with ``scontrol`` until each ends.
+machine (two slurmd), on a private directory and free ports, and ``down`` in a ``finally``.
+Without root or apt the cluster tests skip with the reason, except under ``CI=true``, where
+they fail. Every job is submitted with small settings (command-line options override the
+scripts' ``#SBATCH`` lines; the sweeps come from environment variables), all at once, then
+polled with ``scontrol`` until each ends.
 
 Static checks of the scripts and the GPU job's fail-fast path without Slurm need no cluster.
 """
@@ -98,7 +99,8 @@ def test_scripts_parse_and_pass_shellcheck():
         r = subprocess.run(["bash", "-n", path], capture_output=True, text=True)
         assert r.returncode == 0, f"{path}: {r.stderr}"
     if shutil.which("shellcheck"):
-        r = subprocess.run(["shellcheck", "-x"] + scripts, capture_output=True, text=True, cwd=ROOT)
+        r = subprocess.run(["shellcheck", "-x"] + scripts, capture_output=True, text=True,
+                           cwd=ROOT)
         assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -109,11 +111,12 @@ def test_launcher_is_srun_mpi_with_mpiexec_fallback():
 
 
 def test_gpu_job_without_slurm_or_gpu_fails_fast(tmp_path):
-    if shutil.which("nvidia-smi") and subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0:
+    if (shutil.which("nvidia-smi")
+            and subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0):
         pytest.skip("this machine has NVIDIA GPUs")
     t0 = time.monotonic()
-    r = subprocess.run(["bash", os.path.join(JOBS, "bench_gpu.sh")], capture_output=True, text=True,
-                       cwd=ROOT, env=job_env(MPICOLL_RESULTS_ROOT=tmp_path), timeout=60)
+    r = subprocess.run(["bash", os.path.join(JOBS, "bench_gpu.sh")], capture_output=True,
+                       text=True, cwd=ROOT, env=job_env(MPICOLL_RESULTS_ROOT=tmp_path), timeout=60)
     took = time.monotonic() - t0
     out = r.stdout + r.stderr
     assert r.returncode == 3, out
@@ -134,14 +137,17 @@ def test_env_sh_run_directly_is_harmless():
 
 def test_env_sh_site_setup_and_modules(tmp_path):
     site = tmp_path / "site.sh"
-    site.write_text('module() { [ "$1" = load ] && shift && export LOADEDMODULES="${LOADEDMODULES:+$LOADEDMODULES:}$(echo "$*" | tr " " :)"; }\n')
-    r = subprocess.run(["bash", os.path.join(JOBS, "env.sh")], capture_output=True, text=True, cwd=ROOT,
+    site.write_text('module() { [ "$1" = load ] && shift && export '
+                    'LOADEDMODULES="${LOADEDMODULES:+$LOADEDMODULES:}$(echo "$*" | tr " " :)"; '
+                    '}\n')
+    r = subprocess.run(["bash", os.path.join(JOBS, "env.sh")], capture_output=True, text=True,
+                       cwd=ROOT,
                        env=job_env(MPICOLL_SITE_SETUP=site, MPICOLL_MODULES="gcc/12 openmpi/5"),
                        timeout=60)
     assert r.returncode == 0 and "modules=gcc/12:openmpi/5" in r.stdout, r.stdout + r.stderr
     env = job_env(MPICOLL_MODULES="gcc/12", MODULESHOME=str(tmp_path))
-    r = subprocess.run(["bash", "--noprofile", "--norc", os.path.join(JOBS, "env.sh")], capture_output=True,
-                       text=True, cwd=ROOT, env=env, timeout=60)
+    r = subprocess.run(["bash", "--noprofile", "--norc", os.path.join(JOBS, "env.sh")],
+                       capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
     if "no `module` command" not in r.stderr:   # a machine with Lmod/Environment Modules installed
         pytest.skip("this machine has a module system")
     assert r.returncode == 2
@@ -228,7 +234,8 @@ def _submissions(results_root):
                       dict(r, MPICOLL_BENCH_SIZES=SMALL), True),
         "bench_forced": ("bench_native_forced.sh", ["-N", "1", "--ntasks-per-node=3"],
                          dict(r, MPICOLL_BENCH_SIZES=SMALL,
-                              MPICOLL_FORCED_PRIMITIVES="allreduce,bcast,allgather,barrier"), True),
+                              MPICOLL_FORCED_PRIMITIVES="allreduce,bcast,allgather,barrier"),
+                         True),
         # srun without the right PMI plugin starts singletons: the job must notice and use mpiexec
         # (and submitted from elsewhere: the job finds the checkout from the script's path)
         "fallback": ("demo.sh", ["-N", "1", "--ntasks-per-node=2", "-J", "mpicoll-demo-fallback"],
@@ -245,7 +252,8 @@ def _submissions(results_root):
     else:
         # No GPU here: the node has no gres/gpu, so ask for none; the job must stop at once.
         subs["bench_gpu"] = ("bench_gpu.sh", ["-N", "1", "--gpus-per-node=0",
-                                              "--ntasks-per-node=2", "--cpus-per-task=1"], r, False)
+                                              "--ntasks-per-node=2", "--cpus-per-task=1"],
+                             r, False)
     return subs
 
 
@@ -266,7 +274,8 @@ def finished_jobs(cluster):
     for key, (script, opts, extra, ok) in subs.items():
         elsewhere = key == "fallback"
         cmd = ["sbatch", "--parsable", "-A", "ci", "-p", "debug",
-               f"--output={logs}/%x-%j.out"] + opts + [os.path.join(JOBS if elsewhere else "jobs", script)]
+               f"--output={logs}/%x-%j.out"] + opts
+        cmd.append(os.path.join(JOBS if elsewhere else "jobs", script))
         r = subprocess.run(cmd, cwd=logs if elsewhere else ROOT, env=dict(env, **extra),
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, f"{' '.join(cmd)}: {r.stderr}"
@@ -288,7 +297,8 @@ def finished_jobs(cluster):
     yield jobs
     for key, job in jobs.items():
         if key == "demo" and job.get("passed"):
-            shutil.rmtree(os.path.join(ROOT, "results", f"mpicoll-demo-{job['id']}"), ignore_errors=True)
+            shutil.rmtree(os.path.join(ROOT, "results", f"mpicoll-demo-{job['id']}"),
+                          ignore_errors=True)
 
 
 def _log(job):
@@ -303,11 +313,14 @@ def _check_finished(job, *, ok=True):
     assert state not in (None, "PENDING", "RUNNING", "COMPLETING"), \
         f"job {job['id']} ({job['script']}) still {state} after {WAIT_S} s:\n{log[-6000:]}"
     if ok:
-        assert (state, code) == ("COMPLETED", "0:0"), f"{job['script']}: {state} {code}\n{log[-12000:]}"
+        assert (state, code) == ("COMPLETED", "0:0"), \
+            f"{job['script']}: {state} {code}\n{log[-12000:]}"
     else:
-        assert state == "FAILED" and code != "0:0", f"{job['script']}: {state} {code}\n{log[-12000:]}"
+        assert state == "FAILED" and code != "0:0", \
+            f"{job['script']}: {state} {code}\n{log[-12000:]}"
     # Provenance opens the log.
-    assert re.match(r"=+ provenance =+\njob +: " + re.escape(job["info"]["JobName"]), log), log[:2000]
+    assert re.match(r"=+ provenance =+\njob +: " + re.escape(job["info"]["JobName"]), log), \
+        log[:2000]
     return log
 
 
@@ -359,6 +372,7 @@ def _bench_results(d, files, min_rows):
     return rows
 
 
+@pytest.mark.full
 def test_demo_job(finished_jobs):
     job = finished_jobs["demo"]
     log = _check_finished(job)
@@ -368,6 +382,7 @@ def test_demo_job(finished_jobs):
     job["passed"] = True
 
 
+@pytest.mark.full
 def test_test_job(finished_jobs):
     job = finished_jobs["test"]
     _check_finished(job)
@@ -377,6 +392,7 @@ def test_test_job(finished_jobs):
     assert set(tests["ranks"]) == {"0", "1", "2"}
 
 
+@pytest.mark.full
 def test_bench_cpu_job(finished_jobs):
     job = finished_jobs["bench_cpu"]
     _check_finished(job)
@@ -399,12 +415,14 @@ def test_bench_cpu_job(finished_jobs):
         assert len(f.read().splitlines()) == len(rows) + 1
 
 
+@pytest.mark.full
 def test_bench_native_forced_job(finished_jobs):
     job = finished_jobs["bench_forced"]
     _check_finished(job)
     d = _common_results(job, 3)
     files = sorted(f for f in os.listdir(d) if f.startswith("forced-") and f.endswith(".jsonl"))
-    assert files == [f"forced-{p}.jsonl" for p in sorted(["allreduce", "bcast", "allgather", "barrier"])]
+    assert files == [f"forced-{p}.jsonl"
+                     for p in sorted(["allreduce", "bcast", "allgather", "barrier"])]
     rows = _bench_results(d, files, 1)
     forced = {(r["primitive"], (r.get("native_forced") or {}).get("name")) for r in rows}
     assert ("allreduce", "ring") in forced and ("bcast", "binomial") in forced, sorted(forced)
@@ -412,6 +430,7 @@ def test_bench_native_forced_job(finished_jobs):
     assert ("allreduce", "ring") in hand and ("allgather", "bruck") in hand
 
 
+@pytest.mark.full
 def test_srun_without_pmi_falls_back_to_mpiexec(finished_jobs):
     job = finished_jobs["fallback"]
     log = _check_finished(job)
@@ -419,6 +438,7 @@ def test_srun_without_pmi_falls_back_to_mpiexec(finished_jobs):
     _common_results(job, 2)
 
 
+@pytest.mark.full
 def test_failing_step_fails_the_job(finished_jobs):
     job = finished_jobs["failing"]
     log = _check_finished(job, ok=False)
@@ -427,6 +447,7 @@ def test_failing_step_fails_the_job(finished_jobs):
     assert _load_json(d, "summary.json")["status"] == "failed"
 
 
+@pytest.mark.full
 def test_bench_gpu_job(finished_jobs):
     job = finished_jobs["bench_gpu"]
     if job["ok"]:

@@ -7,7 +7,8 @@ mpiexec with the world communicator replaced by the drop-in (see its
 docstring). A failed download skips with the reason, except under ``CI=true``,
 where it fails.
 
-Default (CI): three bounded launches, sized for a 2-core machine:
+In the full run only (``python -m pytest --full``, CI; it downloads mpi4py's sdist): four
+bounded launches, sized for a 2-core machine:
 
 - N=2: everything — every module (blocking, nonblocking, persistent,
   zero-length, pickle), the ``...World`` classes and their ``...WorldDup``
@@ -23,7 +24,7 @@ on MPICH (this venv), and N=2 with those two type codes on Open MPI (the
 venv of ``tests/support/mpifamily.py``; skipped with the reason where it cannot be
 built).
 
-``MPICOLL_MPI4PY_FULL=1``: every module, class and type code at N = 1..5 on
+``MPICOLL_MPI4PY_FULL=1`` (with ``--full``; ~1 h): every module, class and type code at N = 1..5 on
 both families (MPICH on the 2-core VM, 2026-12-01: 12, 28, 232, 234 and
 668 s; benchmarks/mpi4py_suite/README.md has the recorded runs).
 ``MPICOLL_MPI4PY_TIMEOUT`` overrides the per-launch limit.
@@ -37,6 +38,8 @@ import tempfile
 
 import pytest
 from launch import ROOT, run_mpi, timed_out
+
+pytestmark = pytest.mark.full
 
 RUNNER = os.path.join(ROOT, "tests", "support", "mpi4py_suite.py")
 CACHE = os.path.join(ROOT, "build", "mpi4py-tests")
@@ -53,6 +56,7 @@ if FULL:
 else:
     LAUNCHES = {
         ("mpich", 2): ["--modules", ALL],
+        ("mpich", 3): ["--modules", ALL, "--typecodes", "i,G"],
         ("openmpi", 2): ["--modules", ALL, "--typecodes", "i,G"],
         # the shared-memory algorithms forced wherever there is one (N=3: more ranks than cores)
         ("mpich", 3, "shm"): ["--modules", ALL, "--typecodes", "i,G",
@@ -173,5 +177,6 @@ def test_mpi4py_collective_tests_on_p2pcomm(case, mpi4py_tests, family_python, t
     for prim, algo in chosen.items():
         assert rep["algorithms"].get(f"{prim}/{algo}"), (prim, algo, rep["algorithms"])
     secs = ", ".join(f"{m} {rep['modules'][m]['seconds']} s" for m in modules.split(","))
-    print(f"{family} N={n}: {rep['passed']} passed, {rep['skipped']} skipped, in {proc.elapsed:.1f} s "
+    print(f"{family} N={n}: {rep['passed']} passed, {rep['skipped']} skipped, "
+          f"in {proc.elapsed:.1f} s "
           f"({secs})")

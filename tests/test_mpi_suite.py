@@ -1,4 +1,4 @@
-"""Run the MPI test suite (tests/mpi) at every world size, on MPICH and Open MPI, from one pytest command.
+"""Run the MPI test suite (tests/mpi) at every world size, on MPICH and Open MPI, from pytest.
 
 Each (family, size) is one ``mpiexec -n N python -m mpi4py -m pytest --with-mpi``
 launch with that family's interpreter and launcher: this one's for its own MPI,
@@ -11,11 +11,18 @@ waiting in that test's collectives) and aborts the job, ``MPIEXEC_TIMEOUT``
 (thread method) dumps the stacks of a hung test. The launch must exit 0 with
 every rank reporting a pass.
 
+The quick check (``python -m pytest``) runs this venv's MPI (MPICH from the ``mpich``
+extra) at N = 3; the full run
+(``python -m pytest --full``, CI) runs MPICH at N = 1, 2, 3, 4, 5, 8 and Open MPI at
+N = 2, 3, 4, with simulated nodes at some sizes (NODES: round robin, uneven blocks, one rank
+per node).
+
 Settings:
-  MPICOLL_TEST_MPI             mpich | openmpi | all (default all): the families to run
-  MPICOLL_TEST_SIZES           sizes for MPICH (default 1,2,3,5,8)
-  MPICOLL_TEST_SIZES_OPENMPI   sizes for Open MPI (default 2,3; each launch costs ~1.5 s
-                               more, and 8 oversubscribed ranks are slow under it)
+  MPICOLL_TEST_MPI             mpich | openmpi | all (default: all in the full run, this
+                               venv's own in the quick one): the families to run
+  MPICOLL_TEST_SIZES           sizes for MPICH (default: see FULL_SIZES, QUICK_SIZES)
+  MPICOLL_TEST_SIZES_OPENMPI   sizes for Open MPI (each launch costs ~1.5 s more, and 8
+                               oversubscribed ranks are slow under it)
   MPICOLL_NODES                simulated nodes for every launch (default: per size, see NODES)
   MPICOLL_TEST_JOB_TIMEOUT     seconds before a launch is killed (default 900)
   MPICOLL_OPENMPI_VENV / MPICOLL_MPICH_VENV   where the other family's venv lives
@@ -23,14 +30,19 @@ Settings:
 import os
 import re
 
+import fullrun
 import mpifamily
 import pytest
 from launch import HERE_MPI, run_mpi, timed_out
 
-# MPICH runs the sizes the standards name (1, 2, 3, 5, 8), Open MPI the small odd and even
-# ones (CI time: each launch of the suite costs 1-5 minutes on 2 cores; powers of two above
-# 2 are N = 8's, and every plan is checked at every N up to 1,024 by python -m mpicoll.verify).
-DEFAULT_SIZES = {"mpich": "1,2,3,5,8", "openmpi": "2,3"}
+# The full run: MPICH at the sizes the standards name and N = 4 (a power of two with a
+# round-robin placement), Open MPI at the small odd and even ones (each launch of the suite
+# costs 1-5 minutes on 2 cores). The quick check: MPICH at N = 3 (more ranks than this
+# machine's cores, not a power of two); every plan is checked at every N up to 1,024 by
+# python -m mpicoll.verify either way.
+FULL_SIZES = {"mpich": "1,2,3,4,5,8", "openmpi": "2,3,4"}
+QUICK_SIZES = {"mpich": "3", "openmpi": "3"}
+DEFAULT_SIZES = FULL_SIZES if fullrun.full() else QUICK_SIZES
 SIZE_VARS = {"mpich": "MPICOLL_TEST_SIZES", "openmpi": "MPICOLL_TEST_SIZES_OPENMPI"}
 # Generous bounds: 8 ranks share 2 cores. A hang ends the run, it never blocks it.
 JOB_TIMEOUT = int(os.environ.get("MPICOLL_TEST_JOB_TIMEOUT", "900"))
@@ -39,7 +51,7 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 def families():
     try:
-        return mpifamily.selected()
+        return fullrun.families()
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
 
@@ -52,10 +64,11 @@ def sizes(family):
 CASES = [pytest.param(f, n, id=f"{f}-{n}") for f in families() for n in sizes(f)]
 
 # Simulated nodes (MPICOLL_NODES, mpicoll.core.topology) at some sizes, so that the generated
-# matrix runs the node-aware algorithms across nodes too: uneven blocks, one rank per node
-# (round-robin placements run in tests/mpi/test_hierarchical.py, at every size, and across
-# netns hosts). Other sizes run as one node, as this machine is.
-NODES = {("mpich", 5): "2,1,2", ("mpich", 8): "3", ("openmpi", 3): "1"}
+# matrix runs the node-aware algorithms across nodes too: round robin (cyclic), uneven blocks,
+# one rank per node (round-robin placements also run in tests/mpi/test_hierarchical.py, at
+# every size, and across netns hosts). Other sizes run as one node, as this machine is.
+NODES = {("mpich", 4): "cyclic:2", ("mpich", 5): "2,1,2", ("mpich", 8): "3",
+         ("openmpi", 3): "1", ("openmpi", 4): "cyclic:2"}
 
 
 @pytest.mark.parametrize("family, n", CASES)

@@ -1,4 +1,4 @@
-"""``--native-algorithm``: forcing the MPI library's own algorithm takes effect, on MPICH and Open MPI.
+"""``--native-algorithm``: forcing the MPI library's own algorithm works, on MPICH and Open MPI.
 
 Allreduce algorithms add in different orders, so on floats of mixed magnitudes
 they give results that differ in their last bits: forcing two different
@@ -12,7 +12,7 @@ picks the families as for the MPI suite.
 import json
 import sys
 
-import mpifamily
+import fullrun
 import pytest
 from launch import run_mpi, timed_out
 
@@ -60,7 +60,7 @@ if w.rank == 0:
 """
 
 
-@pytest.mark.parametrize("family", mpifamily.selected())
+@pytest.mark.parametrize("family", fullrun.families())
 def test_forced_algorithms_take_effect(family, family_python):
     python, why = family_python(family)
     if python is None:

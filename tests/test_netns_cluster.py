@@ -1,4 +1,4 @@
-"""Several nodes on one machine: MPI and Slurm jobs across network namespaces (issue #14).
+"""Several nodes on one machine: MPI and Slurm jobs across network namespaces.
 
 ``scripts/netns_cluster.sh up 3`` makes hosts mpc-h1..mpc-h3 (namespaces on the bridge mpcbr0,
 10.77.0.11..13); the module-scoped ``cluster`` fixture brings them up once and takes everything
@@ -76,7 +76,7 @@ WHY_NOT = _why_not()
 if WHY_NOT:
     pytest.skip(WHY_NOT, allow_module_level=True)
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.full]
 
 
 def _script(*args, timeout=120, env=None):
@@ -99,10 +99,10 @@ def run_across(hosts_spec, argv, timeout=120, *, env=None, mpiexec_args=(), cwd=
 
     Goes through ``scripts/netns_cluster.sh mpiexec`` (hydra, the namespaces as hosts, TCP between
     them). Bounded like tests/support/launch.py's ``run_mpi``: ``MPIEXEC_TIMEOUT`` lets hydra
-    end a hung job; 30 s later mpiexec's process group is killed (hydra gives each proxy a session of its
-    own, but proxies and ranks end within a second of mpiexec; the cluster's ``down`` ends
-    whatever might still run inside a namespace). Returns the CompletedProcess with ``elapsed``
-    and ``timed_out`` added.
+    end a hung job; 30 s later mpiexec's process group is killed (hydra gives each proxy a
+    session of its own, but proxies and ranks end within a second of mpiexec; the cluster's
+    ``down`` ends whatever might still run inside a namespace). Returns the CompletedProcess
+    with ``elapsed`` and ``timed_out`` added.
     """
     n = sum(c for _, c in _hosts(hosts_spec))
     full_env = mpi_env(timeout)

@@ -24,7 +24,7 @@ HAND = [(p, a) for p in PRIMITIVES for a in algorithms(p)
 
 
 def _counts(p, N, count, matrix=False):
-    """The counts of a call as plan_of takes them (``matrix``: as a Call's alltoallv takes them)."""
+    """The counts of a call as plan_of takes them (``matrix``: as a Call's alltoallv does)."""
     if p == "reduce_scatter":
         return split(count, N)
     if p in ("gatherv", "scatterv", "allgatherv"):

@@ -1,4 +1,4 @@
-"""The README's system-MPI path, for real: Debian's Open MPI, mpicoll installed without the mpich extra.
+"""The README's system-MPI path, for real: Debian's Open MPI, mpicoll without the mpich extra.
 
 1. ``apt-get install -y --no-install-recommends openmpi-bin libopenmpi-dev``
    (as root; skipped with the reason where there is no apt or no root);
@@ -31,6 +31,8 @@ import time
 
 import pytest
 from launch import HERE_MPI, ROOT, run_mpi, timed_out
+
+pytestmark = pytest.mark.full
 
 PACKAGES = ["openmpi-bin", "libopenmpi-dev"]
 MPIRUN = "/usr/bin/mpirun"

@@ -1,4 +1,4 @@
-"""The seed's scripts as torch code (examples/torch/) and the DDP example, over the "mpicoll" backend.
+"""The seed's scripts as torch code (examples/torch/) and the DDP example, on "mpicoll".
 
 Each seed script runs as its README line says (``mpirun -n 3 python
 examples/torch/<name>.py``) and its printed tensors are parsed and compared
@@ -30,7 +30,7 @@ _LINE = re.compile(rf"(Before|After) (\w+) on rank (\d+): (\[(?:{_TENSOR}(?:, )?
 
 
 def tensor_values(text):
-    """'tensor([1., 2.])' -> array; '[tensor(...), ...]' -> list of arrays (device names ignored)."""
+    """'tensor([1., 2.])' -> array; '[tensor(...), ...]' -> list of arrays (devices ignored)."""
     found = [np.array([float(v) for v in m.split(",") if v.strip()])
              for m in re.findall(r"tensor\(\[([^\]]*)\]", text)]
     return found if text.startswith("[") else found[0]
@@ -92,6 +92,7 @@ import os, runpy, sys, io, contextlib
 import torch.distributed as dist
 import mpicoll.torch  # the MPI rendezvous: no MASTER_ADDR needed for gloo either
 names = sys.argv[1:]
+sys.path.insert(0, os.path.join("examples", "torch"))     # their _rankprint.py
 for name in names:
     path = os.path.join("examples", "torch", name + ".py")
     code = open(path).read().replace("backend='mpicoll'", "backend='gloo'")
@@ -103,6 +104,7 @@ for name in names:
 """
 
 
+@pytest.mark.full
 def test_seed_scripts_print_what_gloo_prints():
     names = sorted(SEEDS)
     proc = run_mpi(N, [sys.executable, "-c", GLOO_DRIVER, *names], timeout=TIMEOUT)
@@ -129,6 +131,7 @@ def ddp_checksum(backend, n):
     return float(m.group(1)), float(m.group(2))
 
 
+@pytest.mark.full
 def test_ddp_example_ends_with_the_parameters_gloo_gives():
     ours = ddp_checksum("mpicoll", N)
     theirs = ddp_checksum("gloo", N)

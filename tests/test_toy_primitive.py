@@ -1,4 +1,4 @@
-"""Adding a primitive is one module: a toy one, defined in one file at run time, is seen everywhere.
+"""Adding a primitive is one module: a toy one, defined in a file at run time, is seen everywhere.
 
 ``tests/support/toy_primitive.py`` defines ``allgather_twin`` (a binder, mpi4py's
 method, its call arguments and spec, two algorithms) and nothing else changes:
@@ -13,6 +13,7 @@ import re
 import sys
 
 from launch import ROOT, run_mpi
+from test_demo import parse_table
 
 TOY = os.path.join(ROOT, "tests", "support", "toy_primitive.py")
 BROKEN = os.path.join(ROOT, "tests", "support", "toy_broken.py")
@@ -42,10 +43,12 @@ def test_the_generated_matrix_runs_a_plugin_primitive_and_catches_a_wrong_algori
 def test_the_demo_measures_it_against_its_plan():
     out = _ok(run_mpi(3, [PY, "-m", "mpicoll.demo", "--import", TOY, "--only", "allgather_twin"],
                       timeout=TIMEOUT))
-    row = [line for line in out.splitlines() if line.strip().startswith("allgather_twin")]
-    assert len(row) == 1 and "neighbours" in row[0] and row[0].rstrip().endswith("ok"), out
+    rows = {a: r for (p, a), r in parse_table(out).items() if p == "allgather_twin"}
+    assert list(rows) == ["neighbours"] and rows["neighbours"]["status"] == "ok", out
     # K = 6 at N = 3: each rank sends its block of 2 to both others, in 2 messages.
-    assert "exact 4 4 4" in row[0] and "measured 4 4 4" in row[0] and "msgs 2 2 2" in row[0]
+    row = rows["neighbours"]
+    assert row["k"] == 6 and row["exact"] == row["measured"] == [4, 4, 4], out
+    assert row["msgs"] == [2, 2, 2], out
     assert "all checks passed" in out
 
 

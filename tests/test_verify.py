@@ -20,6 +20,8 @@ under the verifier's point-to-point model. Covered here:
   ``--import``, an algorithm that cannot be recorded listed as unverified).
 """
 import inspect
+import os
+import signal
 import subprocess
 import sys
 
@@ -407,6 +409,55 @@ def test_command_line_sweeps_reports_and_reruns_the_smallest_case(tmp_path):
     assert case.startswith("allgather/t_off_by_one N=4 ")
     again = _cli("--import", "bad.py", "--case", case, cwd=tmp_path)
     assert again.returncode == 1 and "status: fail" in again.stdout
+
+
+WRONG_BINOMIAL = '''
+from mpicoll import register
+
+
+@register("bcast", "t_wrong_binomial")
+def bcast_wrong_binomial(ctx, buf, root):
+    """Test only: the binomial tree with its child test ``<=`` where it must be ``<``."""
+    size, rel = ctx.size, (ctx.rank - root) % ctx.size
+    mask = 1
+    while mask < size:
+        if rel & mask:
+            ctx.recv(buf, (rel - mask + root) % size)
+            break
+        mask <<= 1
+    mask >>= 1
+    while mask > 0:
+        if rel + mask <= size:
+            ctx.send(buf, (rel + mask + root) % size)
+        mask >>= 1
+'''
+
+
+def test_a_failing_plug_in_ends_a_parallel_sweep_with_its_smallest_case(tmp_path):
+    # several worker processes send the failures back to the parent (they once could not be
+    # unpickled there, and the sweep hung): the run must end, within the timeout, with exit 1
+    (tmp_path / "wrong.py").write_text(WRONG_BINOMIAL)
+    cmd = [sys.executable, "-m", "mpicoll.verify", "--import", "wrong.py", "--max-n", "8",
+           "--primitive", "bcast", "--algorithm", "t_wrong_binomial", "--jobs", "3"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)     # the workers too
+        out, err = proc.communicate()
+        pytest.fail(f"the sweep did not end within 120 s:\n{out}\n{err}")
+    assert proc.returncode == 1, out + err
+    # N = 1 and 2 have no rank with rel + mask == size; from N = 3 a rank sends to the root
+    assert "bcast/t_wrong_binomial" in out and "FAIL N=3" in out
+    line = [x for x in out.splitlines() if "--case" in x][0]
+    assert '--case "bcast/t_wrong_binomial N=3 count=0 root=0"' in line
+    assert "unmatched: rank 2" in out
+    # stderr is a pipe here: progress as plain lines, the last one the total
+    progress = [x for x in err.splitlines() if x.startswith("verify: ")]
+    assert progress and "\r" not in err
+    done, total = progress[-1].split()[1].split("/")
+    assert done == total and int(total) >= 50       # enough cases for the worker pool
 
 
 def test_a_verified_plan_drawn_step_by_step():

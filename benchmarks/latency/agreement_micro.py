@@ -1,5 +1,6 @@
-"""The agreement step's collective alone: mpi4py's Allgather against Iallgather().Wait()
-of one 128-byte fingerprint per rank (benchmarks/latency.md).
+"""The agreement step's collective alone: mpi4py's Allgather against Iallgather().Wait().
+
+Each rank gives one 128-byte fingerprint (benchmarks/latency.md).
 
     mpiexec -n 2 python benchmarks/latency/agreement_micro.py
 
@@ -16,6 +17,7 @@ every = np.zeros(16 * c.size, np.int64)
 
 
 def per_call(f, n=20000):
+    """``f``'s time per call in µs over ``n`` calls, after 500 warm-up calls."""
     for _ in range(500):
         f()
     c.Barrier()

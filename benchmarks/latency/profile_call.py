@@ -1,6 +1,7 @@
 """Where one small repeated call spends its time: cProfile of 20 000 calls on rank 0.
 
-    mpiexec -n 2 python benchmarks/latency/profile_call.py [--face local|agree|persistent|nonblocking]
+    mpiexec -n 2 python benchmarks/latency/profile_call.py \
+        [--face local|agree|persistent|nonblocking]
 
 8-byte float64 allreduce, recursive doubling, the functional face (``local``: check mode
 local; ``agree``: the default mode), ``allreduce_init`` Start/Wait (``persistent``) or
@@ -20,6 +21,7 @@ import mpicoll
 
 
 def main():
+    """Profile repeated calls of one face and print the functions that cost most."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--face", default="local",
                     choices=("local", "agree", "persistent", "nonblocking"))

@@ -24,6 +24,7 @@ MINE, RAW = bytearray(128), bytearray(128 * N)
 
 
 def per_call(fn, reps=200, batches=5):
+    """``fn(i)``'s time per call in µs: the median of ``batches`` batches of ``reps``."""
     out = []
     for _ in range(batches):
         W.Barrier()
@@ -35,22 +36,26 @@ def per_call(fn, reps=200, batches=5):
 
 
 def iallgather():
+    """Start the nonblocking allgather every variant waits on."""
     return W.Iallgather([MINE, MPI.BYTE], [RAW, MPI.BYTE])
 
 
 def test_loop(i):
+    """Wait by spinning on ``Test``."""
     q = iallgather()
     while not q.Test():
         pass
 
 
 def testany_yield(i):
+    """Wait by ``Testany`` and a ``sched_yield`` between polls."""
     q = [iallgather()]
     while not MPI.Request.Testany(q)[1]:
         os.sched_yield()
 
 
 def scatter(comm, nonblocking):
+    """A call of scatter with a rotating root, blocking or nonblocking."""
     def run(i):
         root = i % N
         s = np.full((N, 3), root, "i") if R == root else None

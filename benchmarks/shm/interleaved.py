@@ -31,6 +31,7 @@ P2P = {"allreduce": "ring", "bcast": "scatter_allgather", "allgather": "ring",
 
 
 def size(text):
+    """A size with an optional K/M/G suffix, in bytes."""
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     return int(text[:-1]) * units[text[-1].upper()] if text[-1].upper() in units else int(text)
 
@@ -88,6 +89,7 @@ def _add_symmetric(variants, prim, n, dtype, ssend, srecv, comm, calls):
 
 
 def main():
+    """Time every variant, interleaved, and print their medians."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--primitive", default="allreduce")
     ap.add_argument("--bytes", default="16M", help="bytes per rank's vector (K/M/G)")
@@ -134,7 +136,8 @@ def main():
         fn()
         comm.Barrier()
         want = {"allreduce": lambda: sum((np.arange(count) % 7 + q) for q in range(n)),
-                "allgather": lambda: np.concatenate([np.arange(s.size) % 7 + q for q in range(n)])}
+                "allgather": lambda s=s: np.concatenate([np.arange(s.size) % 7 + q
+                                                         for q in range(n)])}
         if prim in want:
             assert np.array_equal(r, want[prim]().astype(dtype)), name
     src = np.ones(count * dtype.itemsize, np.uint8)

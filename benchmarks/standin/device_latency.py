@@ -18,16 +18,14 @@ import argparse
 import os
 import sys
 
-import numpy as np
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "support"))
 
 import fakedevice as fd  # noqa: E402  (a test helper: found through the path above)
 from mpi4py import MPI  # noqa: E402
 
-from mpicoll.device import arrays as _device  # noqa: E402
 from mpicoll.bench.latency import table  # noqa: E402
+from mpicoll.device import arrays as _device  # noqa: E402
 
 
 class FakeModule:
@@ -38,22 +36,27 @@ class FakeModule:
 
     @staticmethod
     def empty(n, dtype):
+        """An uninitialised stand-in device array."""
         return fd.device_empty(n, dtype)
 
     @staticmethod
     def to_host(a):
+        """A host copy of a stand-in device array."""
         return fd.to_host(a)
 
     @staticmethod
     def put(dst, lo, host):
+        """Copy host array ``host`` into ``dst`` from element ``lo``."""
         dst[lo:lo + host.size] = fd.to_device(host)
 
     @staticmethod
     def sync():
+        """Nothing to wait for on the stand-in device."""
         pass
 
 
 def main(argv=None):
+    """Time each transport's small-call latency on the stand-in device."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--transport", default="staged,ipc",
                    help="comma list of staged, ipc, aware (default staged,ipc)")

@@ -27,7 +27,7 @@ _names = None
 
 
 def _mpi_names():
-    """id -> ``MPI.NAME`` for mpi4py's predefined handles."""
+    """Id -> ``MPI.NAME`` for mpi4py's predefined handles."""
     global _names
     if _names is None:
         from mpi4py import MPI
@@ -91,8 +91,8 @@ class Methods(SphinxDirective):
     """P2PComm's generated collective methods, primitive by primitive."""
 
     def run(self):
-        from mpicoll.calls import DEFINED
         from mpicoll import P2PComm
+        from mpicoll.calls import DEFINED
         lines = []
         for prim in DEFINED.values():
             names = []
@@ -122,6 +122,7 @@ class Torch(SphinxDirective):
                                 ".. autoclass:: mpicoll.torch.ProcessGroupMpicoll\n")
         import ast
         import os
+
         import mpicoll
         path = os.path.join(os.path.dirname(mpicoll.__file__), "torch", "__init__.py")
         self.env.note_dependency(path)
@@ -134,6 +135,7 @@ class Torch(SphinxDirective):
 
 
 def setup(app):
+    """Register the API reference's directives with Sphinx."""
     app.connect("autodoc-process-signature", _signature)
     app.add_directive("mpicoll-functions", Functions)
     app.add_directive("mpicoll-methods", Methods)

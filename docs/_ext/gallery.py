@@ -32,8 +32,10 @@ DIR = "gallery"
 
 
 def entries():
-    """``[(primitive, algorithm)]`` of every registered algorithm but ``native``, in
-    registry order: the pages the gallery has."""
+    """``[(primitive, algorithm)]`` of every registered algorithm but ``native``.
+
+    In registry order: the pages the gallery has.
+    """
     import mpicoll
     return [(p, a) for p in mpicoll.PRIMITIVES for a in mpicoll.algorithms(p) if a != "native"]
 
@@ -44,9 +46,11 @@ def docname(primitive, algorithm):
 
 
 def image_names(primitive, algorithm):
-    """The diagram files of an algorithm's page, beside the page: one per size (names
-    unique over the gallery, as Sphinx copies every image into one ``_images`` folder);
-    none for an algorithm without a plan (:func:`has_plan`)."""
+    """The diagram files of an algorithm's page, beside the page: one per size.
+
+    Names are unique over the gallery, as Sphinx copies every image into one ``_images``
+    folder; none for an algorithm without a plan (:func:`has_plan`).
+    """
     if not has_plan(primitive, algorithm):
         return []
     return [f"{primitive}-{algorithm}-n{n}.png" for n in SIZES]
@@ -58,8 +62,11 @@ def is_node_aware(primitive, algorithm):
 
 
 def node_layout(size):
-    """The two-node layout node-aware algorithms are drawn on: the first ⌈N/2⌉ ranks on
-    node 0, the others on node 1 (``MPICOLL_NODES=2,2`` at N = 4, ``3,2`` at N = 5)."""
+    """The two-node layout node-aware algorithms are drawn on.
+
+    The first ⌈N/2⌉ ranks on node 0, the others on node 1 (``MPICOLL_NODES=2,2`` at
+    N = 4, ``3,2`` at N = 5).
+    """
     from mpicoll.core.topology import Layout
     first = (size + 1) // 2
     spec = f"{first},{size - first}"
@@ -84,8 +91,10 @@ def summary_of(fn):
 
 
 def notes_of(fn):
-    """What the docstring says after its ``Cost:`` sentence, to the end of that paragraph
-    (when the algorithm wins, its limits); "" when nothing."""
+    """What the docstring says after its ``Cost:`` sentence, to the end of that paragraph.
+
+    That is when the algorithm wins, its limits; "" when nothing.
+    """
     for para in (inspect.getdoc(fn) or "").split("\n\n"):
         text = " ".join(para.split())
         m = re.search(r"Cost:\s*(.*?)(?<!\.)\.(?!\.)(?=\s|$)", text)
@@ -104,8 +113,10 @@ def _target(fn):
 
 
 def has_plan(primitive, algorithm):
-    """False for an algorithm that runs directly instead of recording a plan (the shm ones
-    read their peers' memory): it has no diagram, and its page says so."""
+    """False for an algorithm that runs directly instead of recording a plan.
+
+    (The shm ones read their peers' memory.) It has no diagram, and its page says so.
+    """
     from mpicoll.core.errors import NotSchedulable
     from mpicoll.sched.inspect import plan_of
     try:
@@ -135,7 +146,8 @@ def _page(primitive, algorithm, captions, problems):
     lines = [f".. _gallery-{primitive}-{algorithm}:", "", _title(f"{primitive}: {algorithm}")]
     use = f'``mpicoll.{primitive}(..., algorithm="{algorithm}")``'
     if primitive == "reduce_scatter":
-        use = f'``mpicoll.reduce_scatter(..., algorithm="{algorithm}")`` (and ``reduce_scatter_block``)'
+        use = (f'``mpicoll.reduce_scatter(..., algorithm="{algorithm}")`` '
+               '(and ``reduce_scatter_block``)')
     facts = [use]
     if getattr(fn, "commutative_only", False):
         facts.append("commutative ops only")
@@ -151,7 +163,8 @@ def _page(primitive, algorithm, captions, problems):
                   "directly on the call's arrays, reading its peers' memory on the node "
                   "(:mod:`mpicoll.device.shm`), synchronised by node barriers; "
                   "``mpicoll.traffic()`` counts what it reads.", ""]
-    for n, image in zip(SIZES, images):
+    # (no images for an algorithm without a plan: then no sizes are listed)
+    for n, image in zip(SIZES, images, strict=False):
         if n in problems:
             lines += [f"*N = {n}: no diagram* ({_escape(problems[n])}).", ""]
             continue
@@ -202,11 +215,12 @@ def _cost_table(by_primitive):
 
 def _draw_all(out, primitive, algorithm, draw=True):
     """Draw an algorithm's diagrams into ``out``; returns (captions, problems) by size."""
-    from mpicoll.sched.inspect import plans_of
     import plandraw
+
+    from mpicoll.sched.inspect import plans_of
     captions, problems = {}, {}
     aware = is_node_aware(primitive, algorithm)
-    for n, image in zip(SIZES, image_names(primitive, algorithm)):
+    for n, image in zip(SIZES, image_names(primitive, algorithm), strict=False):
         layout = node_layout(n) if aware else None
         try:
             plans = plans_of(primitive, algorithm, n, COUNT, itemsize=ITEMSIZE, layout=layout)
@@ -222,8 +236,10 @@ def _draw_all(out, primitive, algorithm, draw=True):
 
 
 def write(srcdir, draw=True):
-    """(Re)write the gallery under ``srcdir``/gallery; returns ``{docname: problems}`` for
-    pages whose diagrams could not be drawn (empty when all were)."""
+    """(Re)write the gallery under ``srcdir``/gallery; ``{docname: problems}``.
+
+    The problems are those of pages whose diagrams could not be drawn (empty when all were).
+    """
     import plandraw  # noqa: F401  (fail early when the module is missing)
     root = os.path.join(srcdir, DIR)
     if os.path.isdir(root):
@@ -257,8 +273,11 @@ def write(srcdir, draw=True):
 
 
 def missing(srcdir, images=True):
-    """Registered algorithms (but native) whose gallery page (or, with ``images``, one of its
-    diagrams) is missing under ``srcdir``: ``[(primitive, algorithm, what)]``."""
+    """``[(primitive, algorithm, what)]``: algorithms whose gallery page is missing.
+
+    Every registered algorithm but native whose page (or, with ``images``, one of its
+    diagrams) is missing under ``srcdir``.
+    """
     out = []
     for p, a in entries():
         page = os.path.join(srcdir, docname(p, a) + ".rst")
@@ -281,5 +300,6 @@ def _generate(app):
 
 
 def setup(app):
+    """Generate the gallery when the builder starts."""
     app.connect("builder-inited", _generate)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

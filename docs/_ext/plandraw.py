@@ -216,11 +216,11 @@ def draw(tl, path, *, title=None, layout=None, full=None, dpi=96):
                                     shrinkA=0, shrinkB=3, mutation_scale=8),
                     zorder=3)
     if tl.copies:
-        ys, xs = zip(*sorted(set(tl.copies)))
+        ys, xs = zip(*sorted(set(tl.copies)), strict=True)
         ax.scatter([x + 0.14 for x in xs], ys, marker="s", s=14, facecolor="white",
                    edgecolor="#999999", lw=0.8, zorder=4)
     if tl.reduces:
-        ys, xs = zip(*sorted(set(tl.reduces)))
+        ys, xs = zip(*sorted(set(tl.reduces)), strict=True)
         ax.scatter([x + 0.14 for x in xs], ys, marker="o", s=30, color="#e67e22",
                    edgecolor="#8a4a10", lw=0.6, zorder=5)
     ax.set_xlim(-0.3, steps + 0.45)
@@ -238,7 +238,8 @@ def draw(tl, path, *, title=None, layout=None, full=None, dpi=96):
     ax.tick_params(axis="y", length=0)
     if title:
         ax.set_title(title, fontsize=9, loc="left")
-    legend = [Line2D([], [], color=inside, lw=1.5, label="message" + (" in a node" if nodes else ""))]
+    legend = [Line2D([], [], color=inside, lw=1.5,
+                     label="message" + (" in a node" if nodes else ""))]
     if nodes:
         legend.append(Line2D([], [], color=across, lw=1.5, label="across nodes"))
     if tl.reduces:

@@ -20,6 +20,7 @@ import mpicoll.torch  # noqa: F401  (registers the "mpicoll" backend)
 
 
 def main():
+    """Train the model for --steps steps on this rank's shard and print the losses."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--backend", default="mpicoll")

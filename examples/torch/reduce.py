@@ -1,25 +1,33 @@
-# The seed's reduce example as torch code, on the "mpicoll" backend.
-# Run: mpirun -n 3 python -m mpicoll.run examples/torch/reduce.py
-# Changed from the seed: the backend name, the device (cuda if present, else cpu), and
-# the undefined name `rank` in the seed's last print -> dist.get_rank().
+"""The seed's reduce example as torch code, on the "mpicoll" backend.
+
+Run: mpirun -n 3 python -m mpicoll.run examples/torch/reduce.py
+Changed from the seed: the backend name, the device (cuda if present, else cpu),
+print -> print_ranks (_rankprint.py: the ranks' lines in rank order), and the
+undefined name `rank` in the seed's last print -> dist.get_rank().
+"""
 import torch
 import torch.distributed as dist
+
 import mpicoll.torch  # noqa: F401  (registers the "mpicoll" backend)
+
+from _rankprint import print_ranks
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def init_process():
+    """Join the "mpicoll" process group; on a GPU machine, pick this rank's GPU."""
     dist.init_process_group(backend='mpicoll')
     if device == "cuda":
         torch.cuda.set_device(dist.get_rank() % torch.cuda.device_count())
 
 
 def example_reduce():
+    """Run the seed's reduce and print this rank's tensors before and after."""
     tensor = torch.tensor([dist.get_rank() + 1] * 5, dtype=torch.float32).to(device)
-    print(f"Before reduce on rank {dist.get_rank()}: {tensor}")
+    print_ranks(f"Before reduce on rank {dist.get_rank()}: {tensor}")
     dist.reduce(tensor, dst=0, op=dist.ReduceOp.SUM)
-    print(f"After reduce on rank {dist.get_rank()}: {tensor}")
+    print_ranks(f"After reduce on rank {dist.get_rank()}: {tensor}")
 
 
 init_process()

@@ -1,11 +1,13 @@
-"""Helpers for the Slurm job scripts in jobs/ (called by jobs/env.sh; stdlib + mpi4py, mpicoll where present).
+"""Helpers for the Slurm job scripts in jobs/ (called by jobs/env.sh).
 
-    jobtools.py provenance OUT.json          versions of Python, packages, MPI (no MPI init)
-    jobtools.py mpi-check NTASKS OUT.json    under the launcher: one world of NTASKS ranks? device path
-    jobtools.py gpu-check OUT.json           CuPy sees GPUs? NCCL? (before any launch)
-    jobtools.py junit-summary DIR NTASKS     the per-rank JUnit files of test.sh -> tests.json
-    jobtools.py check-jsonl FILE [MIN]       every line parses, at least MIN records
-    jobtools.py summary DIR RC               summary.json: steps, files (JSON ones parsed), status
+Standard library and mpi4py, mpicoll where present.
+
+jobtools.py provenance OUT.json          versions of Python, packages, MPI (no MPI init)
+jobtools.py mpi-check NTASKS OUT.json    under the launcher: one world of NTASKS ranks? device path
+jobtools.py gpu-check OUT.json           CuPy sees GPUs? NCCL? (before any launch)
+jobtools.py junit-summary DIR NTASKS     the per-rank JUnit files of test.sh -> tests.json
+jobtools.py check-jsonl FILE [MIN]       every line parses, at least MIN records
+jobtools.py summary DIR RC               summary.json: steps, files (JSON ones parsed), status
 """
 import glob
 import json
@@ -28,7 +30,7 @@ def _version(mod):
     try:
         m = __import__(mod)
         return getattr(m, "__version__", "?")
-    except Exception as exc:  # noqa: BLE001 - report, never fail
+    except Exception as exc:  # report, never fail
         return f"not available ({type(exc).__name__})"
 
 
@@ -47,11 +49,12 @@ def _libmpi_path(MPI):
         info = DLInfo()
         sym = ctypes.cast(ctypes.CDLL(MPI.__file__).MPI_Init, ctypes.c_void_p)
         return os.fsdecode(info.dli_fname) if libc.dladdr(sym, ctypes.byref(info)) else None
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return f"unknown ({exc})"
 
 
 def provenance(out):
+    """Print the job's provenance (host, packages, MPI) and write it as JSON to ``out``."""
     import mpi4py
     mpi4py.rc.initialize = False
     mpi4py.rc.finalize = False
@@ -65,8 +68,8 @@ def provenance(out):
         "virtual_env": os.environ.get("VIRTUAL_ENV"),
         "packages": {m: _version(m) for m in ("mpicoll", "mpi4py", "numpy")},
         "mpi_library_version": MPI.Get_library_version().strip(),
-        "mpi_standard": "%d.%d" % MPI.Get_version(),
-        "mpi_vendor": "%s %s" % (MPI.get_vendor()[0], ".".join(map(str, MPI.get_vendor()[1]))),
+        "mpi_standard": "{}.{}".format(*MPI.Get_version()),
+        "mpi_vendor": f"{MPI.get_vendor()[0]} {'.'.join(map(str, MPI.get_vendor()[1]))}",
         "libmpi": _libmpi_path(MPI),
         "MPI4PY_LIBMPI": os.environ.get("MPI4PY_LIBMPI"),
         "slurm": {k: v for k, v in sorted(os.environ.items()) if k.startswith("SLURM_")},
@@ -78,7 +81,8 @@ def provenance(out):
         if m in sys.modules or _importable(m):
             info["packages"][m] = _version(m)
     print("packages    : " + "  ".join(f"{k}={v}" for k, v in info["packages"].items()))
-    print(f"MPI         : {info['mpi_vendor']} (MPI {info['mpi_standard']}), libmpi={info['libmpi']}"
+    print(f"MPI         : {info['mpi_vendor']} (MPI {info['mpi_standard']}), "
+          f"libmpi={info['libmpi']}"
           f"{'  MPI4PY_LIBMPI=' + info['MPI4PY_LIBMPI'] if info['MPI4PY_LIBMPI'] else ''}")
     print(f"MPI library : {info['mpi_library_version'].splitlines()[0]}")
     _write_json(out, info)
@@ -97,7 +101,8 @@ def mpi_check(ntasks, out):
     rank, size = comm.Get_rank(), comm.Get_size()
     if size != ntasks:
         # srun without the right --mpi plugin starts ``ntasks`` singletons: each is a world of 1.
-        print(f"mpi-check: rank {rank} sees a world of {size} ranks, expected {ntasks}", flush=True)
+        print(f"mpi-check: rank {rank} sees a world of {size} ranks, expected {ntasks}",
+              flush=True)
         return 1
     # The Slurm node name where there is one (several slurmd may share a machine), else the host.
     hosts = comm.gather(os.environ.get("SLURMD_NODENAME") or MPI.Get_processor_name(), root=0)
@@ -107,12 +112,12 @@ def mpi_check(ntasks, out):
         f = ctypes.CDLL(MPI.__file__).MPIX_Query_cuda_support
         f.restype = ctypes.c_int
         cuda = bool(f())
-    except Exception:  # noqa: BLE001 - not every MPI has it
+    except Exception:  # not every MPI has it
         pass
     kinds = None
     try:
         kinds = comm.Get_info().Get("mpi_memory_alloc_kinds")
-    except Exception:  # noqa: BLE001
+    except Exception:
         pass
     path = _device_path()
     if rank == 0:
@@ -132,7 +137,7 @@ def mpi_check(ntasks, out):
 
 
 def _device_path():
-    """mpicoll's decision for device buffers: {"path": "cuda-aware"|"staged", "source": ...}.
+    """Mpicoll's decision for device buffers: {"path": "cuda-aware"|"staged", "source": ...}.
 
     Needs no GPU (it asks the MPI library); {"error": ...} where mpicoll cannot say.
     """
@@ -140,22 +145,25 @@ def _device_path():
         from mpicoll.gpu import device_path
         got = device_path()
         return {"path": got["path"], "source": got["source"]}
-    except Exception as exc:  # noqa: BLE001 - provenance, never a failure
+    except Exception as exc:  # provenance, never a failure
         return {"path": None, "error": f"{type(exc).__name__}: {exc}"}
 
 
 def gpu_check(out):
-    info = {"host": socket.gethostname(), "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES")}
+    """Check that CuPy finds a CUDA device; write what it found to ``out``; the exit status."""
+    info = {"host": socket.gethostname(),
+            "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES")}
     try:
         import cupy
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         print(f"gpu-check: CuPy is not importable ({type(exc).__name__}: {exc}); "
               "install cupy-cuda12x (or the build for your CUDA) in the job's venv", flush=True)
         return 4
     try:
         n = cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:  # noqa: BLE001
-        print(f"gpu-check: CuPy finds no usable CUDA device ({type(exc).__name__}: {exc})", flush=True)
+    except Exception as exc:
+        print(f"gpu-check: CuPy finds no usable CUDA device ({type(exc).__name__}: {exc})",
+              flush=True)
         return 3
     info["cupy"] = cupy.__version__
     for key, call in (("cuda_runtime", cupy.cuda.runtime.runtimeGetVersion),
@@ -163,23 +171,25 @@ def gpu_check(out):
         try:
             v = call()
             info[key] = f"{v // 1000}.{v % 1000 // 10}"
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             info[key] = f"unknown ({type(exc).__name__})"
     info["devices"] = n
     info["names"] = [cupy.cuda.runtime.getDeviceProperties(i)["name"].decode() for i in range(n)]
     try:
         from cupy.cuda import nccl
         info["nccl"] = nccl.get_version()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         info["nccl"] = None
         info["nccl_error"] = f"{type(exc).__name__}: {exc}"
     print(f"gpu-check: {n} device(s) {info['names']}; CuPy {info['cupy']} (CUDA runtime "
-          f"{info['cuda_runtime']}, driver {info['cuda_driver']}); NCCL {info['nccl']}", flush=True)
+          f"{info['cuda_runtime']}, driver {info['cuda_driver']}); NCCL {info['nccl']}",
+          flush=True)
     _write_json(out, info)
     return 0 if n > 0 else 3
 
 
 def junit_summary(d, ntasks):
+    """Sum the ranks' JUnit files in ``d`` into tests.json; the exit status."""
     import xml.etree.ElementTree as ET
     files = sorted(glob.glob(os.path.join(d, "junit-rank*.xml")))
     ranks, ok = {}, True
@@ -192,7 +202,8 @@ def junit_summary(d, ntasks):
             ok = False
             continue
         suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
-        c = {k: sum(int(s.get(k, 0)) for s in suites) for k in ("tests", "failures", "errors", "skipped")}
+        c = {k: sum(int(s.get(k, 0)) for s in suites)
+             for k in ("tests", "failures", "errors", "skipped")}
         c["passed"] = c["tests"] - c["failures"] - c["errors"] - c["skipped"]
         ranks[rank] = c
         ok &= c["failures"] == 0 and c["errors"] == 0 and c["passed"] > 0
@@ -201,7 +212,8 @@ def junit_summary(d, ntasks):
         ok = False
     total = {k: sum(r.get(k, 0) for r in ranks.values())
              for k in ("tests", "passed", "failures", "errors", "skipped")}
-    _write_json(os.path.join(d, "tests.json"), {"ntasks": ntasks, "ok": ok, "total": total, "ranks": ranks})
+    _write_json(os.path.join(d, "tests.json"),
+                {"ntasks": ntasks, "ok": ok, "total": total, "ranks": ranks})
     print(f"junit-summary: {len(files)} rank(s); total {total}; {'ok' if ok else 'FAILED'}")
     return 0 if ok else 1
 
@@ -220,6 +232,7 @@ def _read_jsonl(path):
 
 
 def check_jsonl(path, minimum=1):
+    """Check that ``path`` holds at least ``minimum`` JSON lines; the exit status."""
     try:
         n = _read_jsonl(path)
     except (OSError, ValueError) as exc:
@@ -233,6 +246,7 @@ def check_jsonl(path, minimum=1):
 
 
 def summary(d, rc):
+    """Print the job's steps and their exit statuses from ``d``, ending with ``rc``."""
     steps = []
     sp = os.path.join(d, "steps.jsonl")
     if os.path.exists(sp):
@@ -269,6 +283,7 @@ def summary(d, rc):
 
 
 def main(argv):
+    """Run the subcommand ``argv[0]`` with its arguments; the exit status."""
     if not argv:
         print(__doc__)
         return 2

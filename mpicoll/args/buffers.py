@@ -46,14 +46,16 @@ def check_dtype(argname, dtype):
     if ok is None:
         ok = ""
         if dtype.metadata and dtype.metadata.get(ENTRIES):
-            pass        # packed entries of a derived datatype (mpicoll.args.user_ops): sent as bytes
+            # packed entries of a derived datatype (mpicoll.args.user_ops): sent as bytes
+            pass
         elif dtype.byteorder not in "=|" and dtype.byteorder != ("<" if np.little_endian else ">"):
             ok = (f"expected data in native byte order; got byte-swapped dtype {dtype.str} "
                   f"(convert with .astype(a.dtype.newbyteorder('=')))")
         else:
             # mpi4py's own typecode table: what it uses to send this array.
             try:
-                if dtype.kind not in "biufc" or dtype.fields is not None or dtype.subdtype is not None:
+                if (dtype.kind not in "biufc" or dtype.fields is not None
+                        or dtype.subdtype is not None):
                     raise ValueError(dtype)
                 mpitype = MPI.Datatype.fromcode(dtype.char)
                 if mpitype == MPI.DATATYPE_NULL or mpitype.Get_size() != dtype.itemsize:
@@ -130,7 +132,7 @@ def check_size(argname, arr, expected, how):
 
 
 def check_root(root, size, argname="root"):
-    """``root`` as an int, checked to be a rank of a communicator of ``size`` ranks (else raise)."""
+    """``root`` as an int, checked to be a rank of a communicator of ``size`` ranks."""
     if isinstance(root, (bool, np.bool_)) or not _is_index(root):
         raise ArgumentTypeError(
             f"{argname}: expected an integer rank in [0, {size - 1}]; got {describe(root)}",
@@ -138,7 +140,8 @@ def check_root(root, size, argname="root"):
     root = operator.index(root)
     if not 0 <= root < size:
         raise ArgumentError(
-            f"{argname}: expected a rank in [0, {size - 1}] (communicator size {size}); got {root}",
+            f"{argname}: expected a rank in [0, {size - 1}] (communicator size {size}); "
+            f"got {root}",
             MPI.ERR_ROOT)
     return root
 
@@ -157,7 +160,8 @@ def check_counts(argname, counts, size):
         seq = list(counts)
     except TypeError:
         raise ArgumentTypeError(
-            f"{argname}: expected a sequence of {size} non-negative integers; got {describe(counts)}",
+            f"{argname}: expected a sequence of {size} non-negative integers; "
+            f"got {describe(counts)}",
             MPI.ERR_COUNT) from None
     if len(seq) != size:
         raise ArgumentError(
@@ -166,7 +170,8 @@ def check_counts(argname, counts, size):
     for i, c in enumerate(seq):
         if isinstance(c, (bool, np.bool_)) or not _is_index(c) or operator.index(c) < 0:
             raise ArgumentError(
-                f"{argname}[{i}]: expected a non-negative integer; got {describe(c)}", MPI.ERR_COUNT)
+                f"{argname}[{i}]: expected a non-negative integer; got {describe(c)}",
+                MPI.ERR_COUNT)
         out.append(operator.index(c))
     return out
 

@@ -1,4 +1,4 @@
-"""mpi4py's buffer forms, as ``P2PComm``'s methods take them: ``buf``, ``[buf, count, datatype]``, ...
+"""mpi4py's buffer forms as ``P2PComm`` takes them: ``buf``, ``[buf, count, datatype]``, ...
 
 :func:`parse_bufspec` turns one message spec (``buf``, ``[buf, datatype]``,
 ``[buf, count]``, ``[buf, count, datatype]``, ``[buf, (count, displ), datatype]``,
@@ -45,7 +45,8 @@ def _to_dtype(argname, datatype):
         return dtlib.to_numpy_dtype(datatype)
     except (ValueError, KeyError, TypeError):
         raise ArgumentError(
-            f"{argname}: datatype {datatype.Get_name()} has no NumPy equivalent", MPI.ERR_TYPE) from None
+            f"{argname}: datatype {datatype.Get_name()} has no NumPy equivalent",
+            MPI.ERR_TYPE) from None
 
 
 _index = non_negative   # one rule for counts and displacements (mpicoll.core.errors)
@@ -97,7 +98,7 @@ def _split(argname, spec):
 
 
 def _no_buffer(argname, buf, count, displ, datatype, bnd):
-    """``[None, datatype]`` (or MPI.BOTTOM) with no count or count 0: an empty message, as in mpi4py."""
+    """``[None, datatype]`` (or MPI.BOTTOM), no count or 0: an empty message, as in mpi4py."""
     what = "None" if buf is None else "MPI.BOTTOM"
     if datatype is None:
         raise ArgumentTypeError(

@@ -140,10 +140,11 @@ def _walk(dt, leaves):
         if combiner in ("DUP", "CONTIGUOUS"):
             return back_to_back
         if combiner == "VECTOR":
-            return back_to_back and (params["count"] <= 1 or params["stride"] == params["blocklength"])
+            return back_to_back and (params["count"] <= 1
+                                     or params["stride"] == params["blocklength"])
         if combiner == "HVECTOR":
-            return back_to_back and (params["count"] <= 1 or
-                                     params["stride"] == params["blocklength"] * base.Get_extent()[1])
+            width = params["blocklength"] * base.Get_extent()[1]
+            return back_to_back and (params["count"] <= 1 or params["stride"] == width)
         if combiner == "RESIZED":
             return back_to_back and params["lb"] == 0 and params["extent"] == base.Get_extent()[1]
         return False        # indexed, hindexed, subarray, darray, ...: packed by MPI
@@ -186,7 +187,7 @@ _ASKS_COMMIT = "Open MPI" not in MPI.Get_library_version()
 
 
 def type_info(argname, dt):
-    """Analyse a derived datatype for one call; raise :class:`ArgumentError` if MPI will not use it."""
+    """Analyse a derived datatype for one call; :class:`ArgumentError` if MPI will not use it."""
     name = _type_name(dt)
     if _ASKS_COMMIT:
         try:
@@ -224,8 +225,9 @@ def byte_view(argname, base):
         flat = base.T.reshape(-1)
     else:
         raise ArgumentError(
-            f"{argname}: expected a contiguous buffer (MPI addresses a datatype's entries from the "
-            f"buffer's start); got a non-contiguous view of shape {tuple(base.shape)} with strides "
+            f"{argname}: expected a contiguous buffer (MPI addresses a datatype's entries "
+            f"from the buffer's start); got a non-contiguous view of shape "
+            f"{tuple(base.shape)} with strides "
             f"{tuple(base.strides)}", MPI.ERR_BUFFER)
     return flat.view(np.uint8)
 
@@ -236,7 +238,8 @@ _index = non_negative   # mpicoll.core.errors: one rule for counts and displacem
 def _integer(argname, value, what):
     """An integer (negative allowed: MPI's displacements may be)."""
     if isinstance(value, (bool, np.bool_)):
-        raise ArgumentTypeError(f"{argname}: expected an integer {what}; got {value!r}", MPI.ERR_ARG)
+        raise ArgumentTypeError(f"{argname}: expected an integer {what}; got {value!r}",
+                                MPI.ERR_ARG)
     try:
         return operator.index(value)
     except TypeError:
@@ -327,7 +330,10 @@ class Boundary:
 
     # -- parsing -------------------------------------------------------
     def simple(self, argname, base, count, displ, dt, blocks, role):
-        """``[buf, count, dt]`` / ``[buf, (count, displ), dt]`` -> flat array (``count * blocks`` entries)."""
+        """``[buf, count, dt]`` / ``[buf, (count, displ), dt]`` -> a flat array.
+
+        The array holds ``count * blocks`` entries.
+        """
         info = type_info(argname, dt)
         self.types[argname] = info
         mem = byte_view(argname, base)
@@ -354,7 +360,8 @@ class Boundary:
                         f"give [buf, count, datatype]", MPI.ERR_TYPE)
                 if length % extent:
                     raise ArgumentError(
-                        f"{argname}: cannot infer the count: the buffer's {length} bytes are not a "
+                        f"{argname}: cannot infer the count: the buffer's {length} bytes "
+                        "are not a "
                         f"whole number of entries of {info.name} (extent {extent} bytes); give "
                         f"[buf, count, datatype]", MPI.ERR_COUNT)
                 n = length // extent
@@ -383,7 +390,8 @@ class Boundary:
             if mem.size:
                 if extent <= 0 or mem.size % extent:
                     raise ArgumentError(
-                        f"{argname}: cannot infer the counts: the buffer's {mem.size} bytes are not "
+                        f"{argname}: cannot infer the counts: the buffer's {mem.size} bytes "
+                        "are not "
                         f"a whole number of entries of {info.name} (extent {extent} bytes); give "
                         f"the counts", MPI.ERR_COUNT)
                 n = mem.size // extent
@@ -448,7 +456,7 @@ class Boundary:
 
     # -- checks --------------------------------------------------------
     def per_entry(self, *argnames):
-        """Flat elements per datatype entry of the first derived argument among ``argnames`` (else 1)."""
+        """Flat elements per entry of the first derived argument among ``argnames`` (else 1)."""
         if self.entry_type is not None:
             return 1                          # packed entries (a user op): one element each
         for name in argnames:

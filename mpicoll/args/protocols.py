@@ -1,4 +1,4 @@
-"""Buffers that expose only DLPack or only the CUDA array interface, as arrays that share their memory.
+"""Buffers with only DLPack or only the CUDA array interface, as arrays sharing their memory.
 
 mpi4py takes, after the buffer protocol, any object with ``__dlpack__`` /
 ``__dlpack_device__`` and any object with ``__cuda_array_interface__``
@@ -65,13 +65,13 @@ def as_base_array(argname, buf):
                 f"specification [buf, count, datatype]; got {describe(buf)}") from None
         return arr
     try:
-        return np.frombuffer(mem, dtype=np.dtype(mem.format)) if mem.format else np.frombuffer(mem, np.uint8)
+        return np.frombuffer(mem, dtype=np.dtype(mem.format) if mem.format else np.uint8)
     except (ValueError, TypeError):
         return np.frombuffer(mem, np.uint8)
 
 
 def as_shared_array(argname, obj):
-    """A NumPy or CuPy array over ``obj``'s memory (DLPack or CAI objects); None for other objects."""
+    """A NumPy or CuPy array over ``obj``'s memory (DLPack or CAI objects); else None."""
     if hasattr(obj, "__dlpack__"):
         return _from_dlpack(argname, obj)
     if hasattr(obj, "__cuda_array_interface__"):
@@ -108,7 +108,7 @@ def _from_dlpack(argname, obj):
         cp = _cupy(argname, f"a DLPack object on a CUDA device ({_KDL[kind]})")
         try:
             return cp.from_dlpack(obj)
-        except Exception as exc:   # noqa: BLE001 - CuPy's errors vary by version
+        except Exception as exc:   # CuPy's errors vary by version
             raise ArgumentError(f"{argname}: CuPy cannot view this DLPack object "
                                 f"({type(obj).__name__}): {exc}", MPI.ERR_BUFFER) from None
     raise ArgumentError(
@@ -167,7 +167,7 @@ def _dl_dtype(capsule):
 
 
 class _HostView:
-    """``__array_interface__`` over a CAI dict whose pointer is host memory; keeps the owner alive."""
+    """``__array_interface__`` over a CAI dict pointing to host memory; keeps the owner alive."""
 
     __slots__ = ("owner", "__array_interface__")
 
@@ -247,7 +247,7 @@ def pointer_memory(ptr):
     if cp is not None:
         try:
             kind = int(cp.cuda.runtime.pointerGetAttributes(ptr).type)
-        except Exception:          # noqa: BLE001 - no GPU, or a pointer CUDA does not know
+        except Exception:          # no GPU, or a pointer CUDA does not know
             return "host"
         return {0: "host", 1: "host", 2: "device", 3: "managed"}.get(kind, "unknown")
     fn = _driver()

@@ -46,7 +46,7 @@ class EntryOp(MPI.Op):
         return self
 
     def Reduce_local(self, inbuf, inoutbuf):
-        """MPI's ``Reduce_local``; on packed entries, unpack both buffers, reduce, pack the result."""
+        """MPI's ``Reduce_local``; packed entries: unpack both buffers, reduce, pack the result."""
         info = self.entries
         if info is None:
             return MPI.Op.Reduce_local(self, inbuf, inoutbuf)

@@ -34,7 +34,7 @@ _FORMS = ("buf, [buf, counts], [buf, (counts, displs)], [buf, counts, displs], "
 
 
 class VSpec:
-    """A parsed v-buffer: the user's buffer object, a flat view of it, counts and displs as given."""
+    """A parsed v-buffer: the user's buffer, a flat view of it, counts and displs as given."""
 
     __slots__ = ("obj", "flat", "counts", "displs")
 
@@ -87,7 +87,8 @@ def parse_vspec(argname, spec, *, bufspec=None, derived=None):
             if len(counts) != 2 or displs is not None:
                 raise ArgumentTypeError(
                     f"{argname}: expected (counts, displs) as the second item; got a tuple of "
-                    f"{len(counts)} items" + (" and displacements again" if displs is not None else ""))
+                    f"{len(counts)} items"
+                    + (" and displacements again" if displs is not None else ""))
             counts, displs = counts
     else:
         buf = spec

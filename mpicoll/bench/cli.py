@@ -2,7 +2,7 @@ r"""Command line of ``python -m mpicoll.bench`` (nccl-tests' option names).
 
 Measure (under mpirun/srun)::
 
-    python -m mpicoll.bench allreduce -b 8 -e 1M -f 4 -n 20 -w 5 -c 1 --algorithm all \
+    python -m mpicoll.bench allreduce -b 16 -e 1M -f 4 -n 20 -w 5 -c 1 --algorithm all \
         -J out.jsonl --csv out.csv
     python -m mpicoll.bench all -b 8 -e 64K ...          # every primitive in one run
     python -m mpicoll.bench -p allreduce -b 8 ...        # the primitive as a flag
@@ -31,6 +31,17 @@ from .specs import add_xp_arguments
 from .units import OP_NAMES, parse_dtype, parse_range, parse_size
 
 __all__ = ["main", "build_parser"]
+
+#: ``--help``'s text, plain (the module docstring is reST, for the documentation)
+DESCRIPTION = ("Measure mpicoll's collectives beside the MPI library's own and the plain "
+               "mpi4py call, size by size\n(nccl-tests' option names), and read the results.")
+EPILOG = """examples:
+  mpiexec -n 4 python -m mpicoll.bench allreduce -b 16 -e 64M -f 4 --algorithm all -J out.jsonl
+  python -m mpicoll.bench report out.jsonl            # winner per size, speedups
+  python -m mpicoll.bench plot out.jsonl -o out.png   # time, busbw, speedup against size
+
+Run python -m mpicoll.bench COMMAND --help for a command's options.
+Exit status: 1 when any result was wrong (#wrong > 0), 2 for bad arguments."""
 
 COMMANDS = PRIMITIVES + ("all", "report", "plot", "fit", "predict", "tune", "latency", "overlap",
                          "simulate")
@@ -88,7 +99,8 @@ def sweep_options(p, *, b="8", e="1M", f=2.0, n=20, w=5, op=True):
                        help="reduction op (default sum)")
     g.add_argument("-d", "--dtype", type=_dtype, default=parse_dtype("float"),
                    help="data type: float, double, half, int8, uint8, int32, ... (default float)")
-    g.add_argument("-r", "--root", type=int, default=0, help="root of rooted primitives (default 0)")
+    g.add_argument("-r", "--root", type=int, default=0,
+                   help="root of rooted primitives (default 0)")
     g.add_argument("--large-bytes", type=_size, default=parse_size("1M"),
                    help="above this size, iterations shrink in proportion (default 1M)")
     g.add_argument("--timing", choices=("osu", "loop"), default="osu",
@@ -105,9 +117,8 @@ def sweep_options(p, *, b="8", e="1M", f=2.0, n=20, w=5, op=True):
 def build_parser():
     """The argument parser of ``python -m mpicoll.bench`` and its commands."""
     top = argparse.ArgumentParser(
-        prog="python -m mpicoll.bench", description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="Run `python -m mpicoll.bench COMMAND --help` for a command's options.")
+        prog="python -m mpicoll.bench", description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
     sub = top.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in PRIMITIVES + ("all",):
@@ -121,7 +132,8 @@ def build_parser():
                             "recvbuf, op), ...) on the bench's communicator, no mpicoll layer, "
                             "same buffers, timing and check (skipped with --xp cupy unless MPI's "
                             "collectives are CUDA-aware); nccl: NCCL's own collective on the "
-                            "same buffers (--xp cupy only, where it is included in all; otherwise, or "
+                            "same buffers (--xp cupy only, where it is included in all; "
+                            "otherwise, or "
                             "when NCCL cannot run, skipped with the reason); gloo: "
                             "torch.distributed's gloo backend on tensors sharing the same "
                             "buffers; torch-mpicoll[:ALGORITHM]: the same call through "

@@ -218,13 +218,8 @@ class Sweep:
                     self.ref_skips[label].append((p, why))
         return plan
 
-    @property
-    def nccl_skips(self):
-        """The NCCL column's skips: [(primitive, reason)]."""
-        return self.ref_skips.get("nccl", [])
-
     def run(self, primitives):
-        """Run the sweep of ``primitives``: skip records, then every row; returns the total #wrong."""
+        """Run the sweep of ``primitives``: skip records, then every row; the total #wrong."""
         plan = self.plan(primitives)
         total = sum(len(self.sizes(p)) * len(plan[p]) for p in primitives)
         self.progress = Progress(self.rank == 0, total, self.opts.progress)
@@ -253,7 +248,7 @@ class Sweep:
         return self.total_wrong
 
     def run_primitive(self, primitive, labels):
-        """Measure every row of ``labels`` at each size of ``primitive`` (then trace it, if asked)."""
+        """Measure every row of ``labels`` at each size of ``primitive`` (then trace, if asked)."""
         o, spec = self.opts, SPECS[primitive]
         if self.rank == 0:
             for line in table_header(primitive):
@@ -392,7 +387,7 @@ class Sweep:
             return default_algorithm(case.spec.name, size=self.n, nbytes=case.call_nbytes,
                                      count=case.call_count, commutative=commutative,
                                      one_node_host=self.one_node_host)
-        except Exception as exc:  # noqa: BLE001 - e.g. a broken MPICOLL_TUNING file
+        except Exception as exc:  # e.g. a broken MPICOLL_TUNING file
             return f"error: {exc}"
 
     def _measure(self, case, fn, iters, warmup, comm=None, observe=True):

@@ -127,7 +127,8 @@ def _ints(text):
 
 def add_parsers(sub, sweep_options):
     """Add the ``fit`` and ``predict`` commands to ``sub`` (the bench's subcommands)."""
-    p = sub.add_parser("fit", help="measure α, β (ping-pong), γ (reduction); predicted vs measured")
+    p = sub.add_parser("fit",
+                       help="measure α, β (ping-pong), γ (reduction); predicted vs measured")
     sweep_options(p, b="8", e="1M", f=32.0, n=10, w=2, op=False)
     p.add_argument("--primitive", type=_csv, default=["all"],
                    help="primitives to compare (comma list or all; default all)")
@@ -138,7 +139,8 @@ def add_parsers(sub, sweep_options):
     p.set_defaults(func=fit, opname="sum")
 
     q = sub.add_parser("predict", help="chart the model per algorithm; name crossover points")
-    q.add_argument("--ranks", default="2..1024", help="LOW..HIGH or a comma list (default 2..1024)")
+    q.add_argument("--ranks", default="2..1024",
+                   help="LOW..HIGH or a comma list (default 2..1024)")
     q.add_argument("--bytes", default="8,64K,16M",
                    help="n per call: comma list, or LOW..HIGH to also find byte crossovers")
     q.add_argument("--model", help="model JSON written by fit (default: illustrative values)")
@@ -156,9 +158,10 @@ def add_parsers(sub, sweep_options):
         "nodes priced between nodes (exact for N, K powers of two, an estimate elsewhere); "
         "hierarchical ones are the sum of their phases, the flat algorithms they run inside "
         "one node and among the N/K node leaders (exact on blocks); others are priced from "
-        "every rank's plan up to %d ranks. An inter-node message costs max(α_inter, "
+        f"every rank's plan up to {PLAN_MAX_RANKS} ranks. An inter-node message costs "
+        "max(α_inter, "
         "c·α_link) + n·max(β_inter, c·β_link), c = ranks of its node crossing at once "
-        "(node link shared; 0: never a bottleneck)." % PLAN_MAX_RANKS)
+        "(node link shared; 0: never a bottleneck).")
     g.add_argument("--ranks-per-node", type=_ints, metavar="K[,K...]",
                    help="ranks per node (blocks), e.g. 8,16,64: chart flat vs hierarchical "
                         "per K and name where hierarchical overtakes the best flat algorithm")
@@ -602,7 +605,8 @@ def _model(args):
             m["link_alpha_s"] = m["link_beta_s_per_byte"] = 0.0
         m.update(loaded)
     cli = False
-    for k, key in (("alpha", "alpha_s"), ("beta", "beta_s_per_byte"), ("gamma", "gamma_s_per_byte")):
+    for k, key in (("alpha", "alpha_s"), ("beta", "beta_s_per_byte"),
+                   ("gamma", "gamma_s_per_byte")):
         if getattr(args, k) is not None:
             m[key] = getattr(args, k)
             cli = True
@@ -819,7 +823,8 @@ def predict(args):
     if not ns or ns[0] < 1:
         raise SystemExit("--ranks: expected ranks >= 1")
     byte_vals = bytes_spec if isinstance(bytes_spec, list) else \
-        sorted({bytes_spec[0], int(math.sqrt(max(bytes_spec[0], 1) * bytes_spec[1])), bytes_spec[1]})
+        sorted({bytes_spec[0], int(math.sqrt(max(bytes_spec[0], 1) * bytes_spec[1])),
+                bytes_spec[1]})
     prims = list(PRIMITIVES) if args.primitive == ["all"] else args.primitive
     for p in prims:
         if p not in PRIMITIVES:
@@ -857,7 +862,8 @@ def predict(args):
                     for al in hand_written(p)}
         if p != "barrier" and not isinstance(bytes_spec, list):
             bgrid = _bytes_grid(bytes_spec)
-            reps = sorted({ns[0], ns[-1]} | {8 ** k for k in range(1, 8) if ns[0] < 8 ** k < ns[-1]})
+            reps = sorted({ns[0], ns[-1]}
+                          | {8 ** k for k in range(1, 8) if ns[0] < 8 ** k < ns[-1]})
             for N in reps:
                 times = {al: [model_time(p, al, N, x, params) for x in bgrid]
                          for al in hand_written(p) if modelled(p, al, N)}

@@ -60,13 +60,14 @@ def version_text(code):
     code = int(code)
     if code >= 10000:
         return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
-    return f"{code // 1000}.{code // 100 % 10}.{code % 100}"      # before 2.9: major*1000+minor*100
+    # before 2.9: major*1000 + minor*100
+    return f"{code // 1000}.{code // 100 % 10}.{code % 100}"
 
 
 def _version(nccl):
     try:
         return int(nccl.get_version())
-    except Exception:  # noqa: BLE001 - an unknown version is only provenance
+    except Exception:  # an unknown version is only provenance
         return None
 
 
@@ -253,7 +254,7 @@ def setup(comm, am, dtype, *, nccl=None, status=None):
     if comm.Get_rank() == 0:
         try:
             uid = nccl.get_unique_id()
-        except Exception as exc:  # noqa: BLE001 - any failure is a reason to skip
+        except Exception as exc:  # any failure is a reason to skip
             err = f"nccl: get_unique_id() failed on rank 0: {exc}"
     uid, err = comm.bcast((uid, err), root=0)
     if err:
@@ -261,7 +262,7 @@ def setup(comm, am, dtype, *, nccl=None, status=None):
     ncomm = None
     try:
         ncomm = nccl.NcclCommunicator(comm.Get_size(), uid, comm.Get_rank())
-    except Exception as exc:  # noqa: BLE001 - NcclError and friends
+    except Exception as exc:  # NcclError and friends
         err = f"{type(exc).__name__}: {exc}"
     errs = comm.allgather(err)
     failed = [(r, e) for r, e in enumerate(errs) if e]
@@ -269,7 +270,7 @@ def setup(comm, am, dtype, *, nccl=None, status=None):
         if ncomm is not None:
             try:
                 ncomm.destroy()
-            except Exception:  # noqa: BLE001 - already skipping; keep the first reason
+            except Exception:  # already skipping; keep the first reason
                 pass
         tried = (f" (ranks share a GPU; tried NCCL {version_text(oldest)}'s multi-rank mode, "
                  f"{MULTI_RANK_GPU_VAR}={os.environ.get(MULTI_RANK_GPU_VAR)})" if shared else "")

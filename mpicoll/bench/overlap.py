@@ -29,7 +29,8 @@ __all__ = ["add_parser", "overlap"]
 def add_parser(sub):
     """Add the ``overlap`` command to ``sub`` (the bench's subcommands)."""
     p = sub.add_parser("overlap", help="OSU overlap of nonblocking allreduce with computation")
-    p.add_argument("--bytes", default="16M", help="comma list of sizes, K/M suffixes (default 16M)")
+    p.add_argument("--bytes", default="16M",
+                   help="comma list of sizes, K/M suffixes (default 16M)")
     p.add_argument("--algorithm", default="ring,rabenseifner,raw",
                    help="comma list of allreduce algorithms; raw = comm.Iallreduce")
     p.add_argument("--repeats", type=int, default=7)

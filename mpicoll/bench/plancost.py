@@ -34,7 +34,7 @@ the α part, the β part and the bytes reduced, each taken separately::
 With α_intra = α_inter, β_intra = β_inter and no link terms this is exactly
 the one-level :func:`plan_cost` at those α, β (same sums in the same order).
 """
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import NamedTuple
 
 from mpicoll.sched.inspect import plan_of
@@ -86,7 +86,7 @@ def busiest(primitive, algorithm, nranks, count, itemsize):
     return tuple(max(x[i] for x in loads) for i in range(3))
 
 
-@lru_cache(maxsize=None)
+@cache
 def plannable(primitive, algorithm):
     """Whether the algorithm records as a plan (one that does more than ``ctx`` does not).
 

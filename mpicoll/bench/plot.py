@@ -22,7 +22,8 @@ def need_matplotlib():
     try:
         import matplotlib
     except ImportError:
-        raise SystemExit("plot: matplotlib is not installed (pip install 'mpicoll[plot]')") from None
+        raise SystemExit("plot: matplotlib is not installed (pip install 'mpicoll[plot]')") \
+            from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     return plt
@@ -132,11 +133,14 @@ def plot_results(provs, results, path):
         else:
             ax_b.set_visible(False)
     if provs:
-        from .provenance import lib_line
+        from .provenance import hosts_text, lib_line
         p = provs[0]
         fig.suptitle(f"mpicoll.bench: {lib_line(p)}; {p.get('date')}; "
-                     f"hosts {p.get('hosts')}", fontsize=9, y=1 - 0.15 / (3.6 * len(keys)))
-    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.03, top=1 - 0.6 / (3.6 * len(keys)),
+                     f"hosts {hosts_text(p)}", fontsize=9, y=1 - 0.15 / (3.6 * len(keys)))
+    # margins in inches (the figure grows with the rows): room for the suptitle above and
+    # the x-axis labels below even with one row
+    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.6 / (3.6 * len(keys)),
+                        top=1 - 0.6 / (3.6 * len(keys)),
                         hspace=0.5, wspace=0.18)
     fig.savefig(path, dpi=90)
     plt.close(fig)
@@ -177,9 +181,11 @@ def plot_predictions(out, ns, path):
             fig.delaxes(ax)
     m = out["model"]
     fig.suptitle(f"α-β-γ model ({m['source']}): α={m['alpha_s'] * 1e6:.3g} µs, "
-                 f"β={m['beta_s_per_byte'] * 1e9:.3g} ns/B, γ={m['gamma_s_per_byte'] * 1e9:.3g} ns/B",
+                 f"β={m['beta_s_per_byte'] * 1e9:.3g} ns/B, "
+                 f"γ={m['gamma_s_per_byte'] * 1e9:.3g} ns/B",
                  fontsize=9)
-    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.04, top=0.95, hspace=0.45, wspace=0.25)
+    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.6 / (3.3 * rows), top=0.95, hspace=0.45,
+                        wspace=0.25)
     fig.savefig(path, dpi=80)
     plt.close(fig)
 
@@ -235,7 +241,7 @@ def plot_two_level(out, ns, path):
                  f"α={m['alpha_inter_s'] * 1e6:.3g} µs, β={m['beta_inter_s_per_byte'] * 1e9:.3g}"
                  f" ns/B; link α={m['link_alpha_s'] * 1e6:.3g} µs, "
                  f"β={m['link_beta_s_per_byte'] * 1e9:.3g} ns/B", fontsize=9)
-    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.03,
+    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.6 / (3.1 * len(rows)),
                         top=1 - 0.9 / (3.1 * len(rows)), hspace=0.5, wspace=0.25)
     fig.savefig(path, dpi=80)
     plt.close(fig)

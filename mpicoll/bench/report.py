@@ -199,11 +199,11 @@ def render(provs, results, memcpys, with_targets=True):
     """The Markdown report of the results: the runs, a table per key, the speed targets."""
     idx = index(results)
     lines = ["# mpicoll.bench report", ""]
-    from .provenance import lib_line
+    from .provenance import hosts_text, lib_line, load_text
     for p in provs:
         lines.append(f"- run {p.get('date')}: N = {p.get('world_size')}, "
-                     f"{lib_line(p)}, hosts {p.get('hosts')}, "
-                     f"load at start {p.get('loadavg_at_start')}, `{p.get('command')}`")
+                     f"{lib_line(p)}, hosts {hosts_text(p)}, "
+                     f"load at start {load_text(p)}, `{p.get('command')}`")
     lines.append("")
     lines.append("Speedup over native = native time / time (= busbw ratio); > 1 is faster "
                  "than the MPI library's own collective. Rows with #wrong > 0 never win.")

@@ -125,7 +125,7 @@ class ArrayModule:
         name = name.decode() if isinstance(name, bytes) else str(name)
         try:
             bus = cupy.cuda.Device(dev).pci_bus_id
-        except Exception:  # noqa: BLE001 - old CuPy: fall back to the device number
+        except Exception:  # old CuPy: fall back to the device number
             bus = f"device {dev}"
         host = MPI.Get_processor_name()
         self.gpu_id = f"{host} {bus}"
@@ -214,7 +214,7 @@ def _cuda_version(fn):
     """12040 -> '12.4' (CUDA's encoding); None when the call fails."""
     try:
         v = int(fn())
-    except Exception:  # noqa: BLE001 - provenance never fails a run
+    except Exception:  # provenance never fails a run
         return None
     return f"{v // 1000}.{(v % 1000) // 10}"
 
@@ -295,7 +295,8 @@ class Case:
             return np.where((-g) % (self.n + 1) < n, 2, 1).astype(self.dtype)
         s = g % m
         if self.opname == "min":
-            return (np.zeros_like(s) if n >= m else np.where(s + n - 1 < m, s, 0)).astype(self.dtype)
+            low = np.zeros_like(s) if n >= m else np.where(s + n - 1 < m, s, 0)
+            return low.astype(self.dtype)
         if self.opname == "max":
             if n >= m:
                 return np.full_like(s, m - 1).astype(self.dtype)

@@ -181,12 +181,12 @@ def setup(comm, am, dtype, opname, labels, *, timeout_s=120):
         if am.name == "cupy":       # the columns view the device arrays through DLPack
             try:
                 mods[0].from_dlpack(am.empty(1, np.dtype(dtype)))
-            except Exception as exc:  # noqa: BLE001 - e.g. a CuPy without DLPack
+            except Exception as exc:  # e.g. a CuPy without DLPack
                 raise Unsupported(f"torch cannot view these device arrays (DLPack): "
                                   f"{type(exc).__name__}: {exc}") from None
     except Unsupported as exc:
         err = str(exc)
-    except Exception as exc:  # noqa: BLE001 - no torch: a reason to skip
+    except Exception as exc:  # no torch: a reason to skip
         err = f"torch is not usable: {type(exc).__name__}: {exc}"
     errs = comm.allgather(err)
     bad = [(r, e) for r, e in enumerate(errs) if e]
@@ -218,6 +218,6 @@ def setup(comm, am, dtype, opname, labels, *, timeout_s=120):
     def close():
         try:
             dist.destroy_process_group()
-        except Exception:  # noqa: BLE001 - the run is over either way
+        except Exception:  # the run is over either way
             pass
     return cols, close

@@ -4,9 +4,10 @@ Open the file in chrome://tracing or https://ui.perfetto.dev: one process per
 traced call (primitive, algorithm, size), one track per rank, a slice per
 send, receive, sendrecv, isend/irecv post, wait and local reduction, arrows
 from each send to its matching receive (to the wait that completes an irecv;
-a request's own ``Wait()`` is not traced, only waits through ``ctx.waitall``). The call is made after two untimed
-warm-up calls; tracing goes through ``mpicoll.engine.context.trace_hook`` and
-``mpicoll.device.reduce.trace_hook``, which cost nothing when unset.
+a request's own ``Wait()`` is not traced, only waits through ``ctx.waitall``).
+The call is made after two untimed warm-up calls; tracing goes through
+``mpicoll.engine.context.trace_hook`` and ``mpicoll.device.reduce.trace_hook``,
+which cost nothing when unset.
 
 Timestamps: ranks on one host share the monotonic clock, so their slices are
 aligned exactly; across hosts each rank's clock starts at the barrier before
@@ -131,7 +132,7 @@ class Tracer:
                                   else "per-rank, zeroed at the barrier before the call")}
 
     def write(self, comm, prov=None):
-        """Rank 0 writes the traces to ``self.path`` as one Chrome trace (metadata from ``prov``)."""
+        """Rank 0 writes the traces to ``self.path``: one Chrome trace (metadata from ``prov``)."""
         if comm.Get_rank() != 0:
             return
         meta = {}

@@ -101,6 +101,7 @@ def build_rules(records, *, include_native=False, stat="median", tolerance=0.05)
 def tune(args):
     """The ``tune`` command: measure, write the table ``auto`` reads; 1 when some row was wrong."""
     from .harness import Sweep
+    from .provenance import hosts_text
     from .results import Sink
     from .run import start
 
@@ -121,11 +122,12 @@ def tune(args):
         if args.merge and os.path.exists(args.output):
             with open(args.output) as f:
                 table.update(json.load(f))
-        host = ", ".join(f"{h} x{c}" for h, c in prov["hosts"].items())
+        host = hosts_text(prov)
         table["label"] = args.label or table.get("label") or (
             f"measured by mpicoll.bench tune on {host} ({prov['cpu_count']} cores, "
             f"{prov['cpu_model']}); re-tune on your own machine")
-        table["created"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        now = datetime.datetime.now(datetime.timezone.utc)
+        table["created"] = now.isoformat(timespec="seconds")
         for prim, ranges in rules.items():
             table["rules"].setdefault(prim, {})[str(n)] = ranges
             table["measurements"].setdefault(prim, {})[str(n)] = evidence[prim]

@@ -13,7 +13,8 @@ def exscan(sendbuf, recvbuf=None, op=MPI.SUM):
     Rank 0's result is undefined in MPI: its ``recvbuf`` is left as it was
     (an allocated one is uninitialised). ``sendbuf=MPI.IN_PLACE`` takes the
     input from ``recvbuf``.
-    Per rank, N = 3, SUM: ``[1 1]``, ``[2 2]``, ``[3 3]`` -> (rank 0: as it was), ``[1 1]``, ``[3 3]``.
+    Per rank, N = 3, SUM: ``[1 1]``, ``[2 2]``, ``[3 3]`` -> (rank 0: as it was),
+    ``[1 1]``, ``[3 3]``.
     """
     return (sendbuf, recvbuf), (op,)
 

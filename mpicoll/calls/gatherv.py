@@ -53,8 +53,9 @@ def run(call, bufs, root, algorithm):
         if is_root:
             rv, rflat, rcounts, rdispls = v_side("recvbuf", recvbuf, call.size, receive=True)
             if rv is MPI.IN_PLACE:
-                raise ArgumentError("recvbuf: expected the root's receive buffer; got MPI.IN_PLACE",
-                                    MPI.ERR_BUFFER)
+                raise ArgumentError(
+                    "recvbuf: expected the root's receive buffer; got MPI.IN_PLACE",
+                    MPI.ERR_BUFFER)
         if is_in_place(sendbuf):
             if not is_root:
                 raise not_in_place("sendbuf", "on the root")

@@ -1,4 +1,4 @@
-"""reduce_scatter: the reduction of every rank's vector, block i to rank i (``MPI_Reduce_scatter``).
+"""reduce_scatter: every rank's vector reduced, block i to rank i (``MPI_Reduce_scatter``).
 
 Two functions share the primitive: ``reduce_scatter_block`` (N equal blocks,
 ``MPI_Reduce_scatter_block``) and ``reduce_scatter`` (``recvcounts[i]``

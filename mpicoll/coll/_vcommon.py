@@ -57,7 +57,7 @@ def pack(ctx, dst, src, counts, displs, ranks):
 
 
 def unpack(ctx, dst, src, counts, displs, ranks):
-    """Copy back-to-back blocks of ``ranks`` from ``src`` to their places (``displs``) in ``dst``."""
+    """Copy back-to-back blocks of ``ranks`` from ``src`` to their ``displs`` in ``dst``."""
     off = 0
     for r in ranks:
         c = counts[r]

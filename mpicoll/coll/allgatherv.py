@@ -1,4 +1,4 @@
-"""Allgatherv: every rank ends with every rank's block, block i at ``displs[i]`` of its ``recvbuf``.
+"""Allgatherv: every rank gets every rank's block, block i at ``displs[i]`` of its ``recvbuf``.
 
 Per rank, N = 3, counts [1, 0, 2], displs [0, 1, 1]::
 

@@ -86,8 +86,9 @@ def allreduce_recursive_doubling(ctx, sendbuf, recvbuf, op):
     """Recursive doubling: in step k, exchange the whole vector with rank XOR 2^k.
 
     Cost: ⌈log2 p⌉(α + nβ + nγ), plus 2(α + nβ) + nγ when N ≠ p, with
-    p = 2^⌊log2 N⌋ (the extra ranks fold in and out). Best for short messages. Any op: both partners
-    combine lower-rank data first, so results are identical and ordered.
+    p = 2^⌊log2 N⌋ (the extra ranks fold in and out). Best for short messages.
+    Any op: both partners combine lower-rank data first, so results are
+    identical and ordered.
     """
     pof2, rem, spare, v = _fold_start(ctx, sendbuf, recvbuf, op)
     if v >= 0:

@@ -1,4 +1,4 @@
-"""Alltoallv: rank i's send block j (``sendcounts[j]`` elements at ``sdispls[j]``) lands in rank j's receive block i.
+"""Alltoallv: rank i's send block j (``sendcounts[j]`` at ``sdispls[j]``) is rank j's block i.
 
 Per rank, N = 2, sendcounts rank 0 [1, 2], rank 1 [0, 1] (so recvcounts
 rank 0 [1, 0], rank 1 [2, 1]), packed displacements::

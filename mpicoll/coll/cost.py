@@ -128,7 +128,7 @@ class Cost:
     """An algorithm's declared cost (see the module doc)."""
 
     __slots__ = ("text", "alpha", "beta", "gamma", "msgs", "elems", "reduced", "exact",
-                 "load_exact", "where", "_load_given")
+                 "load_exact", "where")
 
     def __init__(self, text, alpha, beta=0, gamma=0, *, msgs=None, elems=None, reduced=None,
                  exact=None, load_exact=None, where=None):
@@ -136,7 +136,6 @@ class Cost:
         #: the text's symbols beyond N, n, p, m: name -> function of the Call
         self.where = dict(where or {})
         self.alpha, self.beta, self.gamma = _fn(alpha), _fn(beta), _fn(gamma)
-        self._load_given = not (msgs is None and elems is None and reduced is None)
         self.msgs = self.alpha if msgs is None else _fn(msgs)
         self.elems = self.beta if elems is None else _fn(elems)
         self.reduced = self.gamma if reduced is None else _fn(reduced)
@@ -163,11 +162,6 @@ class Cost:
         """Seconds: α·steps + β·bytes + γ·bytes reduced along the critical path."""
         a, b, g = self.terms(k)
         return a * alpha + b * k.itemsize * beta + g * k.itemsize * gamma
-
-    @property
-    def load_differs(self):
-        """Whether the busiest rank's load is declared apart from the time terms."""
-        return self._load_given
 
 
 class Phases(Cost):

@@ -1,4 +1,4 @@
-"""Gatherv: rank i's ``sendbuf`` (``counts[i]`` elements) lands at ``displs[i]`` of ``recvbuf`` on ``root``.
+"""Gatherv: rank i's ``sendbuf`` (``counts[i]`` elements) lands at ``root``'s ``displs[i]``.
 
 Per rank, N = 3, root = 0, counts [1, 0, 2], displs [3, 0, 0]::
 

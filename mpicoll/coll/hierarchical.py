@@ -157,7 +157,7 @@ def _local(ctx, lay):
 
 
 def default_inter(primitive, nbytes, commutative):
-    """The flat algorithm run among node heads when ``inter`` is not given (``nbytes`` per rank)."""
+    """The flat algorithm among node heads when ``inter`` is not given (``nbytes`` per rank)."""
     small = nbytes <= SMALL
     if primitive == "allreduce":
         return allreduce_recursive_doubling if small or not commutative else allreduce_rabenseifner
@@ -315,7 +315,7 @@ def bcast_hierarchical(ctx, buf, root, inter=None, intra="binomial"):
     "intra gather (L ranks) + inter allgatherv (M leaders) + intra bcast (L ranks)",
     _phases_of("allgather")))
 def allgather_hierarchical(ctx, sendbuf, recvbuf, inter=None, intra="binomial"):
-    """Node-aware: gather inside each node, allgatherv of node blocks among leaders, broadcast inside.
+    """Node-aware: gather in each node, allgatherv of node blocks among leaders, bcast inside.
 
     Cost: intra gather (L ranks) + inter allgatherv (M leaders) + intra bcast
     (L ranks), each phase its algorithm's own cost: ⌈log2 L⌉α + (L-1)nβ

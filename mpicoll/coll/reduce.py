@@ -125,7 +125,8 @@ def halving_reduce_scatter(ctx, work, spare, op, off, v, pof2, rem):
             keep, give = (mid, hi), (lo, mid)
         kbuf = work[off[keep[0]]:off[keep[1]]]
         rbuf = spare[:kbuf.size]
-        ctx.sendrecv(work[off[give[0]]:off[give[1]]], unfold_rank(partner, rem), rbuf, unfold_rank(partner, rem))
+        peer = unfold_rank(partner, rem)
+        ctx.sendrecv(work[off[give[0]]:off[give[1]]], peer, rbuf, peer)
         ctx.reduce(rbuf, kbuf, kbuf)      # commutative: the result stays in work
         lo, hi = keep
         mask >>= 1
@@ -157,8 +158,9 @@ def reduce_rabenseifner(ctx, sendbuf, recvbuf, op, root):
     Cost: 2⌈log2 p⌉α + 2(p-1)/p·nβ + (p-1)/p·nγ, plus α + nβ + nγ when N ≠ p,
     plus α + nβ when the root is folded; p = 2^⌊log2 N⌋. For N != p the first
     2(N-p) ranks fold pairwise; the root is folded when it is one of their
-    even ranks (it gets the result from its partner). Best for long messages. Commutative ops only; counts below p leave
-    chunks empty (correct, but the binomial tree is then faster).
+    even ranks (it gets the result from its partner). Best for long messages.
+    Commutative ops only; counts below p leave chunks empty (correct, but the
+    binomial tree is then faster).
     """
     size, rank = ctx.size, ctx.rank
     pof2 = pof2_below(size)

@@ -1,4 +1,4 @@
-"""Scatterv: block i of ``sendbuf`` on ``root`` (``counts[i]`` elements at ``displs[i]``) lands in ``recvbuf`` on rank i.
+"""Scatterv: ``root``'s block i (``counts[i]`` at ``displs[i]``) lands in rank i's ``recvbuf``.
 
 Per rank, N = 3, root = 0, counts [1, 0, 2], displs [3, 0, 0]::
 

@@ -38,7 +38,8 @@ LONG = 512 * 1024     # bytes: bandwidth-bound above this
 #: primitive -> human description of the rule (README and --help quote it).
 DEFAULTS_TABLE = {
     "bcast": "binomial below 12 KiB or N < 8, else scatter_allgather",
-    "reduce": "rabenseifner for commutative ops from 2 KiB when count >= 2^⌊log2 N⌋, else binomial",
+    "reduce": "rabenseifner for commutative ops from 2 KiB when count >= 2^⌊log2 N⌋, "
+              "else binomial",
     "allreduce": "shm from 8 MiB on one node with host arrays; recursive_doubling up to "
                  "2 KiB or for non-commutative ops, else ring",
     "gather": "binomial",

@@ -51,7 +51,8 @@ def describe(obj):
     shape = getattr(obj, "shape", None)
     dtype = getattr(obj, "dtype", None)
     if shape is not None and dtype is not None:
-        return f"{type(obj).__module__.split('.')[0]}.{type(obj).__name__} of shape {tuple(shape)} and dtype {dtype}"
+        kind = f"{type(obj).__module__.split('.')[0]}.{type(obj).__name__}"
+        return f"{kind} of shape {tuple(shape)} and dtype {dtype}"
     text = repr(obj)
     if len(text) > 60:
         text = text[:57] + "..."
@@ -75,5 +76,6 @@ def non_negative(argname, value, what="count"):
             f"{argname}: expected a non-negative integer {what}; got {describe(value)}",
             MPI.ERR_COUNT) from None
     if value < 0:
-        raise ArgumentError(f"{argname}: expected a non-negative {what}; got {value}", MPI.ERR_COUNT)
+        raise ArgumentError(f"{argname}: expected a non-negative {what}; got {value}",
+                            MPI.ERR_COUNT)
     return value

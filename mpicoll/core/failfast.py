@@ -53,7 +53,7 @@ def run_main(main, *args, **kwargs):
         if MPI.Is_initialized() and not MPI.Is_finalized() and MPI.COMM_WORLD.Get_size() > 1:
             _abort(code)
         raise SystemExit(code) from None
-    except BaseException as exc:  # noqa: BLE001 - any failure must end the job
+    except BaseException as exc:  # any failure must end the job
         abort_on_error(exc)
     if rc:
         raise SystemExit(rc)

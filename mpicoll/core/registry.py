@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from .env import getenv
 from .errors import ArgumentError
 
-__all__ = ["env_var", "table", "PRIMITIVES", "SEED_PRIMITIVES", "EXTENDED_PRIMITIVES", "PrimitiveInfo", "define",
-           "info", "register", "algorithms", "lookup", "env_choice", "env_key"]
+__all__ = ["env_var", "table", "PRIMITIVES", "SEED_PRIMITIVES", "EXTENDED_PRIMITIVES",
+           "PrimitiveInfo", "define", "info", "register", "algorithms", "lookup", "env_choice",
+           "env_key"]
 
 #: The seed's nine primitives, in its order.
 SEED_PRIMITIVES = ("bcast", "reduce", "allreduce", "gather", "allgather",
@@ -73,7 +74,9 @@ class _Live(Sequence):
         return tuple(other) + self._now()
 
     def __eq__(self, other):
-        return self._now() == tuple(other) if isinstance(other, (tuple, list, _Live)) else NotImplemented
+        if isinstance(other, (tuple, list, _Live)):
+            return self._now() == tuple(other)
+        return NotImplemented
 
     def __hash__(self):
         return hash(self._now())
@@ -92,7 +95,7 @@ EXTENDED_PRIMITIVES = _Live(lambda p: p not in SEED_PRIMITIVES)
 
 
 def define(name, call_arrays, *, reduces=False):
-    """Define primitive ``name`` (once); see :class:`PrimitiveInfo`. ``reduces``: it takes an op."""
+    """Define primitive ``name`` (once); see :class:`PrimitiveInfo`; ``reduces``: takes an op."""
     if name in _DEFINED:
         raise ArgumentError(f"define: primitive {name!r} is already defined")
     _DEFINED[name] = PrimitiveInfo(name, call_arrays, reduces)

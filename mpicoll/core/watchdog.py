@@ -74,7 +74,8 @@ class CollectiveTimeoutError(TimeoutError):
 
     def __init__(self, message, operation=None, call=None, missing=(), timeout=None):
         super().__init__(message)
-        self.operation, self.call, self.missing, self.timeout = operation, call, list(missing), timeout
+        self.operation, self.call = operation, call
+        self.missing, self.timeout = list(missing), timeout
 
     def __str__(self):
         return self.args[0]
@@ -133,8 +134,8 @@ class _Watched:
         self.sends = []          # answers and questions in flight (tested, never waited)
         self.broken = None       # the message of the timeout that made it unusable
         self.error = ()          # CollectiveTimeoutError's arguments after it
-        self.label = "MPI_COMM_WORLD" if comm.handle == _WORLD else (comm.Get_name() or
-                                                                      f"communicator of {self.size}")
+        self.label = "MPI_COMM_WORLD" if comm.handle == _WORLD else (
+            comm.Get_name() or f"communicator of {self.size}")
         try:
             wg, g = MPI.COMM_WORLD.Get_group(), comm.Get_group()
             self.world_ranks = MPI.Group.Translate_ranks(g, list(range(self.size)), wg)
@@ -387,7 +388,7 @@ class _Monitor:
             try:
                 self._serve()
                 self._watch()
-            except Exception as exc:  # noqa: BLE001 - the watchdog must never die quietly
+            except Exception as exc:
                 sys.stderr.write(f"[mpicoll watchdog] internal error: {exc!r}\n")
 
     def _tick(self):
@@ -552,7 +553,8 @@ class _Monitor:
                 lines.append("  past this call: " + "; ".join(past))
         self.missing = missing
         text = "\n".join(lines)
-        return "".join(f"[rank {rank}] {line}\n" for line in text.splitlines()), missing, name, calls
+        report = "".join(f"[rank {rank}] {line}\n" for line in text.splitlines())
+        return report, missing, name, calls
 
     def _raise(self, ws, report, n):
         text, missing, name, calls = report
@@ -657,7 +659,8 @@ def _describe(frame):
         if code.co_name == "run" and path.endswith("engine/memo.py") and "mine" in loc:
             return "the agreement step (the fingerprint Allgather on the private communicator)"
         if path.endswith("device/shm.py"):
-            return f"a node barrier of a shared-memory algorithm (mpicoll/device/shm.py:{f.f_lineno})"
+            return ("a node barrier of a shared-memory algorithm "
+                    f"(mpicoll/device/shm.py:{f.f_lineno})")
         req = loc.get("self")
         what = getattr(getattr(req, "_compiled", None), "what", None)
         if code.co_name == "Wait" and "blocking" in loc and "i" in loc:   # a program alone

@@ -1,4 +1,4 @@
-"""``mpirun -n 4 python -m mpicoll.demo``: the seed's primitives one by one on mpicoll's hand-written algorithms.
+"""``mpirun -n 4 python -m mpicoll.demo``: the seed's primitives on hand-written algorithms.
 
 Sections, in the seed's order: broadcast, reduce, all_reduce, gather,
 all_gather, scatter, reduce_scatter (each: "Before"/"After" lines per rank in

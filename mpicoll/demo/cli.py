@@ -1,4 +1,4 @@
-"""Command line of ``python -m mpicoll.demo``: flags, their checks, the run in order, the exit status."""
+"""Command line of ``python -m mpicoll.demo``: flags, checks, the run in order, the exit status."""
 import argparse
 import importlib
 import sys
@@ -77,7 +77,8 @@ def build_parser():
                         "choice in the walkthrough and every hand-written algorithm in the table")
     p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="import a module or .py file first, e.g. one registering an algorithm "
-                        "with @mpicoll.core.registry.register: it then takes part like the built-in "
+                        "with @mpicoll.core.registry.register: it then takes part like the "
+                        "built-in "
                         "ones (walkthrough with --algorithm, traffic table); repeatable")
     p.add_argument("--impl", choices=("p2p", "native"), default="p2p",
                    help="p2p: mpicoll's hand-written algorithms (default); native: the MPI "
@@ -117,7 +118,8 @@ def _names(text, valid, what):
     for item in filter(None, (t.strip() for t in text.split(","))):
         name = ALIASES.get(item.lower(), item.lower())
         if name not in valid:
-            raise UsageError(f"--{what}: unknown primitive {item!r}; choose from {', '.join(valid)}")
+            raise UsageError(f"--{what}: unknown primitive {item!r}; "
+                             f"choose from {', '.join(valid)}")
         out.append(name)
     return out
 
@@ -147,7 +149,8 @@ def resolve(args, size):
     chosen = {}
     if args.algorithm:
         if args.impl == "native":
-            raise UsageError("--algorithm picks hand-written algorithms; it does not combine with --impl native")
+            raise UsageError("--algorithm picks hand-written algorithms; it does not combine "
+                             "with --impl native")
         items = [t.strip() for t in args.algorithm.split(",") if t.strip()]
         for item in items:
             if "=" in item:
@@ -162,8 +165,8 @@ def resolve(args, size):
                     raise UsageError(f"--algorithm: {exc}") from None
                 chosen[prim] = name
             else:
-                hits = [p for p in (prims or list(TABLE + extra)) + (["scan"] if "scan" in shown else [])
-                        if item in algorithms(p)]
+                pool = (prims or list(TABLE + extra)) + (["scan"] if "scan" in shown else [])
+                hits = [p for p in pool if item in algorithms(p)]
                 if not hits:
                     raise UsageError(f"--algorithm: no shown primitive has an algorithm {item!r}")
                 chosen.update((p, item) for p in hits if p not in chosen)

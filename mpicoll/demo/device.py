@@ -1,4 +1,4 @@
-"""``--device gpu``: every rank on a GPU (or every rank stopped at once), and the header lines saying which."""
+"""``--device gpu``: every rank on a GPU (or all stopped at once), and header lines saying so."""
 from mpi4py import MPI
 
 from .. import gpu
@@ -25,7 +25,7 @@ def _gpu_facts(cupy, dev):
                       ("name", lambda: _text(rt.getDeviceProperties(dev)["name"]))):
         try:
             facts[key] = call()
-        except Exception:  # noqa: BLE001 - a header fact, never a reason to fail
+        except Exception:  # a header fact, never a reason to fail
             pass
     return facts
 
@@ -35,7 +35,7 @@ def _text(v):
 
 
 def use_device(comm, device):
-    """``--device``: None for cpu; for gpu a dict (dev: host array -> CuPy array, and what each rank uses).
+    """``--device``: None for cpu; for gpu a dict (dev: host -> CuPy array, what each rank uses).
 
     Collective. Every rank checks CuPy on its own first and the verdicts are
     exchanged, so without a usable GPU anywhere every rank raises
@@ -85,7 +85,8 @@ def device_header(out, ranks):
     lines = [f"GPU {dev} ({name}) on {h}: rank{'s' if len(rs) > 1 else ''} {_ranks_text(rs)}"
              for (h, dev, name), rs in sorted(groups.items(), key=lambda kv: kv[1][0])]
     shared = [len(rs) for rs in groups.values() if len(rs) > 1]
-    how = ("forced by " + ", ".join(hows) if any(h in ("MPICOLL_DEVICE", "device argument") for h in hows)
+    forced = any(h in ("MPICOLL_DEVICE", "device argument") for h in hows)
+    how = ("forced by " + ", ".join(hows) if forced
            else f"local rank % GPUs per node, local rank from {', '.join(hows)}")
     out.say(f"GPUs ({how}; {first['device_count']} visible per node"
             + (f"; {max(shared)} ranks share a GPU" if shared else "") + "):")

@@ -1,4 +1,4 @@
-"""The demo's node-aware section: the node layout, the phases of hierarchical allreduce, traffic inside vs across nodes."""
+"""The demo's node-aware section: layout, hierarchical allreduce's phases, traffic across nodes."""
 import numpy as np
 from mpi4py import MPI
 
@@ -16,12 +16,13 @@ FLAT = "recursive_doubling"     # the flat algorithm the node-aware one is compa
 
 def _across(plan, lay):
     """Messages and elements this rank's plan sends to other nodes."""
-    msgs = [n for kind, peer, n in plan.messages() if kind == "send" and not lay.same_node(plan.rank, peer)]
+    msgs = [n for kind, peer, n in plan.messages()
+            if kind == "send" and not lay.same_node(plan.rank, peer)]
     return len(msgs), sum(msgs)
 
 
 def show_nodes(out, comm, k, dtype, dev):
-    """Hierarchical allreduce next to a flat one: who crosses nodes, checked against native and the plans."""
+    """Hierarchical allreduce beside a flat one: who crosses nodes, checked against native."""
     rank, n = comm.Get_rank(), comm.Get_size()
     lay = layout(private_comm(comm))
     out.heading("node-aware allreduce: reduce inside nodes, allreduce among node heads, broadcast "

@@ -11,7 +11,8 @@ import numpy as np
 
 from ..device import arrays as _device
 
-__all__ = ["Out", "CheckFailed", "agree", "fmt", "fmt_list", "fmt_value", "same", "host", "on_host"]
+__all__ = ["Out", "CheckFailed", "agree", "fmt", "fmt_list", "fmt_value", "same", "host",
+           "on_host"]
 
 
 class CheckFailed(Exception):
@@ -19,7 +20,7 @@ class CheckFailed(Exception):
 
 
 class Out:
-    """Prints on rank 0 only; :meth:`ranked` collects one text per rank and prints them in rank order."""
+    """Prints on rank 0 only; :meth:`ranked` collects one text per rank, printed in rank order."""
 
     def __init__(self, comm, color="auto"):
         self.comm = comm
@@ -74,7 +75,7 @@ def agree(comm, problems):
 
 
 def on_host(a):
-    """Where the data of ``--device cpu`` lives: the identity (``--device gpu``: ``cupy.asarray``)."""
+    """Where ``--device cpu``'s data lives: the identity (``--device gpu``: ``cupy.asarray``)."""
     return a
 
 

@@ -1,4 +1,4 @@
-"""The ring allreduce step by step: a model of ``allreduce_ring``'s schedule, as a text grid or a picture.
+"""The ring allreduce step by step: ``allreduce_ring``'s schedule as a text grid or a picture.
 
 The model replays the schedule of :func:`mpicoll.coll.allreduce.allreduce_ring`
 (chunks from :func:`split`; in reduce-scatter step s rank r sends chunk
@@ -100,7 +100,7 @@ def grid_text(model, arrows=False):
 
 
 def plot_ring(model, path):
-    """Draw every step of the ring as a ranks x chunks heat map into ``path`` (needs matplotlib)."""
+    """Draw every step of the ring, a ranks x chunks heat map, into ``path`` (needs matplotlib)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

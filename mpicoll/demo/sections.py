@@ -1,4 +1,4 @@
-"""The demo's sections: one seed primitive walked through, the ring allreduce step by step, the barrier.
+"""The demo's sections: a seed primitive walked through, the ring step by step, the barrier.
 
 Each ``show_*`` function runs on every rank; rank 0 prints (through
 :class:`~mpicoll.demo.output.Out`) and a disagreement with the reference
@@ -57,7 +57,7 @@ def show_walk(out, comm, prim, k, dtype, root, dev=on_host):
 
 
 def show_ring(out, comm, k, dtype, plot, dev=on_host):
-    """The ring allreduce: before/after, the step grid (and picture), checked against a real run."""
+    """The ring allreduce: before/after, the step grid (and picture), checked against a run."""
     rank, n = comm.Get_rank(), comm.Get_size()
     out.heading("ring allreduce step by step: reduce-scatter ring, then allgather ring "
                 "(mpicoll.allreduce, algorithm ring)")
@@ -69,7 +69,8 @@ def show_ring(out, comm, k, dtype, plot, dev=on_host):
     everyone = comm.gather(mine.copy(), 0)
     with traffic() as t:
         result = C.allreduce(tensor, algorithm="ring")
-    problems = [] if same(result, ref) else [f"ring allreduce gave {fmt(result)}, native {fmt(ref)}"]
+    problems = ([] if same(result, ref)
+                else [f"ring allreduce gave {fmt(result)}, native {fmt(ref)}"])
     agree(comm, problems)
     if n == 1:
         out.say("N = 1: one chunk and no steps; the vector is already reduced.")
@@ -124,13 +125,14 @@ def show_barrier(out, comm, scale):
         if n == 1:
             print("N = 1: nobody to wait for; the barrier returns at once.")
         if len({e[0] for e in every}) > 1:
-            print("ranks run on different hosts: their clocks are not comparable, order not checked")
+            print("ranks run on different hosts: their clocks are not comparable, "
+                  "order not checked")
         elif first_out < last_in:
             verdict = (f"a rank left the barrier at +{first_out - t0:.4f} s, before the last rank "
                        f"entered at +{last_in - t0:.4f} s")
         else:
-            print(f"everyone left together: the last rank entered at +{last_in - t0:.4f} s and all "
-                  f"{n} left between +{first_out - t0:.4f} and +{last_out - t0:.4f} s "
+            print(f"everyone left together: the last rank entered at +{last_in - t0:.4f} s "
+                  f"and all {n} left between +{first_out - t0:.4f} and +{last_out - t0:.4f} s "
                   f"(algorithm {algo}) {out.mark()}")
         sys.stdout.flush()
     verdict = comm.bcast(verdict, 0)

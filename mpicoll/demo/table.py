@@ -1,4 +1,4 @@
-"""The demo's traffic table: one call per primitive and algorithm, measured vs exact plan vs textbook.
+"""The demo's traffic table: a call per primitive and algorithm, measured, exact plan, textbook.
 
 Rows: every registered algorithm (or the ones ``--algorithm`` picks). Per
 row, three figures must agree: the counters of the real call
@@ -14,6 +14,7 @@ With ``--device gpu`` the measured calls run on device arrays (``dev`` =
 data and results are compared on the host.
 """
 import sys
+import textwrap
 
 import numpy as np
 from mpi4py import MPI
@@ -33,6 +34,8 @@ from .textbook import TEXTBOOK, block_primitive, check_textbook, chunks_text
 
 #: Per-rank traffic fields, in the order each rank reports them.
 FIELDS = ("sent", "sent_msgs", "recv", "recv_msgs")
+#: the legend's width: the table's rows take about as much at N = 4
+WIDTH = 95
 
 __all__ = ["show_traffic"]
 
@@ -66,7 +69,8 @@ def _table_call(comm, prim, algo, k, dtype, root, dev=on_host):
             want = np.zeros((n, b), dtype)
             comm.Allgather(h[:b], want)
         elif prim == "scatter":
-            got = C.scatter(x if rank == root else None, dev(np.zeros(b, dtype)), root, algorithm=algo)
+            got = C.scatter(x if rank == root else None, dev(np.zeros(b, dtype)), root,
+                            algorithm=algo)
             want = np.zeros(b, dtype)
             comm.Scatter(h if rank == root else None, want, root)
         elif prim == "reduce_scatter":
@@ -83,7 +87,8 @@ def _table_call(comm, prim, algo, k, dtype, root, dev=on_host):
             got = want = None
         else:
             return _spec_call(comm, prim, algo, k, dtype, root, t)
-    ok = (got is None and want is None) or (got is not None and want is not None and same(got, want))
+    ok = ((got is None and want is None)
+          or (got is not None and want is not None and same(got, want)))
     if ok:
         return t.calls, []
     shown = [None if a is None else fmt(a) for a in (got, want)]
@@ -154,16 +159,17 @@ def show_traffic(out, comm, prims, chosen, k, dtype, root, ring_only, dev=on_hos
                 "counters see none of it (the walkthrough's calls recorded 0 messages). "
                 "Run with --impl p2p for the table.")
         return
-    out.say(f"K = {k} {dtype} elements per rank's vector (gather, allgather, scatter, alltoall: "
-            f"N blocks of ceil(K/N) = {b}, so K = {n * b}); N = {n}; root {root}\n"
-            f"measured: mpicoll.traffic() counters of one call, exact: the messages of the plan "
-            f"the algorithm records for that call (mpicoll.sched); elements per rank 0..{n - 1}\n"
-            f"textbook: the formula for even chunks ('mean': exact as the mean over the ranks; "
-            f"p = 2^floor(log2 N); '—': the algorithm has no textbook formula here)\n"
-            f"checked: measured == exact (elements and messages, sent and received), the textbook "
-            f"value where it applies, the result == native MPI; shm rows: elements each rank "
-            f"reads from its peers' memory (one copy each, no message) == the formula "
-            f"registered with the algorithm")
+    out.say("\n".join(textwrap.wrap(
+        f"K = {k} {dtype} elements per rank's vector (gather, allgather, scatter, alltoall: "
+        f"N blocks of ceil(K/N) = {b}, so K = {n * b}); N = {n}; root {root}.", WIDTH) + [
+        "Per algorithm: exact: the elements each rank 0..N-1 sends in the plan the algorithm",
+        "records for the call (mpicoll.sched); measured: mpicoll.traffic()'s counters of the",
+        "call; msgs: the messages each rank sends. Below it, the textbook formula for even",
+        "chunks ('mean': exact as the mean over the ranks; p = 2^floor(log2 N); '—': none).",
+        "ok: measured == exact (elements and messages, sent and received), the textbook value",
+        "where it applies, and the result == native MPI. shm rows: the elements each rank reads",
+        "from its peers' memory (one copy each, no message), checked against the formula",
+        "registered with the algorithm."]))
     rows, failures = [], []
     nodes = layout(private_comm(comm))
     for prim in prims:
@@ -236,23 +242,37 @@ def show_traffic(out, comm, prims, chosen, k, dtype, root, ring_only, dev=on_hos
             status = out.bad("MISMATCH") if problems else "ok"
             rows.append((prim, algo, f"K={kk}", claim,
                          "—" if exact is None else " ".join(map(str, exact["sent"])),
-                         " ".join(map(str, meas["sent"])), " ".join(map(str, meas["sent_msgs"])), status))
+                         " ".join(map(str, meas["sent"])), " ".join(map(str, meas["sent_msgs"])),
+                         status))
             failures += problems
     if rank == 0:
-        widths = [max(len(r[i]) for r in rows) for i in range(7)] if rows else [0] * 7
-        for r in rows:
-            head = "  ".join(r[i].ljust(widths[i]) for i in range(4))
-            print(f"  {head} | exact {r[4].ljust(widths[4])} | measured {r[5].ljust(widths[5])} "
-                  f"| msgs {r[6].ljust(widths[6])} | {r[7]}")
-        sys.stdout.flush()
+        _print_rows(rows)
     failures = comm.bcast(failures, 0)
     if failures:
         raise CheckFailed("; ".join(failures))
 
 
+def _print_rows(rows):
+    """Print the rows grouped by primitive, two lines each (the numbers, then the textbook).
+
+    About 95 columns at N = 4: the formula's words go on a line of their own.
+    """
+    widths = [max(len(r[i]) for r in rows) for i in range(7)] if rows else [0] * 7
+    last = None
+    for prim, algo, kk, claim, exact, meas, msgs, status in rows:
+        if (prim, kk) != last:
+            print(f"  {prim}, {kk}")
+            last = (prim, kk)
+        print(f"    {algo.ljust(widths[1])}  exact {exact.ljust(widths[4])} | measured "
+              f"{meas.ljust(widths[5])} | msgs {msgs.ljust(widths[6])} | {status}")
+        print(f"      {claim}")
+    sys.stdout.flush()
+
+
 def _claim(book, n, k, root, applies):
     """The textbook column: who sends (or receives) how much, and how the formula applies."""
-    subject = {"each": "each rank", "root": f"root {root}", "rank0": "rank 0", "total": "all ranks"}[book.who]
+    subject = {"each": "each rank", "root": f"root {root}", "rank0": "rank 0",
+               "total": "all ranks"}[book.who]
     verb = {"sent": "sends", "recv": "receives", "msgs": "sends"}[book.what]
     if book.who == "total":
         verb = verb[:-1]

@@ -1,4 +1,4 @@
-"""Textbook traffic of the hand-written algorithms: the independent check of the demo's traffic table.
+"""Textbook traffic of the hand-written algorithms: the demo's traffic table's independent check.
 
 Each entry states, for the even case, what some rank (or all ranks together)
 sends or receives, as the algorithm's textbook cost puts it -- written down
@@ -157,7 +157,9 @@ TEXTBOOK = {t.primitive + "/" + t.algorithm: t for t in [
 
 
 def check_textbook(book, counts, n, k, root):
-    """Compare the exact per-rank counts (dict of lists: sent, recv, sent_msgs, recv_msgs) with a formula.
+    """Compare the exact per-rank counts with a formula.
+
+    ``counts``: a dict of lists (sent, recv, sent_msgs, recv_msgs).
 
     Returns ``(applies, ok)``: how the formula applies ("exact", "mean" or
     the reason it does not) and whether the exact counts agree (None when

@@ -1,4 +1,4 @@
-"""The demo's walk through the seed: each primitive on the seed's data, before/after per rank, checked against native MPI.
+"""The demo's walk through the seed: each primitive on its data, per rank, checked against native.
 
 Every ``walk_*`` function runs on every rank and returns a :class:`Step`:
 this rank's "Before"/"After" lines (None where the seed prints nothing),
@@ -161,7 +161,8 @@ def walk_scatter(comm, k, dtype, root, dev=_on_host):
 
 def seed_powers(rank, n, dtype):
     """The seed's reduce_scatter input: ``[(rank+1)*1, (rank+1)*2] ** (j+1)`` for j < N."""
-    return [np.array([(rank + 1) * i for i in range(1, 3)], dtype=dtype) ** (j + 1) for j in range(n)]
+    return [np.array([(rank + 1) * i for i in range(1, 3)], dtype=dtype) ** (j + 1)
+            for j in range(n)]
 
 
 def walk_reduce_scatter(comm, k, dtype, root, dev=_on_host):
@@ -179,7 +180,7 @@ def walk_reduce_scatter(comm, k, dtype, root, dev=_on_host):
 
 
 def walk_scan(comm, k, dtype, root, dev=_on_host):
-    """Inclusive prefix sums, the MPI_Scan the seed leaves out (rank order kept by every algorithm)."""
+    """Inclusive prefix sums, the MPI_Scan the seed leaves out (all algorithms keep rank order)."""
     s, rank = Step(), comm.Get_rank()
     mine = _ones(rank, k, dtype)
     tensor = dev(mine.copy())

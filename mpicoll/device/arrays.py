@@ -554,7 +554,7 @@ class StagedTransport(_Requests):
         self.reset()
 
     def reset(self):
-        """A blocking call starts on this transport again (a blocking call's arena: no live slot)."""
+        """A blocking call starts on this transport again (its arena: no live slot)."""
         if not self.requests:
             # Every request of a blocking call completes within it: a new call starts
             # with no live slot (even if an earlier call was cut short by an error).
@@ -597,11 +597,11 @@ class StagedTransport(_Requests):
         self.arena.give(s_staged + r_staged)
 
     def Isend(self, buf, dest, tag):
-        """Post a send of ``buf`` (a device array from a pinned host copy kept until :meth:`finish`)."""
+        """Post a send of device array ``buf`` from a pinned host copy kept to :meth:`finish`."""
         return self._post(self.comm.Isend, buf, dest, tag, lands=False)
 
     def Irecv(self, buf, source, tag):
-        """Post a receive into ``buf`` (a device array through a host slot landed by :meth:`finish`)."""
+        """Post a receive into device array ``buf`` via a host slot :meth:`finish` lands."""
         return self._post(self.comm.Irecv, buf, source, tag, lands=True)
 
     def _post(self, start, buf, peer, tag, lands):

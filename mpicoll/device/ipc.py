@@ -89,6 +89,7 @@ import numpy as np
 from mpi4py import MPI
 
 from . import arrays as _device
+from .cuda_driver import cuda_driver
 
 __all__ = ["IpcTransport", "endpoint", "ipc_stats", "cuda_driver", "tags_fit", "MAX_MAPPINGS",
            "EAGER_MAX"]
@@ -127,8 +128,6 @@ def tags_fit(comm=None):
     return _tag_ub >= _TOP_TAG
 
 
-from .cuda_driver import cuda_driver  # noqa: F401  (re-exported: mpicoll.device.ipc.cuda_driver)
-
 # -- per (private communicator, device) state --------------------------------
 
 _keyval = None
@@ -141,7 +140,7 @@ def _delete(comm, keyval, table):
     for ep in list(table.values()):
         try:
             ep.close_all()
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
 
 
@@ -365,7 +364,7 @@ class IpcTransport:
 
     # -- posting ---------------------------------------------------------------
     def Isend(self, buf, dest, tag):
-        """Post a send of ``buf``: to a peer on this node by the ipc protocol, else by the fallback."""
+        """Post a send of ``buf``: to a peer on this node by ipc, else by the fallback."""
         if not self.ipc_peer(dest):
             e = _Entry(True, buf, dest, tag)
             e.wait = self.fallback.Isend(buf, dest, tag)
@@ -401,7 +400,7 @@ class IpcTransport:
             return None
         try:
             exported = self.adapter.ipc_export(buf)
-        except Exception as exc:  # noqa: BLE001 - not exportable: the payload goes inline
+        except Exception as exc:  # not exportable: the payload goes inline
             self.ep.failed("not_exportable", exc)
             return None
         if len(exported[2]) > 64 or (dest, exported[0], exported[1]) in self.ep.refused_allocs:
@@ -619,7 +618,7 @@ class IpcTransport:
                     e.held = self.ep.mapping(e.peer, base, gen, handle, size)
                     view = self.adapter.ipc_array(e.held.mapping, offset, e.buf.dtype,
                                                   e.buf.size)
-                except Exception as exc:  # noqa: BLE001 - cannot map it: ask for the payload
+                except Exception as exc:  # cannot map it: ask for the payload
                     self.ep.failed("open_failed", exc)
                     view = None
                     nack = NACK_ALLOC if isinstance(exc, NotTheAllocation) else NACK
@@ -683,7 +682,7 @@ class IpcTransport:
         if sync:
             try:
                 self.adapter.sync()
-            except Exception:  # noqa: BLE001 - the original error is the one to report
+            except Exception:  # the original error is the one to report
                 pass
         m, e.held = e.held, None
         self.ep.release(m)

@@ -104,7 +104,7 @@ def mps_status(comm=None, key=None, server=None):
     if key is None:
         try:
             key = gpu_key()
-        except Exception:  # noqa: BLE001 - no CuPy or no device: this rank shares nothing
+        except Exception:  # no CuPy or no device: this rank shares nothing
             key = None
     host = MPI.Get_processor_name()
     every = comm.allgather((host, key))

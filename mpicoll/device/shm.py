@@ -208,7 +208,7 @@ def free_all():
     for w in list(_windows.values()):
         try:
             w.free()
-        except Exception:        # noqa: BLE001 - finalizing anyway
+        except Exception:        # finalizing anyway
             pass
 
 
@@ -345,7 +345,7 @@ def _delete(comm, keyval, table):
     for shm in table.values():
         try:
             shm.free()
-        except Exception:       # noqa: BLE001 - freeing on the way out
+        except Exception:       # freeing on the way out
             pass
 
 

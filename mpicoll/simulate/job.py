@@ -56,7 +56,7 @@ def plan_count(primitive, nranks, nbytes, itemsize):
 
 
 def layout_of_hosts(hosts):
-    """The node :class:`~mpicoll.core.topology.Layout` of ranks placed on ``hosts`` (None: one each)."""
+    """The node :class:`~mpicoll.core.topology.Layout` of ranks placed on ``hosts``."""
     index = {}
     nodes = [index.setdefault(h, len(index)) for h in hosts]
     if len(index) == len(hosts):
@@ -105,7 +105,7 @@ def simulate(job):
     try:
         try:
             listfile, cfg, info = write_traces(job, directory)
-        except Exception as exc:  # noqa: BLE001 - a refusal or an unrecordable algorithm
+        except Exception as exc:
             return {"skip": f"{type(exc).__name__}: {exc}"}
         t1 = time.monotonic()
         xml, hostfile = job.platform.write(directory)

@@ -28,7 +28,7 @@ def _pof2(n):
 
 
 def mpich_choice(primitive, nranks, nbytes, itemsize):
-    """SMPI's MPICH algorithm for one call (``nbytes`` in the bench's unit: see :func:`actions`)."""
+    """SMPI's MPICH algorithm for one call (``nbytes``: the bench's unit, :func:`actions`)."""
     N, count = nranks, nbytes // itemsize
     if primitive == "allreduce":
         return "rab_rdb" if nbytes > 2048 and count >= _pof2(N) else "rdb"

@@ -175,7 +175,7 @@ def preset(text, nranks):
 
 
 def from_xml(path, hostfile, nranks):
-    """A :class:`Platform` from an SMPI XML file and a hostfile (one host a line, in rank order)."""
+    """A :class:`Platform` from an SMPI XML file and a hostfile (a host a line, rank order)."""
     if not hostfile:
         raise ValueError(f"--platform {path}: an XML platform needs --hostfile (one host name "
                          f"a line, rank order; a host may appear for several ranks)")

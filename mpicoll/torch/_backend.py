@@ -247,7 +247,8 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
                     req.Cancel()
                     return exc
                 time.sleep(1e-4)
-            got.append(f"rank {r}: {bytes(buf[:status.Get_count(MPI.BYTE)]).decode('utf-8', 'replace')}")
+            text = bytes(buf[:status.Get_count(MPI.BYTE)]).decode("utf-8", "replace")
+            got.append(f"rank {r}: {text}")
         head = str(exc).split(" (nothing was sent", 1)[0]
         return ArgumentError(f"{head} (nothing was sent) - {'; '.join(got)}",
                              exc.Get_error_class())

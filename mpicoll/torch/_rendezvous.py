@@ -51,7 +51,7 @@ def mpi_store(timeout=timedelta(minutes=30)):
             host = os.environ.get("MPICOLL_TORCH_STORE_HOST") or socket.gethostname()
             store = TCPStore(host, 0, size, True, timeout, wait_for_workers=False)
             where = (host, int(store.port))
-        except Exception as exc:  # noqa: BLE001 - every rank raises it below
+        except Exception as exc:
             err = f"{type(exc).__name__}: {exc}"
     where, err = comm.bcast((where, err), root=0)
     if err:

@@ -101,7 +101,7 @@ class Pending(dist.Work):
         try:
             if self._finish is not None:
                 self._finish()
-        except BaseException as exc:     # noqa: BLE001 - re-raised to every waiter
+        except BaseException as exc:
             self._error = exc
 
     def _wait(self, timeout=None):

@@ -8,8 +8,10 @@ Usage::
     python -m mpicoll.verify --mutations [--max-n 64]
 
 The first form sweeps (see :mod:`mpicoll.verify.sweep`) and prints a table
-of algorithm x range of N: the number of cases passed, or the first failure;
-then each failing algorithm's smallest case. Exit status 1 on any failure.
+of algorithm x range of N: the number of cases passed, or the smallest N that
+failed; then each failing algorithm's smallest case. Exit status 1 on any
+failure. Progress goes to stderr: a line redrawn on a terminal, else a plain
+line every 10 s.
 ``--case`` re-runs one case and says what it checked; ``--draw`` prints its
 verified plan step by step. ``--mutations`` seeds faults into copies of
 algorithms and shows each one caught (:mod:`mpicoll.verify.mutations`).
@@ -41,22 +43,33 @@ def _parser():
     ap.add_argument("--draw", action="store_true", help="with --case: print the verified plan")
     ap.add_argument("--mutations", action="store_true",
                     help="seed faults into copies of algorithms and show each caught")
-    ap.add_argument("--quiet", action="store_true", help="no progress line")
+    ap.add_argument("--quiet", action="store_true", help="no progress on stderr")
     return ap
 
 
 def _progress(quiet):
-    if quiet or not sys.stderr.isatty():
+    """Report progress on stderr: one line redrawn on a terminal, else a line every 10 s.
+
+    A piped or logged sweep of many minutes says where it is, and how long it has run,
+    in lines a log keeps.
+    """
+    if quiet:
         return None
+    tty = sys.stderr.isatty()
     t0 = time.perf_counter()
+    last = [t0]
 
     def show(done, total):
-        if done == total or done % 200 == 0:
-            el = time.perf_counter() - t0
-            sys.stderr.write(f"\r{done}/{total} cases, {el:.0f} s")
-            if done == total:
-                sys.stderr.write("\n")
-            sys.stderr.flush()
+        now = time.perf_counter()
+        if tty:
+            if done == total or done % 200 == 0:
+                sys.stderr.write(f"\r{done}/{total} cases, {now - t0:.0f} s")
+                if done == total:
+                    sys.stderr.write("\n")
+        elif done in (1, total) or now - last[0] >= 10:
+            last[0] = now
+            sys.stderr.write(f"verify: {done}/{total} cases, {now - t0:.0f} s\n")
+        sys.stderr.flush()
     return show
 
 

@@ -3,11 +3,11 @@
 Everything else in :mod:`mpicoll.verify` imports from here, so that moving
 those modules means editing this file only.
 """
-from mpicoll import PRIMITIVES, algorithms  # noqa: F401  (public)
-from mpicoll.core.blocks import offsets, pof2_below, split  # noqa: F401
-from mpicoll.core.plugins import PluginError, import_modules  # noqa: F401
-from mpicoll.core.registry import lookup, table  # noqa: F401
-from mpicoll.core.topology import Layout  # noqa: F401
+from mpicoll import PRIMITIVES, algorithms
+from mpicoll.core.blocks import offsets, pof2_below, split
+from mpicoll.core.plugins import PluginError, import_modules
+from mpicoll.core.registry import lookup, table
+from mpicoll.core.topology import Layout
 from mpicoll.sched import inspect as _inspect  # noqa: F401  (fills the registry)
 from mpicoll.sched.plan import (  # noqa: F401
     COPY,

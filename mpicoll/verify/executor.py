@@ -48,6 +48,12 @@ class Failure(Exception):
         super().__init__(f"{kind}: {text}")
         self.kind, self.text = kind, text
 
+    def __reduce__(self):
+        # Exception's own reduce passes ``self.args`` (the one joined message) back to
+        # ``__init__``, which takes two: a sweep's worker could send a Failure but its parent
+        # could not read it (multiprocessing's result thread died and the sweep hung)
+        return type(self), (self.kind, self.text)
+
 
 def _where(rank, pc, op):
     return f"rank {rank} step {pc} ({_optext(op)})"

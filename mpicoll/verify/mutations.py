@@ -88,7 +88,8 @@ MUTATIONS = (
              "    while k < size:\n        # Blocks", "    while 2 * k < size:\n        # Blocks"),
     Mutation("forward_before_arrival", "bcast", "pipeline",
              "a segment forwarded before its receive completed",
-             "ctx.wait(r)\n            if has_next:\n                sends.append(ctx.isend(s, nxt))",
+             "ctx.wait(r)\n            if has_next:\n"
+             "                sends.append(ctx.isend(s, nxt))",
              "if has_next:\n                sends.append(ctx.isend(s, nxt))\n            "
              "ctx.wait(r)"),
     Mutation("wrong_docstring_cost", "allreduce", "ring",
@@ -140,7 +141,7 @@ def first_failure(primitive, algorithm, max_n=64, seed=0):
 
 
 def run_mutations(max_n=64, seed=0, mutations=MUTATIONS):
-    """``[(mutation, smallest failing Result or None)]``: each mutant registered, swept, removed."""
+    """``[(mutation, smallest failing Result or None)]``: each mutant registered, swept, gone."""
     rows = []
     for m in mutations:
         table = registry_table(m.primitive)

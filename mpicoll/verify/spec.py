@@ -25,7 +25,7 @@ Buffers that are only read (a sendbuf, the root's bcast buffer) have their
 initial value as the expected one, so a write that changes them fails as an
 overwrite of a final element.
 """
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
@@ -134,10 +134,6 @@ class Case:
             raise ValueError("case: N= and count= are required")
         return cls(prim, alg, **kw)
 
-    def with_(self, **kw):
-        """A copy of this case with the fields in ``kw`` replaced."""
-        return replace(self, **kw)
-
 
 @lru_cache(maxsize=512)
 def layout_of(spec, N):
@@ -231,10 +227,6 @@ class Setup:
     op: object
     layout: object
     ranks: list
-
-
-def _reduce_full(mode, idx_list, N):
-    return mode.reduction(0, N, idx_list)
 
 
 def setup(case, seed=0):
@@ -377,7 +369,8 @@ def setup(case, seed=0):
                     ranks.append(RankSetup((None, A(mine), counts, None, root), [mode.orig(mine)],
                                            [got], ["out"], calls=bool(total)))
             else:       # allgatherv: each rank its own displacements (odd ranks: rotated gaps)
-                pat = case.displs if r % 2 == 0 else ("gaps" if case.displs == "gaps" else "packed")
+                pat = (case.displs if r % 2 == 0
+                       else ("gaps" if case.displs == "gaps" else "packed"))
                 displs, ext = displs_of(pat, counts, shift=r if pat == "gaps" else 0)
                 recv, want = mode.orig(ext), mode.orig(ext)
                 for i in range(N):

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from ._mpicoll import PRIMITIVES, lookup
 from ._mpicoll import algorithms as registered
 from .check import Result, record, verify
+from .executor import Failure
 from .spec import IN_PLACE, REDUCING, ROOTED, V_PRIMITIVES, Case, setup
 
 __all__ = ["algorithms", "cases", "run", "report", "sizes", "Summary", "BIG"]
@@ -270,10 +271,27 @@ def _init(imports):
 
 
 def _one(args):
+    """Verify one case in a worker; plain values only, so the parent can always read them.
+
+    A worker's answer that the parent cannot unpickle kills the pool's result thread and
+    leaves the parent waiting forever, so nothing of the plug-in's (its exceptions, its
+    objects) crosses: anything the check itself raises becomes a failure of kind ``error``.
+    """
     case, seed = args
-    r = verify(case, seed)
-    # only what the report needs crosses the process boundary
-    return Result(case, r.status, r.failure, r.reason, r.traffic, r.path, r.cost)
+    try:
+        r = verify(case, seed)
+        fail = (str(r.failure.kind), str(r.failure.text)) if r.failure is not None else None
+        traffic = tuple(r.traffic) if r.traffic is not None else None
+        path = tuple(r.path) if r.path is not None else None
+        return (str(r.status), fail, str(r.reason), traffic, path, str(r.cost))
+    except Exception as exc:          # the check's own error: this case's failure
+        return ("fail", ("error", f"the check raised {type(exc).__name__}: {exc}"), "", None,
+                None, "")
+
+
+def _result(case, answer):
+    status, fail, reason, traffic, path, cost = answer
+    return Result(case, status, Failure(*fail) if fail else None, reason, traffic, path, cost)
 
 
 def run(all_cases, seed=0, jobs=1, imports=(), progress=None):
@@ -282,7 +300,7 @@ def run(all_cases, seed=0, jobs=1, imports=(), progress=None):
     if jobs <= 1 or len(work) < 50:
         out = []
         for i, w in enumerate(work):
-            out.append(_one(w))
+            out.append(_result(w[0], _one(w)))
             if progress:
                 progress(i + 1, len(work))
         return out
@@ -295,7 +313,7 @@ def run(all_cases, seed=0, jobs=1, imports=(), progress=None):
         done = 0
         results = pool.imap(_one, [work[i] for i in order], chunksize=8)
         for i, r in zip(order, results, strict=True):
-            res[i] = r
+            res[i] = _result(work[i][0], r)
             done += 1
             if progress:
                 progress(done, len(work))
@@ -345,7 +363,7 @@ def report(summary, out=print, max_n=None):
     """The summary table, the failures with their smallest case, and what was not verified."""
     by = summary.by_algorithm()
     used = sorted({_range_of(r.case.N) for r in summary.results})
-    heads = [f"{lo}-{hi}" if hi < (1 << 30) else f">{lo - 1}" for lo, hi in used]
+    heads = [f"N={lo}-{hi}" if hi < (1 << 30) else f"N>{lo - 1}" for lo, hi in used]
     rows = []
     for (p, a), rs in sorted(by.items(), key=lambda kv: (PRIMITIVES.index(kv[0][0]), kv[0][1])):
         cells = []
@@ -366,6 +384,8 @@ def report(summary, out=print, max_n=None):
     width = [max(len(r[i]) for r in rows + [["algorithm"] + heads]) for i in range(len(heads) + 1)]
     line = "  ".join(h.ljust(width[i]) if i == 0 else h.rjust(width[i])
                      for i, h in enumerate(["algorithm"] + heads))
+    out("cases passed, per algorithm and range of ranks N (FAIL N=k: the smallest failing N,")
+    out("its smallest case below; unverified: not recordable as a plan; -: no case there)")
     out(line)
     out("-" * len(line))
     for r in rows:

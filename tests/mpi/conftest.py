@@ -59,5 +59,6 @@ def pytest_unconfigure(config):
             and _WORLD.Get_size() > 1 and MPI.Is_initialized() and not MPI.Is_finalized():
         sys.stdout.flush()
         sys.stderr.flush()
-        time.sleep(1.0)     # the launcher forwards the summary before the kill (else it may be lost)
+        # the launcher forwards the summary before the kill (else it may be lost)
+        time.sleep(1.0)
         _WORLD.Abort(status)

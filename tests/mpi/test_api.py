@@ -99,7 +99,8 @@ def test_non_commutative_refused_by_out_of_order_algorithms():
                 e = raises_everywhere(lambda fn=fn, name=name: fn(x, op=AFFINE, algorithm=name),
                                       "commutative")
                 assert "recursive_doubling" in str(e) or "binomial" in str(e)
-    raises_everywhere(lambda: mpicoll.reduce_scatter_block(np.ones(N, complex), op=AFFINE, algorithm="ring"),
+    raises_everywhere(lambda: mpicoll.reduce_scatter_block(np.ones(N, complex), op=AFFINE,
+                                                           algorithm="ring"),
                       "reduce_scatterv")
     # auto picks an algorithm that keeps rank order
     y = mpicoll.allreduce(np.ones(4096, complex), op=AFFINE)
@@ -109,17 +110,24 @@ def test_non_commutative_refused_by_out_of_order_algorithms():
 @pytest.mark.mpi
 def test_bad_input_every_rank():
     x = np.arange(6.0)
-    raises_everywhere(lambda: mpicoll.bcast(x, root=N), r"root: expected a rank in \[0, %d\]" % (N - 1), MPI.ERR_ROOT)
+    raises_everywhere(lambda: mpicoll.bcast(x, root=N),
+                      rf"root: expected a rank in \[0, {N - 1}\]", MPI.ERR_ROOT)
     raises_everywhere(lambda: mpicoll.bcast(x, root=-1), "root", MPI.ERR_ROOT)
     with pytest.raises(TypeError, match="root: expected an integer"):
         mpicoll.reduce(x, root="0")
-    raises_everywhere(lambda: mpicoll.allreduce(x, op=MPI.BAND), "BAND is defined for signed integer, unsigned integer data; got dtype float64", MPI.ERR_OP)
-    raises_everywhere(lambda: mpicoll.allreduce(np.ones(3, complex), op=MPI.MAX), "MAX", MPI.ERR_OP)
+    raises_everywhere(lambda: mpicoll.allreduce(x, op=MPI.BAND),
+                      "BAND is defined for signed integer, unsigned integer data; "
+                      "got dtype float64",
+                      MPI.ERR_OP)
+    raises_everywhere(lambda: mpicoll.allreduce(np.ones(3, complex), op=MPI.MAX), "MAX",
+                      MPI.ERR_OP)
     raises_everywhere(lambda: mpicoll.allreduce(x, op=MPI.MAXLOC), "MAXLOC")
     with pytest.raises(TypeError, match="op: expected an mpi4py.MPI.Op"):
         mpicoll.allreduce(x, op="sum")
-    raises_everywhere(lambda: mpicoll.allreduce(x, np.empty(5)), "recvbuf: expected 6 elements", MPI.ERR_COUNT)
-    raises_everywhere(lambda: mpicoll.allreduce(x, np.empty(6, np.float32)), "recvbuf: expected dtype float64", MPI.ERR_TYPE)
+    raises_everywhere(lambda: mpicoll.allreduce(x, np.empty(5)), "recvbuf: expected 6 elements",
+                      MPI.ERR_COUNT)
+    raises_everywhere(lambda: mpicoll.allreduce(x, np.empty(6, np.float32)),
+                      "recvbuf: expected dtype float64", MPI.ERR_TYPE)
     ro = np.empty(6)
     ro.flags.writeable = False
     raises_everywhere(lambda: mpicoll.allreduce(x, ro), "recvbuf: expected a writable array")
@@ -128,13 +136,17 @@ def test_bad_input_every_rank():
     raises_everywhere(lambda: mpicoll.allreduce(np.array(["a", "b"])), "numeric or bool dtype")
     with pytest.raises(TypeError, match="sendbuf: expected a NumPy or CuPy array; got list"):
         mpicoll.allreduce([1, 2, 3])
-    raises_everywhere(lambda: mpicoll.gather(x, np.empty(N * 6 + 1)), "recvbuf: expected %d elements" % (6 * N)) \
-        if True else None
-    raises_everywhere(lambda: mpicoll.reduce_scatter(np.ones(5), None, [1] * (N + 1)), "recvcounts: expected %d counts" % N)
-    raises_everywhere(lambda: mpicoll.reduce_scatter(np.ones(5), None, [-1] + [1] * (N - 1)), r"recvcounts\[0\]")
-    raises_everywhere(lambda: mpicoll.alltoall(np.ones(N + 1)) if N > 1 else mpicoll.alltoall(np.ones(3), np.ones(2)),
+    raises_everywhere(lambda: mpicoll.gather(x, np.empty(N * 6 + 1)),
+                      f"recvbuf: expected {6 * N} elements")
+    raises_everywhere(lambda: mpicoll.reduce_scatter(np.ones(5), None, [1] * (N + 1)),
+                      f"recvcounts: expected {N} counts")
+    raises_everywhere(lambda: mpicoll.reduce_scatter(np.ones(5), None, [-1] + [1] * (N - 1)),
+                      r"recvcounts\[0\]")
+    raises_everywhere(lambda: (mpicoll.alltoall(np.ones(N + 1)) if N > 1
+                               else mpicoll.alltoall(np.ones(3), np.ones(2))),
                       "expected")
-    raises_everywhere(lambda: mpicoll.scatter(np.ones(N), None), "recvbuf: expected an array to receive")
+    raises_everywhere(lambda: mpicoll.scatter(np.ones(N), None),
+                      "recvbuf: expected an array to receive")
     with pytest.raises(TypeError, match="comm: expected an mpi4py.MPI.Intracomm"):
         mpicoll.barrier(comm="world")
 

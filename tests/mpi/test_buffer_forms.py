@@ -34,7 +34,7 @@ pytestmark = pytest.mark.timeout(120)
 # -- buffer objects exposing one protocol only --------------------------------------
 
 class DLPackOnly:
-    """Only ``__dlpack__``/``__dlpack_device__`` (as JAX and PyTorch hand over), over a NumPy array."""
+    """Only ``__dlpack__``/``__dlpack_device__`` (as JAX and PyTorch give), over a NumPy array."""
 
     def __init__(self, a):
         self._a = a
@@ -47,7 +47,7 @@ class DLPackOnly:
 
 
 class CAIOnly:
-    """Only ``__cuda_array_interface__``, pointing at host memory (mpi4py hands the pointer to MPI)."""
+    """Only ``__cuda_array_interface__``, at host memory (mpi4py hands the pointer to MPI)."""
 
     def __init__(self, a):
         self._a = a
@@ -112,7 +112,8 @@ def simple(arr, form, kind, count=None):
             "displ4": [obj, n, 1, dt]}[form], view
 
 
-# (mpicoll also takes mpi4py 3's [buf, counts, displs]; mpi4py 4 reads the third item as a datatype)
+# (mpicoll also takes mpi4py 3's [buf, counts, displs]; mpi4py 4 reads the third item as a
+# datatype)
 VFORMS = ["buf", "counts", "tuple", "counts_dt", "tuple_dt", "four"]
 
 
@@ -121,7 +122,7 @@ def v_typed(form):
 
 
 def v_layout(form, counts):
-    """(counts, displs, buffer length) of a v-form: displacements in reverse rank order with gaps."""
+    """(counts, displs, buffer length) of a v-form: displacements in reverse rank order, gaps."""
     if form == "buf":
         counts = [C] * N                  # a bare buffer splits evenly
         return counts, [C * i for i in range(N)], C * N
@@ -146,7 +147,7 @@ def vspec(arr, form, kind, counts, displs):
 # -- running a call on both communicators ------------------------------------------------
 
 def both(method, make, what=""):
-    """``make()`` -> (args, outputs): fresh buffers; run on P2PComm and PLAIN; outputs equal bitwise."""
+    """``make()`` -> (args, outputs), fresh buffers; run on P2PComm and PLAIN; equal bitwise."""
     outs = []
     for comm in (PC, PLAIN):
         args, outputs = make()
@@ -533,7 +534,7 @@ def test_in_place(half):
 
 @pytest.mark.mpi
 def test_nonblocking_and_persistent_faces():
-    """I... and ..._init take the same forms: DLPack, CAI, [None, dt] and counts with displacement."""
+    """I... and ..._init take the same forms: DLPack, CAI, [None, dt], counts with displacement."""
     dt = "float64"
     outs = []
     for comm in (PC, PLAIN):
@@ -566,7 +567,7 @@ def test_nonblocking_and_persistent_faces():
         assert np.array_equal(a, b)
 
 
-# -- what cannot be taken ----------------------------------------------------------------------------
+# -- what cannot be taken -----------------------------------------------------------------------
 
 class FakeCudaDLPack:
     """A DLPack object that says its memory is on a CUDA device."""

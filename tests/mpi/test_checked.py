@@ -36,7 +36,7 @@ def outcome(fn):
     try:
         fn()
         mine = (None, "", None)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         eclass = exc.Get_error_class() if isinstance(exc, MPI.Exception) else None
         mine = (type(exc).__name__, str(exc), eclass)
     return world.allgather(mine)
@@ -112,12 +112,14 @@ def test_fingerprint_call_number_and_names():
 def test_agree_mode_compares_primitive_and_algorithm():
     desc = ("ring", MPI.SUM, np.dtype("f8"), 10, None, None)
     a = fpr.build(fpr.SETTLE, 3, "allreduce", fpr.FLAG_RECORDED, desc)
-    b = fpr.build(fpr.SETTLE, 3, "allreduce", fpr.FLAG_RECORDED, ("recursive_doubling",) + desc[1:])
+    b = fpr.build(fpr.SETTLE, 3, "allreduce", fpr.FLAG_RECORDED,
+                  ("recursive_doubling",) + desc[1:])
     every = np.stack([a, a, b])
     assert not fpr.all_agree(every, checked=False)
     (name, _, groups), = fpr.differences(every, checked=False)
     assert name == "algorithm" and groups == {"ring": [0, 1], "recursive_doubling": [2]}
-    c = fpr.build(fpr.SETTLE, 3, "bcast", fpr.FLAG_RECORDED, ("binomial", None, np.dtype("f8"), 10, 0, None))
+    c = fpr.build(fpr.SETTLE, 3, "bcast", fpr.FLAG_RECORDED,
+                  ("binomial", None, np.dtype("f8"), 10, 0, None))
     assert [d[0] for d in fpr.differences(np.stack([a, c]), checked=False)] == ["primitive"]
     # Same algorithm, different count, dtype, op or root: agree mode catches them too
     # (MPI would truncate, hang or reduce garbage), naming the field.
@@ -262,8 +264,9 @@ def test_count_mismatch_bcast(ccomm):
     c = 4 + (RANK == 1)
     res = outcome(lambda: mpicoll.bcast(np.zeros(c), 0, comm=ccomm))
     others = "0" if N == 2 else ("0, 2" if N == 3 else f"0, 2-{N - 1}")
-    text = assert_mismatch(res, "mpicoll.bcast", f"count: 4 elements on rank{'s' if N > 2 else ''} "
-                           f"{others}; 5 elements on rank 1", eclass=MPI.ERR_COUNT)
+    text = assert_mismatch(res, "mpicoll.bcast",
+                           f"count: 4 elements on rank{'s' if N > 2 else ''} {others}; "
+                           f"5 elements on rank 1", eclass=MPI.ERR_COUNT)
     assert "checked mode" in text and "nothing was sent" in text
     still_works(ccomm)
 
@@ -372,7 +375,7 @@ def test_call_number_mismatch(ccomm):
 
 @pytest.mark.mpi(min_size=2)
 def test_rank_specific_arguments_pass(ccomm):
-    """Only what MPI requires to match is compared: root-only buffers and in-place flags may differ."""
+    """Only what MPI needs to match is compared: root-only buffers, in-place flags may differ."""
     root = N - 1
     x = np.full(4, RANK, np.int64)
     # Non-root recvbufs are irrelevant (None, junk sizes); the root reduces in place.
@@ -413,7 +416,8 @@ def test_matching_calls_every_primitive(ccomm):
     comm = mpicoll.P2PComm(ccomm)
     r = np.empty(2)
     comm.Reduce_scatter(x, r)                      # recvcounts from recvbufs: exchange phase
-    assert np.array_equal(r, sum(np.arange(2 * N, dtype=float) + k for k in range(N))[2 * RANK:2 * RANK + 2])
+    total = sum(np.arange(2 * N, dtype=float) + k for k in range(N))
+    assert np.array_equal(r, total[2 * RANK:2 * RANK + 2])
     assert _state(private_comm(ccomm)).seq == 11
     still_works(ccomm)
 

@@ -230,7 +230,8 @@ def types():
 
 
 TYPES = types()
-STRUCT = committed(MPI.Datatype.Create_struct([1, 2], [0, 8], [INT, DOUBLE]))   # int, hole, 2 doubles
+# int, hole, 2 doubles
+STRUCT = committed(MPI.Datatype.Create_struct([1, 2], [0, 8], [INT, DOUBLE]))
 
 
 def room(t, count):
@@ -278,7 +279,8 @@ def test_struct_of_mixed_types_and_differing_type_maps():
         g = np.full(N * k, 0xEE, "u1")
         comm.Allgather([(np.arange(k, dtype="u1") + RANK) % 251, 1, STRUCT], [g, 1, STRUCT])
         s = np.full(6, SENT, "float64")
-        comm.Bcast([data(0, 3, "float64") if RANK == 0 else s, 1, contig if RANK == 0 else strided], 0)
+        comm.Bcast([data(0, 3, "float64") if RANK == 0 else s, 1,
+                    contig if RANK == 0 else strided], 0)
         return [b, g, s]
     compare(run)
 
@@ -386,7 +388,7 @@ def test_reductions(name):
 
 @pytest.mark.mpi
 def test_reduce_scatter_counts_in_entries():
-    """Recvcounts count entries of the datatype (here three doubles each), given or from recvbuf."""
+    """Recvcounts count the datatype's entries (here three doubles each), given or from recvbuf."""
     t = TYPES["contiguous"]
     counts = [(i % 2) + 1 for i in range(N)]
     x = data(RANK, 3 * sum(counts), "float64")
@@ -426,7 +428,7 @@ def test_nonblocking_and_persistent_faces():
     compare(run)
 
 
-# -- no copy where the layout is already contiguous ------------------------------------------------
+# -- no copy where the layout is already contiguous ---------------------------------------------
 
 @pytest.mark.mpi
 def test_contiguous_types_are_views():
@@ -442,7 +444,7 @@ def test_contiguous_types_are_views():
     assert np.array_equal(flat, a[[0, 2, 4, 5, 7, 9]])        # packed by MPI at once (a send)
 
 
-# -- errors: on every rank, before any message ------------------------------------------------------
+# -- errors: on every rank, before any message --------------------------------------------------
 
 def raises_everywhere(call, match, eclass, bad=None):
     """``call()`` raises ArgumentError with ``match`` on every rank, ``bad`` being the rank
@@ -530,6 +532,7 @@ def test_errors_on_every_rank():
                       "every element is one predefined type", MPI.ERR_OP)
     raises_everywhere(lambda: PC.Allreduce([x, 1, v], [r, 3, DOUBLE], MPI.SUM),
                       "one datatype for both", MPI.ERR_TYPE)
-    raises_everywhere(lambda: PC.Gatherv(x[:3], [r, [1] * N, [1] * N, v] if RANK == 0 else None, 0),
+    raises_everywhere(lambda: PC.Gatherv(x[:3], [r, [1] * N, [1] * N, v] if RANK == 0 else None,
+                                         0),
                       "block 0", MPI.ERR_COUNT, 0)
     assert np.array_equal(x, np.full(8, 5.0)) and np.array_equal(r, np.zeros(8))

@@ -1,4 +1,4 @@
-"""Nonblocking and persistent collectives on device buffers: every transport in the progress engine.
+"""Nonblocking and persistent collectives on device buffers: every transport in the engine.
 
 The same array kinds as test_device.py (``fake-staged``, ``fake-aware``,
 ``fake-ipc`` on the CPU stand-in; ``cupy``/``cupy-ipc`` on a GPU). Each

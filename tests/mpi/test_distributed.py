@@ -50,10 +50,12 @@ def test_seed_examples(group):
     dist.scatter(out, sl, src=0)
     assert np.array_equal(out, np.full(5, RANK + 1, np.float32))
     # reduce_scatter: the seed's powers pattern
-    inp = [np.array([(RANK + 1) * i for i in range(1, 3)], np.float32) ** (j + 1) for j in range(N)]
+    inp = [np.array([(RANK + 1) * i for i in range(1, 3)], np.float32) ** (j + 1)
+           for j in range(N)]
     out = np.zeros(2, np.float32)
     dist.reduce_scatter(out, inp, op=dist.ReduceOp.SUM)
-    want = sum(np.array([(r + 1) * i for i in range(1, 3)], np.float32) ** (RANK + 1) for r in range(N))
+    want = sum(np.array([(r + 1) * i for i in range(1, 3)], np.float32) ** (RANK + 1)
+               for r in range(N))
     assert np.array_equal(out, want)
     if N == 3:
         assert out.tolist() == [[6, 12], [14, 56], [36, 288]][RANK]
@@ -64,7 +66,8 @@ def test_seed_examples(group):
 def test_ops_and_algorithms():
     dist.init_process_group("p2p", algorithms={"all_reduce": "ring", "broadcast": "pipeline"})
     try:
-        for op, ref in ((dist.ReduceOp.MAX, N), (dist.ReduceOp.MIN, 1), (dist.ReduceOp.AVG, (N + 1) / 2),
+        for op, ref in ((dist.ReduceOp.MAX, N), (dist.ReduceOp.MIN, 1),
+                        (dist.ReduceOp.AVG, (N + 1) / 2),
                         (dist.ReduceOp.PRODUCT, float(np.prod(np.arange(1, N + 1))))):
             t = np.full(3, RANK + 1.0)
             dist.all_reduce(t, op=op)

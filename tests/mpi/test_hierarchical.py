@@ -24,7 +24,8 @@ N, RANK = comm.Get_size(), comm.Get_rank()
 
 VARIANTS = ["hierarchical", "hierarchical:intra=linear", "hierarchical:intra=shm"]
 INTER = {"allreduce": ("ring", "rabenseifner", "reduce_bcast"),
-         "reduce": ("linear", "rabenseifner"), "bcast": ("linear", "pipeline", "scatter_allgather"),
+         "reduce": ("linear", "rabenseifner"),
+         "bcast": ("linear", "pipeline", "scatter_allgather"),
          "allgather": ("ring", "gatherv_bcast")}
 
 
@@ -198,7 +199,7 @@ def test_options_reach_p2pcomm_and_the_environment():
 
 @pytest.mark.mpi
 def test_traffic_splits_intra_and_inter_node():
-    """Only node leaders cross nodes in hierarchical allreduce; the flat ring crosses on every rank."""
+    """Only node leaders cross nodes in hierarchical allreduce; the flat ring's every rank does."""
     if N < 3:
         pytest.skip("needs two nodes with more than one rank somewhere")
     n = 1000

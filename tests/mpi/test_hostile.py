@@ -54,7 +54,8 @@ def readonly(a):
 
 # -- functional API: types, dtypes, layouts -----------------------------------
 
-@case("f_sendbuf_list", ArgumentTypeError, "sendbuf: expected a NumPy or CuPy array; got list", MPI.ERR_TYPE)
+@case("f_sendbuf_list", ArgumentTypeError, "sendbuf: expected a NumPy or CuPy array; got list",
+      MPI.ERR_TYPE)
 def _():
     return lambda: mpicoll.allreduce([1.0, 2.0]), []
 
@@ -121,7 +122,8 @@ def _():
 
 # -- ops ------------------------------------------------------------------------
 
-@case("f_band_on_float", ArgumentError, "BAND is defined for signed integer, unsigned integer data",
+@case("f_band_on_float", ArgumentError,
+      "BAND is defined for signed integer, unsigned integer data",
       MPI.ERR_OP)
 def _():
     x = arange()
@@ -172,7 +174,8 @@ def _():
 
 # -- receive buffers and aliasing ---------------------------------------------------
 
-@case("f_recvbuf_wrong_size_one_rank", ArgumentError, "recvbuf: expected 6 elements", MPI.ERR_COUNT,
+@case("f_recvbuf_wrong_size_one_rank", ArgumentError, "recvbuf: expected 6 elements",
+      MPI.ERR_COUNT,
       bad="last")
 def _():
     x = arange()
@@ -289,7 +292,8 @@ def _():
 
 # -- counts ---------------------------------------------------------------------
 
-@case("f_gather_recvbuf_small_on_root", ArgumentError, "recvbuf: expected", MPI.ERR_COUNT, bad="last")
+@case("f_gather_recvbuf_small_on_root", ArgumentError, "recvbuf: expected", MPI.ERR_COUNT,
+      bad="last")
 def _():
     x = arange(3)
     r = np.full(3 * N - 1, -1.0) if RANK == LAST else None
@@ -303,13 +307,15 @@ def _():
     return lambda: mpicoll.scatter(x, None, 0), [x]
 
 
-@case("f_scatter_sendbuf_wrong_size", ArgumentError, "sendbuf: expected", MPI.ERR_COUNT, bad="last")
+@case("f_scatter_sendbuf_wrong_size", ArgumentError, "sendbuf: expected", MPI.ERR_COUNT,
+      bad="last")
 def _():
     x = arange(2 * N + 1)
     return lambda: mpicoll.scatter(x, np.empty(2), root=LAST), [x]
 
 
-@case("f_recvcounts_wrong_length", ArgumentError, f"recvcounts: expected {N} counts", MPI.ERR_COUNT)
+@case("f_recvcounts_wrong_length", ArgumentError, f"recvcounts: expected {N} counts",
+      MPI.ERR_COUNT)
 def _():
     x = arange(N + 1)
     return lambda: mpicoll.reduce_scatter(x, None, [1] * (N + 1)), [x]
@@ -666,7 +672,7 @@ def _run(c):
     try:
         call()
         mine = None
-    except BaseException as exc:  # noqa: BLE001 - anything must be reported, not crash the rank
+    except BaseException as exc:  # anything must be reported, not crash the rank
         mine = exc
     info = None if mine is None else (
         type(mine).__name__, str(mine), isinstance(mine, c.exc),
@@ -744,7 +750,8 @@ def test_nan_and_inf(opname):
     special = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0]
 
     def data(r):
-        v = np.array([special[(r + k) % len(special)] for k in range(12)] + [1.0, 2.0], dtype=np.float64)
+        v = np.array([special[(r + k) % len(special)] for k in range(12)] + [1.0, 2.0],
+                     dtype=np.float64)
         if r == N - 1:
             v[-1] = np.nan                   # one NaN somewhere in every column set
         return v
@@ -764,7 +771,8 @@ def test_nan_and_inf(opname):
         assert np.isnan(mpicoll.allreduce(data(RANK), op=op, algorithm="recursive_doubling")[-1])
 
 
-@pytest.mark.parametrize("dtype", ["float16", "longdouble", "clongdouble", "int8", "uint64", "bool"])
+@pytest.mark.parametrize("dtype",
+                         ["float16", "longdouble", "clongdouble", "int8", "uint64", "bool"])
 def test_unusual_dtypes_match_native(dtype):
     """Dtypes MPI can send are either reduced correctly (checked against native) or refused."""
     x = (np.arange(5) % 3 + RANK % 2).astype(dtype)
@@ -855,11 +863,13 @@ def test_floating_point_traps_do_not_hang(algo):
     """Inf + -inf under ``np.seterr(all="raise")`` (or ``-W error``): MPI defines no FP
     exceptions, so the reduction must complete (NaN) on every rank, never raise mid-
     algorithm on one rank (which leaves the others waiting forever). Needs the reductions
-    to run under ``np.errstate(all="ignore")`` (mpicoll/device/reduce.py: reported); skipped until then
+    to run under ``np.errstate(all="ignore")`` (mpicoll/device/reduce.py: reported); skipped
+    until then
     because the failure mode is a hang.
     """
     if _combine_raises_under_seterr():
-        pytest.skip("mpicoll.device.reduce.combine raises FloatingPointError under np.seterr(all='raise'): "
+        pytest.skip("mpicoll.device.reduce.combine raises FloatingPointError under "
+                    "np.seterr(all='raise'): "
                     "a mid-algorithm error on one rank would hang the others (known issue)")
     x = np.array([np.inf if RANK == 0 else -np.inf, 1.0])
     with np.errstate(all="raise"):

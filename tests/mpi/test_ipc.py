@@ -165,9 +165,14 @@ def test_many_outstanding_messages(ipc_on):
         small = [fd.to_device(np.full(9, 100.0 * RANK + k)) for k in range(K)]
         inbox = {p: [fd.device_empty(64 if k % 2 else 9, np.float64) for k in range(K)]
                  for p in peers}
-        sends = lambda: [ctx.isend(big[k * 64:(k + 1) * 64] if k % 2 else small[k], p)
-                         for p in peers for k in range(K)]
-        recvs = lambda: [ctx.irecv(inbox[p][k], p) for p in peers for k in range(K)]
+
+        def sends():
+            return [ctx.isend(big[k * 64:(k + 1) * 64] if k % 2 else small[k], p)
+                    for p in peers for k in range(K)]
+
+        def recvs():
+            return [ctx.irecv(inbox[p][k], p) for p in peers for k in range(K)]
+
         reqs = sends() + recvs() if RANK % 2 else recvs() + sends()
         ctx.waitall(reqs[::-1])
         for p in peers:
@@ -473,7 +478,8 @@ def test_blocking_eager_messages_are_one_mpi_call(ipc_on, monkeypatch):
         for name in ("Isend", "Irecv"):
             orig = getattr(_ipc.IpcTransport, name)
             monkeypatch.setattr(_ipc.IpcTransport, name,
-                                lambda self, *a, _o=orig, **k: posted.append(1) or _o(self, *a, **k))
+                                lambda self, *a, _o=orig, **k:
+                                   posted.append(1) or _o(self, *a, **k))
         x = fd.to_device(np.arange(4.0) + RANK)
         got = fd.device_empty(4, np.float64)
         ctx.sendrecv(x, RIGHT, got, LEFT)

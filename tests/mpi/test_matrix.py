@@ -255,7 +255,8 @@ def test_matrix(primitive, algo, face):
             for in_place in (False, True):
                 if primitive == "bcast" and in_place:
                     continue
-                what = f"{face} {primitive}/{algo} N={N} dtype={dt} op={opname} count={c} root={root} in_place={in_place} rank={RANK}"
+                what = (f"{face} {primitive}/{algo} N={N} dtype={dt} op={opname} count={c} "
+                        f"root={root} in_place={in_place} rank={RANK}")
                 got, native, ref = run_case(primitive, algo, dt, opname, c, root, in_place,
                                             face=face)
                 assert_same(got, ref, what + " vs NumPy")

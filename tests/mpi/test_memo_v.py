@@ -171,7 +171,7 @@ def test_bad_counts_on_the_root_after_replays_raise_everywhere():
     for _ in range(3):
         mpicoll.gatherv(x, [y, [2] * N] if RANK == 0 else None, 0)
     bad = [2] * (N - 1) + [3]
-    with pytest.raises(mpicoll.ArgumentError, match=r"recvbuf counts.*rank %d sends 2" % (N - 1)):
+    with pytest.raises(mpicoll.ArgumentError, match=rf"recvbuf counts.*rank {N - 1} sends 2"):
         mpicoll.gatherv(x, [y, bad] if RANK == 0 else None, 0)
     mpicoll.gatherv(x, [y, [2] * N] if RANK == 0 else None, 0)
     if RANK == 0:

@@ -44,7 +44,8 @@ def forms(arr, dt):
     }
 
 
-@pytest.fixture(params=range(len(CHOICES)), ids=lambda i: "-".join(CHOICES[i][p] for p in ("allreduce", "bcast")))
+@pytest.fixture(params=range(len(CHOICES)),
+                ids=lambda i: "-".join(CHOICES[i][p] for p in ("allreduce", "bcast")))
 def pcomm(request):
     return mpicoll.P2PComm(WORLD, **CHOICES[request.param])
 
@@ -57,7 +58,8 @@ def both(method, make_args, pcomm):
         getattr(comm, method)(*args)
         outs.append([np.array(o, copy=True, order="C") for o in outputs])
     for a, b in zip(*outs, strict=True):
-        assert a.dtype == b.dtype and np.array_equal(a.view(np.uint8), b.view(np.uint8)), (method, a, b)
+        assert a.dtype == b.dtype and np.array_equal(a.view(np.uint8), b.view(np.uint8)), \
+            (method, a, b)
     return outs[0]
 
 
@@ -84,13 +86,15 @@ def test_methods_buffer_forms(pcomm, form):
 
             def gather(dt=dt, mpit=mpit, f=f, x=x, root=root):
                 r = np.zeros(N * c, dt)
-                rs = [r, c, mpit] if form in ("buf_count_datatype",) else f(r) if form != "buf_count_displ_datatype" else [r, mpit]
+                rs = ([r, c, mpit] if form == "buf_count_datatype"
+                      else f(r) if form != "buf_count_displ_datatype" else [r, mpit])
                 return (f(x), rs, root), [r]
             both("Gather", gather, pcomm)
 
             def scatter(dt=dt, mpit=mpit, f=f, root=root):
                 s = np.concatenate([data(r, c, dt, salt=3) for r in range(N)])
-                ss = [s, c, mpit] if form == "buf_count_datatype" else f(s) if form != "buf_count_displ_datatype" else [s, mpit]
+                ss = ([s, c, mpit] if form == "buf_count_datatype"
+                      else f(s) if form != "buf_count_displ_datatype" else [s, mpit])
                 r = np.zeros(c, dt)
                 return (ss, f(r), root), [r]
             both("Scatter", scatter, pcomm)
@@ -102,7 +106,8 @@ def test_methods_buffer_forms(pcomm, form):
 
         def allgather(dt=dt, mpit=mpit, f=f, x=x):
             r = np.zeros(N * c, dt)
-            rs = [r, c, mpit] if form == "buf_count_datatype" else f(r) if form != "buf_count_displ_datatype" else [r, mpit]
+            rs = ([r, c, mpit] if form == "buf_count_datatype"
+                  else f(r) if form != "buf_count_displ_datatype" else [r, mpit])
             return (f(x), rs), [r]
         both("Allgather", allgather, pcomm)
 
@@ -110,7 +115,8 @@ def test_methods_buffer_forms(pcomm, form):
             s = data(RANK, N * c, dt)
             r = np.zeros(c, dt)
             # mpi4py: a count in sendbuf's spec is per block, like Alltoall's.
-            ss = [s, c, mpit] if form == "buf_count_datatype" else f(s) if form != "buf_count_displ_datatype" else [s, mpit]
+            ss = ([s, c, mpit] if form == "buf_count_datatype"
+                  else f(s) if form != "buf_count_displ_datatype" else [s, mpit])
             return (ss, f(r), MPI.SUM), [r]
         both("Reduce_scatter_block", rsb, pcomm)
 
@@ -125,7 +131,8 @@ def test_methods_buffer_forms(pcomm, form):
             s = data(RANK, N * c, dt)
             r = np.zeros(N * c, dt)
             ss, rr = (([s, c, mpit], [r, c, mpit]) if form == "buf_count_datatype"
-                      else (f(s), f(r)) if form != "buf_count_displ_datatype" else ([s, mpit], [r, mpit]))
+                      else (f(s), f(r)) if form != "buf_count_displ_datatype"
+                      else ([s, mpit], [r, mpit]))
             return (ss, rr), [r]
         both("Alltoall", alltoall, pcomm)
     pcomm.Barrier()

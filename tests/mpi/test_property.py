@@ -185,8 +185,9 @@ def test_random_data_movement(d):
         native = np.empty_like(send)
         world.Alltoall(send, native)
         ref = np.concatenate([data(i * N + RANK, c, dt) for i in range(N)])
-    ok = bitwise(got, ref) and bitwise(np.asarray(got).reshape(-1), np.asarray(native).reshape(-1)) \
-        and bitwise(mine, keep)
+    ok = (bitwise(got, ref)
+          and bitwise(np.asarray(got).reshape(-1), np.asarray(native).reshape(-1))
+          and bitwise(mine, keep))
     agreed(ok, f"{prim}/{algo} dtype={dt} count={c} root={root} 2-D={shape2d} "
                f"in_place={in_place} rank={RANK}")
 

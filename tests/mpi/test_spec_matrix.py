@@ -2,7 +2,8 @@
 
 Every primitive in the registry (a plug-in's too: ``MPICOLL_TEST_PLUGINS`` names
 modules or ``.py`` files to import first) x every algorithm that can run on
-these ranks' nodes (``native`` included) x a few sizes (empty, one element, not divisible by N, a few KiB)
+these ranks' nodes (``native`` included) x a few sizes (empty, one element, not divisible
+by N, a few KiB)
 x two dtypes x roots, on the data of the primitive's spec
 (:mod:`mpicoll.calls.spec`: exact whatever the order of reduction) and checked
 element by element against the spec's expected results, outputs first filled

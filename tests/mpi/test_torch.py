@@ -18,7 +18,7 @@ from mpi4py import MPI
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
 dist = pytest.importorskip("torch.distributed")
 import mpicoll  # noqa: E402
-import mpicoll.torch  # noqa: E402,F401
+import mpicoll.torch  # noqa: E402
 
 comm = MPI.COMM_WORLD
 N, RANK = comm.Get_size(), comm.Get_rank()

@@ -14,7 +14,7 @@ dist = pytest.importorskip("torch.distributed")
 import numpy as np  # noqa: E402
 
 import mpicoll  # noqa: E402
-import mpicoll.torch  # noqa: E402,F401
+import mpicoll.torch  # noqa: E402
 
 comm = MPI.COMM_WORLD
 N, RANK = comm.Get_size(), comm.Get_rank()

@@ -142,7 +142,8 @@ def test_allreduce_reduce_every_algorithm(count):
                          root)
             same(got, want, f"reduce {algo} root={root} count={count}")
             if RANK == root:
-                same(got, expected(fold(range(N), count)), f"reduce {algo} root={root} (definition)")
+                same(got, expected(fold(range(N), count)),
+                     f"reduce {algo} root={root} (definition)")
 
 
 @pytest.mark.mpi

@@ -80,7 +80,8 @@ def displs_of(pattern, counts):
 
 
 def extent(counts, displs):
-    return max([d + c for c, d in zip(counts, displs, strict=True)] + [0]) + 2     # two trailing gap elements
+    # two trailing gap elements
+    return max([d + c for c, d in zip(counts, displs, strict=True)] + [0]) + 2
 
 
 def spec(buf, counts, displs, form):
@@ -410,15 +411,17 @@ def _face_calls(face):
     out = []
     for root in (0, N - 1):
         recv = sentinel(n, "float64") if RANK == root else None
-        out.append(("gatherv", face("gatherv")(blocks[RANK], [recv, (counts, displs)] if recv is not None else None, root),
+        spec = [recv, (counts, displs)] if recv is not None else None
+        out.append(("gatherv", face("gatherv")(blocks[RANK], spec, root),
                     ref if RANK == root else None, recv))
     recv = np.empty(counts[RANK])
-    out.append(("scatterv", face("scatterv")([ref, (counts, displs)] if RANK == 0 else None, recv, 0),
-                blocks[RANK], recv))
+    spec = [ref, (counts, displs)] if RANK == 0 else None
+    out.append(("scatterv", face("scatterv")(spec, recv, 0), blocks[RANK], recv))
     recv = sentinel(n, "float64")
     out.append(("allgatherv", face("allgatherv")(blocks[RANK], [recv, counts, displs]), ref, recv))
     recv = np.empty(N)
-    out.append(("alltoallv", face("alltoallv")([np.arange(N) + 10.0 * RANK, [1] * N], [recv, [1] * N]),
+    out.append(("alltoallv",
+                face("alltoallv")([np.arange(N) + 10.0 * RANK, [1] * N], [recv, [1] * N]),
                 np.arange(N) * 10.0 + RANK, recv))
     every = [data(r, 7, "complex128", "AFFINE") for r in range(N)]
     recv = np.empty(7, complex)
@@ -459,7 +462,8 @@ VComm = mpicoll.P2PComm
 @pytest.mark.parametrize("column", [0, 1, 2])
 def test_p2pcomm_methods_match_mpi4py(column):
     """Every v method of P2PComm, per algorithm column, against the plain communicator."""
-    choices = {p: [a for a in mpicoll.algorithms(p) if a != "native"] for p in V + ("scan", "exscan")}
+    choices = {p: [a for a in mpicoll.algorithms(p) if a != "native"]
+               for p in V + ("scan", "exscan")}
     pc = VComm(comm, **{p: names[column % len(names)] for p, names in choices.items()})
     counts = counts_of("reversed")
     displs = displs_of("reversed", counts)
@@ -536,7 +540,8 @@ def test_fake_device_arrays(aware):
                     getattr(vc, prim)(dev(every[RANK]), r, OPS["AFFINE"], algorithm=algo)
                     hi = RANK + 1 if prim == "scan" else RANK
                     got = host(r)
-                    ref = reduce_ref(every[:hi], "AFFINE", "complex128") if hi else np.zeros(7, complex)
+                    ref = (reduce_ref(every[:hi], "AFFINE", "complex128") if hi
+                           else np.zeros(7, complex))
                 if ref is not None:
                     assert_same(got, ref, what)
     finally:
@@ -580,10 +585,12 @@ HOSTILE = {
         lambda: vc.gatherv(np.ones(2), [np.zeros(2 * N - 1), [2] * N] if RANK == 0 else None, 0),
         "beyond the buffer's"),
     "overlapping_receive_blocks": (
-        lambda: vc.allgatherv(np.ones(2), [np.zeros(2 * N + 1), [2] * N, [0] + list(range(1, 2 * N, 2))[:N - 1]]),
+        lambda: vc.allgatherv(np.ones(2), [np.zeros(2 * N + 1), [2] * N,
+                                           [0] + list(range(1, 2 * N, 2))[:N - 1]]),
         "MPI forbids overlapping receive blocks", 2),
     "root_counts_do_not_match_a_sendbuf": (
-        lambda: vc.gatherv(np.ones(bad_on(N - 1, 3, 2)), [np.zeros(2 * N), [2] * N] if RANK == 0 else None, 0),
+        lambda: vc.gatherv(np.ones(bad_on(N - 1, 3, 2)),
+                           [np.zeros(2 * N), [2] * N] if RANK == 0 else None, 0),
         f"recvbuf counts[{N - 1}] = 2 but rank {N - 1} sends 3"),
     "scatterv_recvbuf_size_mismatch": (
         lambda: vc.scatterv([np.zeros(2 * N), [2] * N] if RANK == 0 else None,

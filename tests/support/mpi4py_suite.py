@@ -91,8 +91,8 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("testdir", help="mpi4py's test/ directory (from its sdist)")
     ap.add_argument("--modules", default="default",
-                    help="comma-separated names after test_, or the groups default (%s), "
-                         "native (%s) or all" % (",".join(MODULES), ",".join(NATIVE_MODULES)))
+                    help=f"comma-separated names after test_, or the groups default "
+                         f"({','.join(MODULES)}), native ({','.join(NATIVE_MODULES)}) or all")
     ap.add_argument("--no-dup", action="store_true", help="skip the ...WorldDup classes")
     ap.add_argument("--classes", help="comma-separated class names to run (default: every "
                     "world class); for short launches")
@@ -207,7 +207,7 @@ def world_classes(module, no_dup, world):
 
 
 def checked(cls, kind):
-    """``cls`` with a setUp that also checks ``self.COMM`` is a ``kind`` (same name, same tests)."""
+    """``cls`` with a setUp that also checks ``self.COMM`` is a ``kind`` (same name and tests)."""
     attr = "BASECOMM" if hasattr(cls, "BASECOMM") else "COMM"
 
     def setUp(self):
@@ -386,7 +386,8 @@ def print_report(rep):
     for tid, t in sorted(rep["tests"].items()):
         if t["status"] in ("fail", "error"):
             print(f"\n-- {t['status'].upper()} {tid} (rank {t['rank']}):\n{t['message']}")
-    skipped = sorted((tid, t["message"]) for tid, t in rep["tests"].items() if t["status"] == "skip")
+    skipped = sorted((tid, t["message"]) for tid, t in rep["tests"].items()
+                     if t["status"] == "skip")
     if skipped:
         print("\nskipped:")
         for tid, why in skipped:

@@ -57,7 +57,7 @@ def family_of_version(text):
     return "other"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def library_of(python):
     """The first line of the MPI library version ``python``'s mpi4py loads (no MPI_Init)."""
     try:
@@ -94,7 +94,7 @@ def requirements(family):
         with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
             proj = tomllib.load(f)["project"]
         reqs = list(proj["dependencies"]) + list(proj["optional-dependencies"]["test"])
-    except Exception:                    # noqa: BLE001 - any failure: the fallback list
+    except Exception:                    # any failure: the fallback list
         reqs = list(FALLBACK_REQUIREMENTS)
     reqs = [r for r in reqs if r.split(">")[0].split("=")[0].strip() not in WHEELS.values()]
     return reqs + _torch() + [os.environ.get(f"MPICOLL_{family.upper()}_WHEEL", WHEELS[family])]
@@ -110,7 +110,7 @@ def _torch():
             return [f"torch=={version('torch').split('+')[0]}"]
         except PackageNotFoundError:
             return []
-    except Exception:                    # noqa: BLE001 - no metadata: no torch there either
+    except Exception:                    # no metadata: no torch there either
         return []
 
 

@@ -19,7 +19,7 @@ def _lowbit(x):
 
 
 def _children(rel, n):
-    """Children of relative rank ``rel`` in the binomial tree the coll modules use: (child, mask)."""
+    """Children of relative rank ``rel`` in the coll modules' binomial tree: (child, mask)."""
     limit = _lowbit(rel) if rel else n
     out, mask = [], 1
     while mask < limit:
@@ -35,7 +35,8 @@ def _subtree(rel, n):
 
 
 def _tree_bcast(n, root, elems):
-    return [((rel + root) % n, (c + root) % n, elems) for rel in range(n) for c, _ in _children(rel, n)]
+    return [((rel + root) % n, (c + root) % n, elems)
+            for rel in range(n) for c, _ in _children(rel, n)]
 
 
 def _tree_reduce(n, root, elems):
@@ -383,7 +384,7 @@ HAND = {
 
 
 def per_rank(messages, n):
-    """Per-rank totals of a message list: dict of lists sent/recv (elements) and sent_msgs/recv_msgs."""
+    """Per-rank totals of a message list: lists sent/recv (elements) and sent_msgs/recv_msgs."""
     out = {key: [0] * n for key in ("sent", "recv", "sent_msgs", "recv_msgs")}
     for src, dst, elems in messages:
         out["sent"][src] += elems

@@ -24,9 +24,9 @@ import sys
 import numpy as _np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-import fakedevice as _fd  # noqa: E402  (tests/support, put on the path just above)
+import fakedevice as _fd  # tests/support, put on the path just above
 
-from . import cuda  # noqa: E402,F401
+from . import cuda  # noqa: F401
 
 __version__ = "0.0-standin"
 

@@ -1,5 +1,5 @@
 """``cupy.cuda`` of the CPU stand-in: devices, the current stream, pinned memory, ``runtime``."""
-from . import runtime  # noqa: F401
+from . import runtime
 
 __all__ = ["Device", "Stream", "get_current_stream", "alloc_pinned_memory", "runtime"]
 

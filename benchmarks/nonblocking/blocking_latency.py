@@ -3,7 +3,7 @@
 Runs unchanged on mpicoll before and after the schedules change (it uses only
 the functional API and set_check), so the two can be compared on one machine:
 
-    mpiexec -n N python benchmarks/issue12/blocking_latency.py [ITERS] [REPEATS]
+    mpiexec -n N python benchmarks/nonblocking/blocking_latency.py [ITERS] [REPEATS]
 
 Median over REPEATS blocks of ITERS calls, each block timed between barriers,
 the slowest rank's time per call; µs.
@@ -24,6 +24,7 @@ x, y = np.ones(1), np.empty(1)
 
 
 def timed(fn):
+    """The median over batches of ``fn``'s time per call, in µs (after 100 warm-up calls)."""
     for _ in range(100):
         fn()
     blocks = []
@@ -40,9 +41,9 @@ raw = timed(lambda: comm.Allreduce(x, y))
 rows = []
 for algo in [a for a in mpicoll.algorithms("allreduce") if a != "native"]:
     mpicoll.set_check(comm, "agree")
-    agree = timed(lambda: mpicoll.allreduce(x, y, algorithm=algo))
+    agree = timed(lambda algo=algo: mpicoll.allreduce(x, y, algorithm=algo))
     mpicoll.set_check(comm, "local")
-    local = timed(lambda: mpicoll.allreduce(x, y, algorithm=algo))
+    local = timed(lambda algo=algo: mpicoll.allreduce(x, y, algorithm=algo))
     mpicoll.set_check(comm, None)
     rows.append((algo, agree, local))
 if comm.rank == 0:

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Issue #14's measurements: hierarchical vs flat allreduce (and native MPICH) on hosts made of
+# The node-aware measurements: hierarchical vs flat allreduce (and native MPICH) on hosts made of
 # network namespaces (scripts/netns_cluster.sh), and the two-level model fitted there.
 #
-#   bash benchmarks/issue14/run.sh [OUTDIR]      # root; default OUTDIR benchmarks/issue14/<date>
+#   bash benchmarks/node_aware/run.sh [OUTDIR]      # root; default OUTDIR benchmarks/node_aware/<date>
 #
 # Layouts: 4 hosts x 2 ranks unshaped and with --rate 1gbit (tbf; burst 2mbit so the rate is
 # the one named), and 2 hosts x 2 ranks unshaped. Each: allreduce 8 B .. 4 MiB (x4), every flat
@@ -12,7 +12,7 @@
 # algorithm). Nothing else should run on the machine meanwhile.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${1:-benchmarks/issue14/$(date +%Y-%m-%d)-$(hostname -s)}
+OUT=${1:-benchmarks/node_aware/$(date +%Y-%m-%d)-$(hostname -s)}
 mkdir -p "$OUT"
 CL=scripts/netns_cluster.sh
 ALGS=recursive_doubling,ring,rabenseifner,reduce_bcast,hierarchical,native,raw
@@ -46,7 +46,7 @@ $CL up 4 | tail -1
 echo "## fit: 4x2 unshaped" | tee -a "$OUT/RUN.txt"
 $CL mpiexec -hosts mpc-h1:2,mpc-h2:2,mpc-h3:2,mpc-h4:2 -n 8 python -m mpicoll.bench fit \
     -b 8 -e 1M -f 4 -n 50 -w 5 --fit-maxbytes 1M --primitive allreduce -o "$OUT/model.json" > "$OUT/fit.txt" 2>&1
-python benchmarks/issue14/summarize.py "$OUT" | tee "$OUT/summary.md"
+python benchmarks/node_aware/summarize.py "$OUT" | tee "$OUT/summary.md"
 # The fitted model extrapolated: flat vs hierarchical up to 10^4 ranks at 8, 16, 64 ranks per node.
 python -m mpicoll.bench predict --model "$OUT/model.json" --ranks 2..10000 --bytes 8,64K,16M \
     --ranks-per-node 8,16,64 --primitive allreduce,bcast,reduce,allgather \

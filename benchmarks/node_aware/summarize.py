@@ -1,10 +1,10 @@
-"""Issue #14's target tables from a run of benchmarks/issue14/run.sh (Markdown on stdout).
+"""The node-aware targets' tables from a run of benchmarks/node_aware/run.sh (Markdown).
 
-    python benchmarks/issue14/summarize.py benchmarks/issue14/<date>-<host>
+    python benchmarks/node_aware/summarize.py benchmarks/node_aware/<date>-<host>
 
 Per layout: median time per call of hierarchical, of the best flat hand-written algorithm
-(named), of native and native[smp], and the ratios; the targets are checked as stated in the
-issue (hierarchical >= 1.5x the best flat at 8 B - 64 KiB, not slower at >= 1 MiB). Then the
+(named), of native and native[smp], and the ratios; the targets are checked as they were set
+(hierarchical >= 1.5x the best flat at 8 B - 64 KiB, not slower at >= 1 MiB). Then the
 two-level model's median |error| per algorithm from `bench fit`'s comparison.
 """
 import json
@@ -17,6 +17,7 @@ SMALL, LARGE = 64 * 1024, 1024 * 1024
 
 
 def load(path):
+    """The run's provenance record and ``{bytes: {algorithm: median µs}}`` of allreduce."""
     rows, prov = {}, None
     with open(path) as f:
         for line in f:
@@ -24,12 +25,14 @@ def load(path):
             if r["type"] == "provenance":
                 prov = r
             elif r["type"] == "result" and r["primitive"] == "allreduce":
-                name = r["algorithm"] if not r.get("native_forced") else f"native[{r['native_forced']}]"
+                forced = r.get("native_forced")
+                name = f"native[{forced}]" if forced else r["algorithm"]
                 rows.setdefault(r["bytes"], {})[name] = r["time_us"]["median"]
     return prov, rows
 
 
 def size(b):
+    """``b`` bytes in KiB or MiB where whole enough."""
     for unit, k in (("MiB", 1 << 20), ("KiB", 1 << 10)):
         if b >= k:
             return f"{b / k:g} {unit}"
@@ -37,12 +40,14 @@ def size(b):
 
 
 def table(name, path):
+    """Print one run's table: hierarchical against the best flat and native, per size."""
     prov, rows = load(path)
     print(f"\n### {name}\n")
     if prov:
         print(f"N = {prov['world_size']}, hosts {prov.get('hosts')}, load at start "
               f"{[round(x, 1) for x in prov.get('loadavg_at_start', [])]}; median µs per call\n")
-    print("| bytes | hierarchical | best flat | flat/hier | native | native[smp] | native/hier | target |")
+    print("| bytes | hierarchical | best flat | flat/hier | native | native[smp] | native/hier "
+          "| target |")
     print("|---:|---:|---|---:|---:|---:|---:|---|")
     verdicts = []
     for b in sorted(rows):
@@ -53,7 +58,8 @@ def table(name, path):
             continue
         best = min(flat, key=flat.get)
         ratio = flat[best] / h
-        nat, smp = t.get("native"), next((v for k, v in t.items() if k.startswith("native[")), None)
+        nat = t.get("native")
+        smp = next((v for k, v in t.items() if k.startswith("native[")), None)
         if b <= SMALL:
             ok = ratio >= 1.5
             target = f"≥ 1.5×: {'met' if ok else 'missed'}"
@@ -64,13 +70,16 @@ def table(name, path):
             ok, target = None, "-"
         if ok is not None:
             verdicts.append(ok)
-        fmt = lambda v: "-" if v is None else f"{v:.0f}"
+
+        def fmt(v):
+            return "-" if v is None else f"{v:.0f}"
         print(f"| {size(b)} | {h:.0f} | {best} {flat[best]:.0f} | {ratio:.2f}× | {fmt(nat)} | "
               f"{fmt(smp)} | {'-' if nat is None else f'{nat / h:.2f}×'} | {target} |")
     print(f"\ntargets met at {sum(verdicts)} of {len(verdicts)} sizes")
 
 
 def model(path):
+    """Print the model's predicted against measured times of the run."""
     with open(path) as f:
         m = json.load(f)
     rows = [r for r in m.get("comparison", []) if r.get("error") is not None]
@@ -92,6 +101,7 @@ def model(path):
 
 
 def main(out):
+    """Print the tables of every run found under ``out``."""
     for name in ("4x2", "4x2-1gbit", "2x2"):
         path = os.path.join(out, f"{name}.jsonl")
         if os.path.exists(path):
