@@ -341,12 +341,50 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         return self._run("allgather", nb, (a, out), list(output_tensors), finish, t)
 
     def allgather_coalesced(self, output_lists, input_list, opts=None):
+        """Gather every rank's list of tensors: ``output_lists[r][i]`` is rank r's input i.
+
+        torch lays ``output_tensor_lists`` out by rank, then by tensor (its docstring's
+        example); the inputs travel as one flat allgather of their concatenation.
+        """
         opts = opts or dist.AllgatherOptions()
-        work = Done(list(output_lists))
-        for outs, t in zip(output_lists, input_list, strict=False):
-            work = self.allgather([outs], [t], opts)
-            work.wait()
-        return Done(list(output_lists))
+        nb = getattr(opts, "asyncOp", True)
+        try:
+            if not isinstance(input_list, (list, tuple)) or not input_list:
+                raise ArgumentError(f"input_tensor_list: expected a non-empty list of tensors; "
+                                    f"got {describe(input_list)}")
+            ref = input_list[0]
+            for i, t in enumerate(input_list):
+                self._same(f"input_tensor_list[{i}]", t, ref, "input_tensor_list[0]")
+                _tensors._check(f"input_tensor_list[{i}]", t)
+            if not isinstance(output_lists, (list, tuple)) or len(output_lists) != self._size:
+                raise ArgumentError(f"output_tensor_lists: expected a list of {self._size} "
+                                    f"lists (one per rank); got {describe(output_lists)}")
+            for r, outs in enumerate(output_lists):
+                if not isinstance(outs, (list, tuple)) or len(outs) != len(input_list):
+                    raise ArgumentError(
+                        f"output_tensor_lists[{r}]: expected a list of {len(input_list)} "
+                        f"tensors (one per input tensor); got {describe(outs)}")
+                for i, (o, t) in enumerate(zip(outs, input_list, strict=True)):
+                    name = f"output_tensor_lists[{r}][{i}]"
+                    self._same(name, o, ref, "input_tensor_list[0]")
+                    if o.numel() != t.numel():
+                        raise ArgumentError(f"{name}: expected {t.numel()} elements (as many "
+                                            f"as input_tensor_list[{i}]); got {o.numel()}",
+                                            MPI.ERR_COUNT)
+                    _tensors._check(name, o)
+            # The send side as a fresh tensor when it must be packed: the scratch buffer
+            # holds the receive side (same size at N = 1).
+            send = (self._joined("input_tensor_list", input_list, ref)[0]
+                    if consecutive(input_list)
+                    else torch.cat([t.reshape(-1) for t in input_list]))
+            outs_all = [o for outs in output_lists for o in outs]
+            flat, copied = self._joined("output_tensor_lists", outs_all, ref)
+            a, out = view("input_tensor_list", send), view("output_tensor_lists", flat)
+        except ArgumentError as exc:
+            self._fail("allgather", exc, nb)
+        finish = _scatter_back(flat, outs_all) if copied else None
+        return self._run("allgather", nb, (a, out), [list(x) for x in output_lists], finish,
+                         ref)
 
     def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
         opts = opts or dist.AllgatherOptions()

@@ -251,6 +251,56 @@ def test_all_gather(dtype):
                 same(big2[r], data(r, n, dtype), ("all_gather_into_tensor", n, r))
 
 
+def _coalesced_inputs(rank, dtype, count, same_shape):
+    """Rank ``rank``'s ``count`` inputs, every value distinct across ranks and tensors.
+
+    ``same_shape``: three elements each (a [tensor][rank] reading then raises nothing);
+    else tensor i has i + 1 elements and the last none.
+    """
+    shapes = ([3] * count if same_shape else [i + 1 for i in range(count - 1)] + [0])
+    return [(torch.arange(n, dtype=torch.int64) + 1 + 10 * i + 100 * rank).to(dtype)
+            for i, n in enumerate(shapes)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.complex64], ids=str)
+@pytest.mark.parametrize("count", ["ranks", "ranks+1", "one"])
+def test_all_gather_coalesced_lays_out_by_rank_then_tensor(groups, dtype, count):
+    """output_tensor_lists[r][i] is rank r's input i (torch's layout). With as many inputs as
+    ranks, all of one shape, a [tensor][rank] reading raises nothing and transposes the
+    result: this catches it.
+    """
+    k = {"ranks": N, "ranks+1": N + 1, "one": 1}[count]
+    mine = _coalesced_inputs(RANK, dtype, k, count != "ranks+1")
+    want = [_coalesced_inputs(r, dtype, k, count != "ranks+1") for r in range(N)]
+    flat = [tuple(t.tolist()) for row in want for t in row if t.numel()]
+    assert len(set(flat)) == len(flat)
+    for async_op in FACES:
+        outs = [[torch.full_like(x, 99) for x in mine] for _ in range(N)]
+        work = dist.all_gather_coalesced(outs, mine, async_op=async_op)
+        if async_op:
+            work.wait()
+        for r in range(N):
+            for i in range(k):
+                same(outs[r][i], want[r][i], ("all_gather_coalesced", async_op, r, i))
+    ref = [[torch.full_like(x, 99) for x in mine] for _ in range(N)]
+    dist.all_gather_coalesced(ref, mine, group=groups)
+    for r in range(N):
+        for i in range(k):
+            same(outs[r][i], ref[r][i], ("gloo all_gather_coalesced", r, i))
+
+
+def test_all_gather_coalesced_bad_layout_raises_on_every_rank():
+    mine = [torch.ones(2), torch.ones(3)]
+    # [tensor][rank] instead of [rank][tensor]: on rank 0 only, so the others must be told.
+    outs = ([[torch.zeros(2) for _ in range(N)], [torch.zeros(3) for _ in range(N)]]
+            if RANK == 0 else [[torch.zeros(2), torch.zeros(3)] for _ in range(N)])
+    with pytest.raises(mpicoll.ArgumentError, match="output_tensor_lists"):
+        dist.all_gather_coalesced(outs, mine)
+    good = [[torch.zeros(2), torch.zeros(3)] for _ in range(N)]
+    dist.all_gather_coalesced(good, mine)
+    assert all(torch.equal(row[1], torch.ones(3)) for row in good)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_gather_and_scatter(dtype):
     for n in [0, 1, 2 * N + 1]:
