@@ -27,7 +27,7 @@ import mpicoll
 from ..core.errors import ArgumentError, ArgumentTypeError, describe
 from ..core.registry import PRIMITIVES, lookup
 from ..engine.call import Call
-from . import _ops, _tensors
+from . import _ops, _sparse, _tensors
 from ._tensors import consecutive, cuda_stream, view
 from ._work import Done, Pending
 
@@ -243,6 +243,8 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         nb = getattr(opts, "asyncOp", True)
         try:
             t = self._one("tensors", tensors)
+            if isinstance(t, torch.Tensor) and t.layout == torch.sparse_coo:
+                return self._sparse_allreduce(t, opts, list(tensors))
             a = view("tensor", t)
             red = _ops.reduction("op", opts.reduceOp, _tensors.carrier("tensor", t))
         except ArgumentError as exc:
@@ -252,6 +254,26 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         finish = (lambda: red.finish(t, self._size)) if red.divide else None
         return self._run("allreduce", nb, (MPI.IN_PLACE, a, red.op), list(tensors), finish,
                          t)
+
+    def _sparse_allreduce(self, t, opts, result):
+        """All_reduce of a sparse COO tensor: SUM only, as gloo; completes before it returns."""
+        try:
+            _tensors.carrier("tensor", t)
+            kind = opts.reduceOp.op if isinstance(opts.reduceOp, dist.ReduceOp) else opts.reduceOp
+            if kind != dist.ReduceOp.SUM:
+                raise ArgumentError(f"op: a sparse tensor is reduced by ReduceOp.SUM only (as "
+                                    f"gloo does); got {kind}", MPI.ERR_OP)
+            if t.dim() > _sparse.MAX_DIMS:
+                raise ArgumentError(f"tensor: a sparse tensor of at most {_sparse.MAX_DIMS} "
+                                    f"dimensions; got {t.dim()}", MPI.ERR_BUFFER)
+            if t.device.type not in ("cpu", "cuda"):
+                raise ArgumentError(f"tensor: expected a CPU or CUDA tensor; got one on "
+                                    f"{t.device}", MPI.ERR_BUFFER)
+        except ArgumentError as exc:
+            # The other ranks' first step is the allgather of their tensors' records.
+            self._fail("allgather", exc, False)
+        _sparse.allreduce_sum(self._comm, t, self._algorithms.get("allgatherv"))
+        return Done(result)
 
     def allreduce_coalesced(self, tensors, opts=None):
         opts = opts or dist.AllreduceCoalescedOptions()

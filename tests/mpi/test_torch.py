@@ -162,6 +162,67 @@ def test_all_reduce(dtype):
                     same(value, torch.view_as_real(want) if dtype.is_complex else want, "future")
 
 
+def _sparse_input(rank, shape, sparse_dim, nnz, dtype, coalesced):
+    """Rank ``rank``'s sparse COO tensor: ``nnz`` entries (repeats when not coalesced)."""
+    gen = torch.Generator().manual_seed(1000 * rank + nnz)
+    idx = torch.stack([torch.randint(0, shape[d], (nnz,), generator=gen)
+                       for d in range(sparse_dim)]) if nnz else torch.zeros(sparse_dim, 0,
+                                                                           dtype=torch.int64)
+    vals = (torch.randint(-4, 5, (nnz, *shape[sparse_dim:]), generator=gen)).to(dtype)
+    t = torch.sparse_coo_tensor(idx, vals, shape)
+    return t.coalesce() if coalesced else t
+
+
+SPARSE_CASES = [((7,), 1, 3), ((5, 4), 2, 6), ((5, 4), 1, 2), ((3, 2, 2), 1, 4),
+                ((6, 3, 2), 2, 5), ((9,), 1, 0)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64,
+                                   torch.bfloat16], ids=str)
+def test_sparse_all_reduce_sum_matches_the_dense_sum(groups, dtype):
+    """SUM of sparse COO tensors: every rank's entries, compared with the dense sum of the
+    ranks' inputs (computed here) and with gloo's answer.
+    """
+    for shape, sparse_dim, nnz in SPARSE_CASES:
+        for coalesced in (True, False):
+            # different entry counts on different ranks (rank 1 none at all)
+            counts = [0 if r == 1 else nnz + r for r in range(N)]
+            inputs = [_sparse_input(r, shape, sparse_dim, counts[r], dtype, coalesced)
+                      for r in range(N)]
+            want = sum(x.to_dense().to(torch.float64) for x in inputs).to(dtype)
+            t = inputs[RANK].clone()
+            dist.all_reduce(t)
+            assert t.layout == torch.sparse_coo and t.is_coalesced()
+            same(t.to_dense(), want, ("sparse all_reduce", shape, sparse_dim, nnz, coalesced))
+            if dtype is not torch.bfloat16:
+                g = inputs[RANK].clone()
+                dist.all_reduce(g, group=groups)
+                same(t.to_dense(), g.to_dense(), ("gloo sparse all_reduce", shape, nnz))
+    # async_op: completed work, same answer
+    t = _sparse_input(RANK, (5, 4), 2, 3, dtype, True)
+    want = sum(_sparse_input(r, (5, 4), 2, 3, dtype, True).to_dense().to(torch.float64)
+               for r in range(N)).to(dtype)
+    work = dist.all_reduce(t, async_op=True)
+    assert work.wait()
+    same(t.to_dense(), want, "sparse all_reduce async")
+
+
+def test_sparse_all_reduce_refusals_raise_on_every_rank():
+    t = _sparse_input(RANK, (4, 3), 1, 2, torch.float32, True)
+    with pytest.raises(mpicoll.ArgumentError, match="ReduceOp.SUM only"):
+        dist.all_reduce(t.clone(), op=R.MAX)
+    # a shape that differs on one rank: a mismatch named on every rank, before entries move
+    bad = _sparse_input(RANK, (4, 3) if RANK else (4, 2), 1, 2, torch.float32, True)
+    if N > 1:
+        with pytest.raises(mpicoll.CollectiveMismatchError, match="rank 0.*shape"):
+            dist.all_reduce(bad)
+    t2 = t.clone()
+    dist.all_reduce(t2)
+    want = sum(_sparse_input(r, (4, 3), 1, 2, torch.float32, True).to_dense()
+               for r in range(N))
+    assert torch.equal(t2.to_dense(), want)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_reduce_updates_only_dst(dtype):
     for kind in kinds(dtype)[:3]:
