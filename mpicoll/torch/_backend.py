@@ -27,7 +27,7 @@ import mpicoll
 from ..core.errors import ArgumentError, ArgumentTypeError, describe
 from ..core.registry import PRIMITIVES, lookup
 from ..engine.call import Call
-from . import _ops, _sparse, _tensors
+from . import _monitored, _ops, _sparse, _tensors
 from ._tensors import consecutive, cuda_stream, view
 from ._work import Done, Pending
 
@@ -577,13 +577,12 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         return self._run("barrier", getattr(opts, "asyncOp", True), (), None)
 
     def monitored_barrier(self, timeout=None, wait_all_ranks=False):
-        """A barrier that names the ranks that did not arrive in time.
+        """A barrier that names the ranks that did not arrive in time, as gloo's does.
 
-        See :func:`mpicoll.monitored_barrier`; raises :class:`mpicoll.BarrierTimeoutError`.
+        See :mod:`._monitored`; raises :class:`._monitored.MonitoredBarrierError` (a
+        ``RuntimeError`` and an :class:`mpicoll.BarrierTimeoutError`).
         """
-        seconds = 1800.0 if timeout is None else (
-            timeout.total_seconds() if hasattr(timeout, "total_seconds") else float(timeout))
-        mpicoll.monitored_barrier(self._comm, timeout=seconds, wait_all_ranks=wait_all_ranks)
+        _monitored.monitored_barrier(self._comm, timeout, wait_all_ranks)
         return Done(None)
 
     # -- point to point ------------------------------------------------------

@@ -413,6 +413,47 @@ def test_barrier_and_monitored_barrier():
     dist.group.WORLD.monitored_barrier(datetime.timedelta(seconds=60))
 
 
+@pytest.mark.skipif(N == 1, reason="a barrier of one rank never waits")
+def test_monitored_barrier_reports_missing_ranks_as_gloo():
+    """The process group's monitored_barrier with a timeout, timedelta(0) included: rank 0
+    names the ranks that did not arrive in a RuntimeError (gloo's wording), the others say
+    they arrived; the group stays usable.
+    """
+    pg = dist.new_group(list(range(N)))
+    zero = datetime.timedelta(0)
+    # rank 0 alone, zero timeout (torch's test_monitored_barrier_gloo_rank_0_timeout)
+    if RANK == 0:
+        with pytest.raises(RuntimeError, match="Rank 0 timed out in monitoredBarrier") as e:
+            pg.monitored_barrier(zero)
+        assert "Rank 1 failed to pass monitoredBarrier" in str(e.value)
+        assert e.value.missing == list(range(1, N))
+        with pytest.raises(RuntimeError, match="Ranks? 1(, 2)*.* failed to pass") as e:
+            pg.monitored_barrier(zero, wait_all_ranks=True)
+        assert ", ".join(str(r) for r in range(1, N)) in str(e.value)
+    comm.Barrier()
+    # every rank, zero timeout: each raises at once, nothing left in flight
+    with pytest.raises(mpicoll.BarrierTimeoutError, match=f"Rank {RANK} timed out"):
+        pg.monitored_barrier(zero)
+    comm.Barrier()
+    pg.monitored_barrier(datetime.timedelta(seconds=60))
+    # the last rank stays away for a short timeout
+    late = N - 1
+    if RANK != late:
+        with pytest.raises(RuntimeError) as e:
+            pg.monitored_barrier(datetime.timedelta(seconds=0.3), wait_all_ranks=True)
+        if RANK == 0:
+            assert f"Rank {late} failed to pass monitoredBarrier in 300 ms" in str(e.value)
+            assert e.value.missing == [late]
+        else:
+            assert (f"Rank {RANK} successfully reached monitoredBarrier, but received errors "
+                    f"while waiting for send/recv from rank 0") in str(e.value)
+    comm.Barrier()
+    t = torch.ones(3) * RANK
+    dist.all_reduce(t, group=pg)
+    assert torch.equal(t, torch.full((3,), float(sum(range(N)))))
+    dist.destroy_process_group(pg)
+
+
 def test_object_collectives():
     objs = [None] * N
     dist.all_gather_object(objs, {"rank": RANK, "s": "x" * RANK})
