@@ -340,7 +340,10 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
                 raise ArgumentError(f"output_tensor: expected {self._size} x {input.numel()} "
                                     f"elements (world size x input); got {output.numel()}",
                                     MPI.ERR_COUNT)
-            a, out = view("input_tensor", input), view("output_tensor", output)
+            out = view("output_tensor", output)
+            a = _inside(input, output, self._rank)
+            if a is None:
+                a = view("input_tensor", input)
         except ArgumentError as exc:
             self._fail("allgather", exc, nb)
         return self._run("allgather", nb, (a, out), [output], like=input)
@@ -500,9 +503,12 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
                                     f"(world size x output); got {input.numel()}", MPI.ERR_COUNT)
             red = _ops.reduction("op", opts.reduceOp, _tensors.carrier("output", output))
             send = input
-            if red.premul is not None:
+            # A copy to scale (PREMUL_SUM), or to keep apart from output (MPI forbids
+            # aliased buffers; torch allows output to be a block of input).
+            if red.premul is not None or _overlap(input, output):
                 send = input.clone()
-                red.scale_input(send)
+                if red.premul is not None:
+                    red.scale_input(send)
             a, out = view("input", send), view("output", output)
         except ArgumentError as exc:
             self._fail("reduce_scatter_block", exc, nb)
@@ -613,6 +619,35 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
                 t.view(-1).copy_(host)
         status = [MPI.Status()]
         return Pending([self._comm.Irecv(a, src, tag)], list(tensors), finish, status)
+
+
+def _overlap(a, b):
+    """True when tensors ``a`` and ``b`` share bytes of one storage."""
+    if a.device != b.device or not a.numel() or not b.numel():
+        return False
+    try:
+        if a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
+            return False
+    except RuntimeError:
+        return False
+    a0, b0 = a.data_ptr(), b.data_ptr()
+    return a0 < b0 + b.numel() * b.element_size() and b0 < a0 + a.numel() * a.element_size()
+
+
+def _inside(input, output, rank):
+    """``MPI.IN_PLACE`` when ``input`` is ``output``'s block of ``rank``; None if apart.
+
+    The block is torch's in-place all_gather_into_tensor, as FSDP2 calls it. Any other overlap raises :class:`mpicoll.ArgumentError` (MPI forbids aliased buffers).
+    """
+    if not _overlap(input, output):
+        return None
+    if (input.is_contiguous() and output.is_contiguous() and input.dtype == output.dtype
+            and input.data_ptr() == output.data_ptr() + rank * input.numel()
+            * input.element_size()):
+        return MPI.IN_PLACE
+    raise ArgumentError(f"input_tensor: overlaps output_tensor other than as its block of rank "
+                        f"{rank} (the in-place form); MPI forbids aliased buffers",
+                        MPI.ERR_BUFFER)
 
 
 def _scatter_back(flat, tensors):

@@ -362,6 +362,43 @@ def test_all_gather_coalesced_bad_layout_raises_on_every_rank():
     assert all(torch.equal(row[1], torch.ones(3)) for row in good)
 
 
+@pytest.mark.parametrize("n", [1, 5, 20011])
+def test_in_place_tensor_forms_as_fsdp_calls_them(n):
+    """all_gather_into_tensor with the input its rank's block of the output (FSDP2's call),
+    reduce_scatter_tensor with the output a block of the input; other overlaps refused on
+    every rank.
+    """
+    for async_op in FACES:
+        out = torch.zeros(N * n)
+        mine = out.narrow(0, RANK * n, n)
+        mine.copy_(data(RANK, n, torch.float32))
+        run(all_gather_tensor, out, mine, async_op=async_op)
+        same(out, torch.cat([data(r, n, torch.float32) for r in range(N)]), ("in place", n))
+        big = torch.cat([data(RANK, n, torch.float32, salt=j) for j in range(N)])
+        want = sum(torch.cat([data(r, n, torch.float64, salt=j) for j in range(N)])
+                   for r in range(N))[RANK * n:(RANK + 1) * n].float()
+        run(reduce_scatter_tensor, big.narrow(0, RANK * n, n), big, async_op=async_op)
+        same(big.narrow(0, RANK * n, n), want, ("reduce_scatter output in input", n))
+    if N * n == 1:
+        return                          # no shifted block overlaps a one-element output
+    out = torch.zeros(N * n + 1)
+    with pytest.raises(mpicoll.ArgumentError, match="overlaps output_tensor"):
+        all_gather_tensor(out.narrow(0, 0, N * n), out.narrow(0, 1, n) if RANK == 0
+                          else torch.zeros(n))
+
+
+def test_tensor_storage_stays_resizable_after_a_call():
+    """FSDP1 frees its flat parameters with storage().resize_(0) after calls filled them."""
+    for n in (3, 1 << 16):
+        t = torch.ones(N * n)
+        dist.all_reduce(t)
+        outs = torch.zeros(N * n)
+        all_gather_tensor(outs, torch.ones(n))
+        for x in (t, outs):
+            x.untyped_storage().resize_(0)
+            x.untyped_storage().resize_(N * n * 4)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_gather_and_scatter(dtype):
     for n in [0, 1, 2 * N + 1]:
