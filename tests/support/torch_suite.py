@@ -40,6 +40,7 @@ the whole run. The result: ``{"tests": {name: {"outcome", "why", "seconds"}},
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -104,6 +105,7 @@ def _import_suite(selection, world_size, scratch):
     # each test gets its own file below (the module's INIT_METHOD is reset per test).
     os.environ["INIT_METHOD"] = "file://" + os.path.join(scratch, "init")
     os.environ["TORCH_SHOW_CPP_STACKTRACES"] = "1"
+    os.environ["PYTORCH_PRINT_REPRO_ON_FAILURE"] = "0"     # its hint names torch's runner
     import torch.distributed as dist
     if selection == "mpi":
         # The backend under test plays torch's MPI backend (absent from this torch build).
@@ -366,6 +368,16 @@ def run(n, selection, backend, *, timeout=DEFAULT_TIMEOUT, job_timeout=DEFAULT_J
             "tests": {x: records[x] for x in names if x in records}}
 
 
+def summary(why):
+    """One line of a failure's text: its last exception line (else its last line)."""
+    lines = [x.strip() for x in why.strip().splitlines() if x.strip()]
+    for line in reversed(lines):
+        if re.match(r"^(rank \d+: )?[\w.]*(Error|Exception|Exit|Interrupt)\b", line) or \
+                line.startswith(("timeout:", "the job ended", "not run:")):
+            return line[:300]
+    return lines[-1][:300] if lines else ""
+
+
 def key(selection, n):
     """The name of one run in the gloo record: ``"gloo-3"``, ``"mpi-4"``, ..."""
     return f"{selection}-{n}"
@@ -383,8 +395,8 @@ def record_gloo(path=GLOO_RECORD, sizes=SIZES, selections=SELECTIONS, log=None):
             res = run(n, selection, "gloo", log=log)
             runs[key(selection, n)] = {
                 "pass": sorted(t for t, r in res["tests"].items() if r["outcome"] == "pass"),
-                "fail": {t: r["why"].strip().splitlines()[-1][:300] if r["why"] else ""
-                         for t, r in sorted(res["tests"].items()) if r["outcome"] == "fail"},
+                "fail": {t: summary(r["why"]) for t, r in sorted(res["tests"].items())
+                         if r["outcome"] == "fail"},
                 "skip": res["counts"]["skip"], "seconds": res["seconds"]}
             print(f"gloo {key(selection, n)}: {res['counts']} in {res['seconds']} s", flush=True)
     record = {"command": RECORD_COMMAND, "torch": torch.__version__,
