@@ -104,7 +104,7 @@ def _import_suite(selection, world_size, scratch):
     # The suite's file:// tests skip unless INIT_METHOD names a file store at import;
     # each test gets its own file below (the module's INIT_METHOD is reset per test).
     os.environ["INIT_METHOD"] = "file://" + os.path.join(scratch, "init")
-    os.environ["TORCH_SHOW_CPP_STACKTRACES"] = "1"
+    os.environ["TORCH_SHOW_CPP_STACKTRACES"] = "0"          # the Python traceback is kept
     os.environ["PYTORCH_PRINT_REPRO_ON_FAILURE"] = "0"     # its hint names torch's runner
     import torch.distributed as dist
     if selection == "mpi":
@@ -178,8 +178,9 @@ def _run_one(case, name, rank, world_size, backend, real_init, suite, common, di
         if code == 0:
             return "pass", ""
         return "fail", f"rank {rank}: exit({exc.code})"
-    except BaseException:                # noqa: BLE001 - the test's failure, reported
-        return "fail", f"rank {rank}: " + traceback.format_exc(limit=6)[-3000:]
+    except BaseException as exc:         # noqa: BLE001 - the test's failure, reported
+        line = traceback.format_exception_only(exc)[-1].strip()[:500]
+        return "fail", f"rank {rank}: {line}\n" + traceback.format_exc(limit=6)[-2500:]
     finally:
         try:
             if dist.is_initialized():
