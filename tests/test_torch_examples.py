@@ -136,3 +136,41 @@ def test_ddp_example_ends_with_the_parameters_gloo_gives():
     ours = ddp_checksum("mpicoll", N)
     theirs = ddp_checksum("gloo", N)
     assert np.allclose(ours, theirs, rtol=1e-6), (ours, theirs)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_fsdp_example_trains_to_the_parameters_gloo_gives(n, tmp_path):
+    """FSDP2 (fully_shard) and FSDP1 on CPU: the full parameters after training over
+    "mpicoll" are gloo's (to float rounding: the reduce-scatters add in other orders).
+    """
+    torch = pytest.importorskip("torch")
+    got = {}
+    for backend in ("mpicoll", "gloo"):
+        path = tmp_path / f"{backend}.pt"
+        proc = run_mpi(n, [sys.executable, os.path.join("examples", "torch", "fsdp.py"),
+                           "--backend", backend, "--steps", "4", "--save", str(path)],
+                       timeout=TIMEOUT)
+        assert proc.returncode == 0, (backend, proc.stdout[-3000:], proc.stderr[-3000:])
+        for api in ("fsdp2", "fsdp1"):
+            assert re.search(rf"{backend} {api}: {n} ranks, 4 steps; parameter checksum",
+                             proc.stdout), proc.stdout[-2000:]
+        got[backend] = torch.load(path)
+    start = torch.cat([p.detach().reshape(-1).double() for p in
+                       fsdp_example().model_for(32).parameters()])
+    for api in ("fsdp2", "fsdp1"):
+        ours, theirs = got["mpicoll"][api], got["gloo"][api]
+        assert ours.shape == theirs.shape == start.shape
+        assert not torch.equal(ours, start)                   # it trained
+        assert torch.allclose(ours, theirs, rtol=1e-5, atol=1e-6), \
+            (api, (ours - theirs).abs().max())
+
+
+def fsdp_example():
+    """examples/torch/fsdp.py as a module (its initial model)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "fsdp_example", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                     "examples", "torch", "fsdp.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

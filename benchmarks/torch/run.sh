@@ -24,3 +24,21 @@ for N in 2 4; do
     done
   done > $D/ddp_n$N.txt
 done
+
+# 4. In place against out of place at 16 and 64 MiB (shm), and dist.all_reduce: the tree before
+#    the chunk-wise in-place change and this one alternated (BEFORE: a checkout of the commit
+#    before it), then this tree with torch's huge-page allocation (THP_MEM_ALLOC_ENABLE=1).
+for N in 2 4; do
+  for round in 1 2; do
+    for tree in ${BEFORE:?a checkout of the tree before} .; do
+      echo "# N=$N round $round tree $tree $(uptime | sed 's/.*load/load/')"
+      (cd $tree && PYTHONPATH=$PWD mpiexec -n $N python benchmarks/torch/inplace.py --repeats 9)
+    done
+  done
+done > $D/inplace_before_after.txt
+for N in 2 4; do
+  for round in 1 2; do
+    echo "# N=$N round $round THP_MEM_ALLOC_ENABLE=1 $(uptime | sed 's/.*load/load/')"
+    THP_MEM_ALLOC_ENABLE=1 mpiexec -n $N python benchmarks/torch/inplace.py --repeats 9
+  done
+done > $D/inplace_thp.txt

@@ -176,11 +176,13 @@ def _chunk(itemsize):
     return max(1, CHUNK // max(itemsize, 1))
 
 
-def _reduce_range(ctx, shm, peers, i, lo, hi, own, out, tmp):
+def _reduce_range(ctx, shm, peers, i, lo, hi, own, out, tmp, keep=None):
     """``out = in_0 (op) in_1 (op) ...`` over the node's ranks, in cache-sized chunks.
 
     The elements ``[lo, hi)`` of their array ``i`` (``own``: this rank's own elements of
-    that range).
+    that range). ``keep``: a chunk-sized scratch array when ``own`` is ``out`` (in place):
+    each chunk of ``own`` is kept there before ``out``'s chunk is written, which costs a
+    copy in cache instead of a copy of the whole slice up front.
 
     Built-in ops combine the first two operands straight into ``out`` (a peer's chunk read
     in place, or copied into ``out`` / ``tmp`` by cross-memory attach): no extra copy.
@@ -195,7 +197,7 @@ def _reduce_range(ctx, shm, peers, i, lo, hi, own, out, tmp):
 
     def operand(q, c0, c1, into):
         if q == me:
-            return own[c0:c1]
+            return mine
         if direct:
             return ctx.read_from(peers, q, i, lo + c0, lo + c1, None, dtype)
         return ctx.read_from(peers, q, i, lo + c0, lo + c1, into, dtype)
@@ -204,9 +206,14 @@ def _reduce_range(ctx, shm, peers, i, lo, hi, own, out, tmp):
         c1 = min(hi - lo, c0 + step)
         o = out[c0:c1]
         t = tmp[:c1 - c0]
+        mine = own[c0:c1]
         if n == 1:
-            o[...] = own[c0:c1]
+            o[...] = mine
             continue
+        if keep is not None:
+            k = keep[:c1 - c0]
+            k[...] = mine
+            mine = k
         if not user:
             res = ctx.reduce(operand(0, c0, c1, o), operand(1, c0, c1, t), o)
             for q in range(2, n):
@@ -214,7 +221,7 @@ def _reduce_range(ctx, shm, peers, i, lo, hi, own, out, tmp):
             continue
         for q in range(n):
             if q == me:
-                d = own[c0:c1]
+                d = mine
                 if q:
                     t[...] = d
                     d = t
@@ -263,9 +270,11 @@ def allreduce_shm(ctx, sendbuf, recvbuf, op):
     n, r = shm.size, shm.rank
     bounds = offsets(split(recvbuf.size, n))
     lo, hi = bounds[r], bounds[r + 1]
-    own = src[lo:hi].copy() if sendbuf is None else src[lo:hi]
     tmp = np.empty(min(hi - lo, _chunk(recvbuf.itemsize)), recvbuf.dtype)
-    _reduce_range(ctx, shm, peers, 0, lo, hi, own, recvbuf[lo:hi], tmp)
+    # In place, this rank's slice is both an input and the output: keep each chunk of it
+    # before writing that chunk (not the whole slice up front: a second pass over memory).
+    keep = np.empty_like(tmp) if sendbuf is None else None
+    _reduce_range(ctx, shm, peers, 0, lo, hi, src[lo:hi], recvbuf[lo:hi], tmp, keep)
     peers.publish(1, lo, hi)
     peers.barrier()                     # every slice is reduced
     if not _node_shared(peers, 1):

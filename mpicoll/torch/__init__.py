@@ -31,12 +31,13 @@ from torch.distributed.constants import default_pg_timeout
 
 from ..engine.context import traffic
 from ._backend import Options, ProcessGroupMpicoll, parse_algorithms
+from ._monitored import MonitoredBarrierError
 from ._rendezvous import install as _install_rendezvous
 from ._rendezvous import mpi_store
 from ._tensors import SUPPORTED as DTYPES
 
 __all__ = ["ProcessGroupMpicoll", "Options", "BACKEND", "DTYPES", "traffic", "mpi_store",
-           "create_process_group", "parse_algorithms"]
+           "create_process_group", "parse_algorithms", "MonitoredBarrierError"]
 
 #: The backend's name for ``init_process_group(backend=...)``.
 BACKEND = "mpicoll"

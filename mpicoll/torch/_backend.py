@@ -31,7 +31,7 @@ from ..core.errors import ArgumentError, ArgumentTypeError, describe
 from ..core.registry import PRIMITIVES, lookup
 from ..engine.call import Call
 from ..engine.context import private_comm
-from . import _ops, _tensors
+from . import _monitored, _ops, _sparse, _tensors
 from ._repeated import Repeated
 from ._tensors import consecutive, cuda_stream, view
 from ._work import Done, Pending
@@ -331,6 +331,8 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         nb = getattr(opts, "asyncOp", True)
         try:
             t = self._one("tensors", tensors)
+            if isinstance(t, torch.Tensor) and t.layout == torch.sparse_coo:
+                return self._sparse_allreduce(t, opts, list(tensors))
             a = view("tensor", t)
             red = _ops.reduction("op", opts.reduceOp, _tensors.carrier("tensor", t))
         except ArgumentError as exc:
@@ -344,6 +346,26 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
             self._repeated.remember(t, opts.reduceOp, self._comm,
                                     self._algorithms.get("allreduce"), a, red.op, work)
         return work
+
+    def _sparse_allreduce(self, t, opts, result):
+        """All_reduce of a sparse COO tensor: SUM only, as gloo; completes before it returns."""
+        try:
+            _tensors.carrier("tensor", t)
+            kind = opts.reduceOp.op if isinstance(opts.reduceOp, dist.ReduceOp) else opts.reduceOp
+            if kind != dist.ReduceOp.SUM:
+                raise ArgumentError(f"op: a sparse tensor is reduced by ReduceOp.SUM only (as "
+                                    f"gloo does); got {kind}", MPI.ERR_OP)
+            if t.dim() > _sparse.MAX_DIMS:
+                raise ArgumentError(f"tensor: a sparse tensor of at most {_sparse.MAX_DIMS} "
+                                    f"dimensions; got {t.dim()}", MPI.ERR_BUFFER)
+            if t.device.type not in ("cpu", "cuda"):
+                raise ArgumentError(f"tensor: expected a CPU or CUDA tensor; got one on "
+                                    f"{t.device}", MPI.ERR_BUFFER)
+        except ArgumentError as exc:
+            # The other ranks' first step is the allgather of their tensors' records.
+            self._fail("allgather", exc, False)
+        _sparse.allreduce_sum(self._comm, t, self._algorithms.get("allgatherv"))
+        return Done(result)
 
     def allreduce_coalesced(self, tensors, opts=None):
         opts = opts or dist.AllreduceCoalescedOptions()
@@ -410,7 +432,10 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
                 raise ArgumentError(f"output_tensor: expected {self._size} x {input.numel()} "
                                     f"elements (world size x input); got {output.numel()}",
                                     MPI.ERR_COUNT)
-            a, out = view("input_tensor", input), view("output_tensor", output)
+            out = view("output_tensor", output)
+            a = _inside(input, output, self._rank)
+            if a is None:
+                a = view("input_tensor", input)
         except ArgumentError as exc:
             self._fail("allgather", exc, nb)
         return self._run("allgather", nb, (a, out), [output], like=input)
@@ -433,12 +458,50 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         return self._run("allgather", nb, (a, out), list(output_tensors), finish, t)
 
     def allgather_coalesced(self, output_lists, input_list, opts=None):
+        """Gather every rank's list of tensors: ``output_lists[r][i]`` is rank r's input i.
+
+        torch lays ``output_tensor_lists`` out by rank, then by tensor (its docstring's
+        example); the inputs travel as one flat allgather of their concatenation.
+        """
         opts = opts or dist.AllgatherOptions()
-        work = Done(list(output_lists))
-        for outs, t in zip(output_lists, input_list, strict=False):
-            work = self.allgather([outs], [t], opts)
-            work.wait()
-        return Done(list(output_lists))
+        nb = getattr(opts, "asyncOp", True)
+        try:
+            if not isinstance(input_list, (list, tuple)) or not input_list:
+                raise ArgumentError(f"input_tensor_list: expected a non-empty list of tensors; "
+                                    f"got {describe(input_list)}")
+            ref = input_list[0]
+            for i, t in enumerate(input_list):
+                self._same(f"input_tensor_list[{i}]", t, ref, "input_tensor_list[0]")
+                _tensors._check(f"input_tensor_list[{i}]", t)
+            if not isinstance(output_lists, (list, tuple)) or len(output_lists) != self._size:
+                raise ArgumentError(f"output_tensor_lists: expected a list of {self._size} "
+                                    f"lists (one per rank); got {describe(output_lists)}")
+            for r, outs in enumerate(output_lists):
+                if not isinstance(outs, (list, tuple)) or len(outs) != len(input_list):
+                    raise ArgumentError(
+                        f"output_tensor_lists[{r}]: expected a list of {len(input_list)} "
+                        f"tensors (one per input tensor); got {describe(outs)}")
+                for i, (o, t) in enumerate(zip(outs, input_list, strict=True)):
+                    name = f"output_tensor_lists[{r}][{i}]"
+                    self._same(name, o, ref, "input_tensor_list[0]")
+                    if o.numel() != t.numel():
+                        raise ArgumentError(f"{name}: expected {t.numel()} elements (as many "
+                                            f"as input_tensor_list[{i}]); got {o.numel()}",
+                                            MPI.ERR_COUNT)
+                    _tensors._check(name, o)
+            # The send side as a fresh tensor when it must be packed: the scratch buffer
+            # holds the receive side (same size at N = 1).
+            send = (self._joined("input_tensor_list", input_list, ref)[0]
+                    if consecutive(input_list)
+                    else torch.cat([t.reshape(-1) for t in input_list]))
+            outs_all = [o for outs in output_lists for o in outs]
+            flat, copied = self._joined("output_tensor_lists", outs_all, ref)
+            a, out = view("input_tensor_list", send), view("output_tensor_lists", flat)
+        except ArgumentError as exc:
+            self._fail("allgather", exc, nb)
+        finish = _scatter_back(flat, outs_all) if copied else None
+        return self._run("allgather", nb, (a, out), [list(x) for x in output_lists], finish,
+                         ref)
 
     def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
         opts = opts or dist.AllgatherOptions()
@@ -532,9 +595,12 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
                                     f"(world size x output); got {input.numel()}", MPI.ERR_COUNT)
             red = _ops.reduction("op", opts.reduceOp, _tensors.carrier("output", output))
             send = input
-            if red.premul is not None:
+            # A copy to scale (PREMUL_SUM), or to keep apart from output (MPI forbids
+            # aliased buffers; torch allows output to be a block of input).
+            if red.premul is not None or _overlap(input, output):
                 send = input.clone()
-                red.scale_input(send)
+                if red.premul is not None:
+                    red.scale_input(send)
             a, out = view("input", send), view("output", output)
         except ArgumentError as exc:
             self._fail("reduce_scatter_block", exc, nb)
@@ -609,13 +675,12 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         return self._run("barrier", getattr(opts, "asyncOp", True), (), None)
 
     def monitored_barrier(self, timeout=None, wait_all_ranks=False):
-        """A barrier that names the ranks that did not arrive in time.
+        """A barrier that names the ranks that did not arrive in time, as gloo's does.
 
-        See :func:`mpicoll.monitored_barrier`; raises :class:`mpicoll.BarrierTimeoutError`.
+        See :mod:`._monitored`; raises :class:`._monitored.MonitoredBarrierError` (a
+        ``RuntimeError`` and an :class:`mpicoll.BarrierTimeoutError`).
         """
-        seconds = 1800.0 if timeout is None else (
-            timeout.total_seconds() if hasattr(timeout, "total_seconds") else float(timeout))
-        mpicoll.monitored_barrier(self._comm, timeout=seconds, wait_all_ranks=wait_all_ranks)
+        _monitored.monitored_barrier(self._comm, timeout, wait_all_ranks)
         return Done(None)
 
     # -- point to point ------------------------------------------------------
@@ -646,6 +711,36 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
                 t.view(-1).copy_(host)
         status = [MPI.Status()]
         return Pending([self._comm.Irecv(a, src, tag)], list(tensors), finish, status)
+
+
+def _overlap(a, b):
+    """True when tensors ``a`` and ``b`` share bytes of one storage."""
+    if a.device != b.device or not a.numel() or not b.numel():
+        return False
+    try:
+        if a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
+            return False
+    except RuntimeError:
+        return False
+    a0, b0 = a.data_ptr(), b.data_ptr()
+    return a0 < b0 + b.numel() * b.element_size() and b0 < a0 + a.numel() * a.element_size()
+
+
+def _inside(input, output, rank):
+    """``MPI.IN_PLACE`` when ``input`` is ``output``'s block of ``rank``; None if apart.
+
+    The block is torch's in-place all_gather_into_tensor, as FSDP2 calls it. Any other overlap
+    raises :class:`mpicoll.ArgumentError` (MPI forbids aliased buffers).
+    """
+    if not _overlap(input, output):
+        return None
+    if (input.is_contiguous() and output.is_contiguous() and input.dtype == output.dtype
+            and input.data_ptr() == output.data_ptr() + rank * input.numel()
+            * input.element_size()):
+        return MPI.IN_PLACE
+    raise ArgumentError(f"input_tensor: overlaps output_tensor other than as its block of rank "
+                        f"{rank} (the in-place form); MPI forbids aliased buffers",
+                        MPI.ERR_BUFFER)
 
 
 def _scatter_back(flat, tensors):

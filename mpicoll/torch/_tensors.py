@@ -1,7 +1,7 @@
 """Tensors as the arrays mpicoll's algorithms run on: views of the tensors' own memory.
 
-A CPU tensor becomes a NumPy view (``tensor.numpy()``: no copy), a CUDA
-tensor a CuPy view (DLPack: no copy). Small views (the memo's 64 KiB) are
+A CPU tensor becomes a NumPy view, a CUDA tensor a CuPy view (both through
+DLPack: no copy; the storage stays resizable, as FSDP needs). Small views (the memo's 64 KiB) are
 kept in a small cache keyed by address, length and dtype, so that a repeated
 call on the same tensor hands mpicoll the same array object and takes its
 memo's fast path; the cache keeps those few tensors' memory alive (at most
@@ -115,7 +115,9 @@ def view(argname, t):
     if c.view_as is not c.torch_dtype:
         flat = flat.view(c.view_as)
     if t.device.type == "cpu":
-        a = flat.numpy()
+        # DLPack, not tensor.numpy(): .numpy() marks the storage not resizable, and FSDP frees
+        # and regrows its flat parameters' storage (resize_) between the calls that fill them.
+        a = np.from_dlpack(flat)
     else:
         import cupy
         a = cupy.from_dlpack(flat)

@@ -219,6 +219,52 @@ def test_non_commutative_op_keeps_rank_order():
         op.Free()
 
 
+def test_in_place_allreduce_equals_out_of_place_across_chunks():
+    """In place, each rank's slice is both an input and the output: chunk by chunk its own
+    elements are kept before the chunk is written. Over slices of several cache chunks,
+    with a sum (rank order: the same bits as out of place) and a non-commutative user op
+    (2x2 matrix products), on both read paths.
+    """
+    from mpicoll.device.shm import CHUNK
+    n = N * (2 * CHUNK // 8 + 7) + 3                  # float64: > 2 chunks per rank's slice
+    rng = np.random.default_rng(17 + RANK)
+    mine = rng.standard_normal(n)
+
+    def matmul(a, b, dt):
+        a = np.frombuffer(a, np.float64).reshape(-1, 2, 2)
+        b = np.frombuffer(b, np.float64).reshape(-1, 2, 2)
+        b[...] = a @ b
+
+    op = MPI.Op.Create(matmul, commute=False)
+    mtype = MPI.DOUBLE.Create_contiguous(4).Commit()
+    k = n // 4
+    mats = np.tile(np.array([[1.0, RANK + 1], [0.0, 1.0 + (RANK % 2)]]), (k, 1, 1)).ravel()
+    try:
+        for cma in (1, 0):
+            with env(MPICOLL_SHM_CMA=cma) as c:
+                out = np.empty_like(mine)
+                mpicoll.allreduce(mine, out, comm=c, algorithm="shm")
+                inplace = mine.copy()
+                mpicoll.allreduce(MPI.IN_PLACE, inplace, comm=c, algorithm="shm")
+                assert np.array_equal(inplace, out), cma
+                assert np.array_equal(out, reduce_ref(
+                    [np.random.default_rng(17 + r).standard_normal(n) for r in range(N)],
+                    "SUM", np.float64)), cma
+                p2p = mpicoll.P2PComm(c, allreduce="shm")
+                mout = np.empty_like(mats)
+                p2p.Allreduce([mats, k, mtype], [mout, k, mtype], op)
+                mine_in_place = mats.copy()
+                p2p.Allreduce(MPI.IN_PLACE, [mine_in_place, k, mtype], op)
+                assert np.array_equal(mine_in_place, mout), cma
+                want = np.eye(2)
+                for r in range(N):
+                    want = want @ np.array([[1.0, r + 1], [0.0, 1.0 + (r % 2)]])
+                assert np.allclose(mout.reshape(k, 2, 2), np.tile(want, (k, 1, 1))), cma
+    finally:
+        mtype.Free()
+        op.Free()
+
+
 def test_fallback_above_the_segment_cap():
     """No single-copy reads and a segment too small for the call: every rank runs the
     point-to-point algorithm instead (messages, no reads), with the same results.

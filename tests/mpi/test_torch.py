@@ -162,6 +162,67 @@ def test_all_reduce(dtype):
                     same(value, torch.view_as_real(want) if dtype.is_complex else want, "future")
 
 
+def _sparse_input(rank, shape, sparse_dim, nnz, dtype, coalesced):
+    """Rank ``rank``'s sparse COO tensor: ``nnz`` entries (repeats when not coalesced)."""
+    gen = torch.Generator().manual_seed(1000 * rank + nnz)
+    idx = torch.stack([torch.randint(0, shape[d], (nnz,), generator=gen)
+                       for d in range(sparse_dim)]) if nnz else torch.zeros(sparse_dim, 0,
+                                                                           dtype=torch.int64)
+    vals = (torch.randint(-4, 5, (nnz, *shape[sparse_dim:]), generator=gen)).to(dtype)
+    t = torch.sparse_coo_tensor(idx, vals, shape)
+    return t.coalesce() if coalesced else t
+
+
+SPARSE_CASES = [((7,), 1, 3), ((5, 4), 2, 6), ((5, 4), 1, 2), ((3, 2, 2), 1, 4),
+                ((6, 3, 2), 2, 5), ((9,), 1, 0)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64,
+                                   torch.bfloat16], ids=str)
+def test_sparse_all_reduce_sum_matches_the_dense_sum(groups, dtype):
+    """SUM of sparse COO tensors: every rank's entries, compared with the dense sum of the
+    ranks' inputs (computed here) and with gloo's answer.
+    """
+    for shape, sparse_dim, nnz in SPARSE_CASES:
+        for coalesced in (True, False):
+            # different entry counts on different ranks (rank 1 none at all)
+            counts = [0 if r == 1 else nnz + r for r in range(N)]
+            inputs = [_sparse_input(r, shape, sparse_dim, counts[r], dtype, coalesced)
+                      for r in range(N)]
+            want = sum(x.to_dense().to(torch.float64) for x in inputs).to(dtype)
+            t = inputs[RANK].clone()
+            dist.all_reduce(t)
+            assert t.layout == torch.sparse_coo and t.is_coalesced()
+            same(t.to_dense(), want, ("sparse all_reduce", shape, sparse_dim, nnz, coalesced))
+            if dtype is not torch.bfloat16:
+                g = inputs[RANK].clone()
+                dist.all_reduce(g, group=groups)
+                same(t.to_dense(), g.to_dense(), ("gloo sparse all_reduce", shape, nnz))
+    # async_op: completed work, same answer
+    t = _sparse_input(RANK, (5, 4), 2, 3, dtype, True)
+    want = sum(_sparse_input(r, (5, 4), 2, 3, dtype, True).to_dense().to(torch.float64)
+               for r in range(N)).to(dtype)
+    work = dist.all_reduce(t, async_op=True)
+    assert work.wait()
+    same(t.to_dense(), want, "sparse all_reduce async")
+
+
+def test_sparse_all_reduce_refusals_raise_on_every_rank():
+    t = _sparse_input(RANK, (4, 3), 1, 2, torch.float32, True)
+    with pytest.raises(mpicoll.ArgumentError, match="ReduceOp.SUM only"):
+        dist.all_reduce(t.clone(), op=R.MAX)
+    # a shape that differs on one rank: a mismatch named on every rank, before entries move
+    bad = _sparse_input(RANK, (4, 3) if RANK else (4, 2), 1, 2, torch.float32, True)
+    if N > 1:
+        with pytest.raises(mpicoll.CollectiveMismatchError, match="rank 0.*shape"):
+            dist.all_reduce(bad)
+    t2 = t.clone()
+    dist.all_reduce(t2)
+    want = sum(_sparse_input(r, (4, 3), 1, 2, torch.float32, True).to_dense()
+               for r in range(N))
+    assert torch.equal(t2.to_dense(), want)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_reduce_updates_only_dst(dtype):
     for kind in kinds(dtype)[:3]:
@@ -251,6 +312,93 @@ def test_all_gather(dtype):
                 same(big2[r], data(r, n, dtype), ("all_gather_into_tensor", n, r))
 
 
+def _coalesced_inputs(rank, dtype, count, same_shape):
+    """Rank ``rank``'s ``count`` inputs, every value distinct across ranks and tensors.
+
+    ``same_shape``: three elements each (a [tensor][rank] reading then raises nothing);
+    else tensor i has i + 1 elements and the last none.
+    """
+    shapes = ([3] * count if same_shape else [i + 1 for i in range(count - 1)] + [0])
+    return [(torch.arange(n, dtype=torch.int64) + 1 + 10 * i + 100 * rank).to(dtype)
+            for i, n in enumerate(shapes)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.complex64], ids=str)
+@pytest.mark.parametrize("count", ["ranks", "ranks+1", "one"])
+def test_all_gather_coalesced_lays_out_by_rank_then_tensor(groups, dtype, count):
+    """output_tensor_lists[r][i] is rank r's input i (torch's layout). With as many inputs as
+    ranks, all of one shape, a [tensor][rank] reading raises nothing and transposes the
+    result: this catches it.
+    """
+    k = {"ranks": N, "ranks+1": N + 1, "one": 1}[count]
+    mine = _coalesced_inputs(RANK, dtype, k, count != "ranks+1")
+    want = [_coalesced_inputs(r, dtype, k, count != "ranks+1") for r in range(N)]
+    flat = [tuple(t.tolist()) for row in want for t in row if t.numel()]
+    assert len(set(flat)) == len(flat)
+    for async_op in FACES:
+        outs = [[torch.full_like(x, 99) for x in mine] for _ in range(N)]
+        work = dist.all_gather_coalesced(outs, mine, async_op=async_op)
+        if async_op:
+            work.wait()
+        for r in range(N):
+            for i in range(k):
+                same(outs[r][i], want[r][i], ("all_gather_coalesced", async_op, r, i))
+    ref = [[torch.full_like(x, 99) for x in mine] for _ in range(N)]
+    dist.all_gather_coalesced(ref, mine, group=groups)
+    for r in range(N):
+        for i in range(k):
+            same(outs[r][i], ref[r][i], ("gloo all_gather_coalesced", r, i))
+
+
+def test_all_gather_coalesced_bad_layout_raises_on_every_rank():
+    mine = [torch.ones(2), torch.ones(3)]
+    # [tensor][rank] instead of [rank][tensor]: on rank 0 only, so the others must be told.
+    outs = ([[torch.zeros(2) for _ in range(N)], [torch.zeros(3) for _ in range(N)]]
+            if RANK == 0 else [[torch.zeros(2), torch.zeros(3)] for _ in range(N)])
+    with pytest.raises(mpicoll.ArgumentError, match="output_tensor_lists"):
+        dist.all_gather_coalesced(outs, mine)
+    good = [[torch.zeros(2), torch.zeros(3)] for _ in range(N)]
+    dist.all_gather_coalesced(good, mine)
+    assert all(torch.equal(row[1], torch.ones(3)) for row in good)
+
+
+@pytest.mark.parametrize("n", [1, 5, 20011])
+def test_in_place_tensor_forms_as_fsdp_calls_them(n):
+    """all_gather_into_tensor with the input its rank's block of the output (FSDP2's call),
+    reduce_scatter_tensor with the output a block of the input; other overlaps refused on
+    every rank.
+    """
+    for async_op in FACES:
+        out = torch.zeros(N * n)
+        mine = out.narrow(0, RANK * n, n)
+        mine.copy_(data(RANK, n, torch.float32))
+        run(all_gather_tensor, out, mine, async_op=async_op)
+        same(out, torch.cat([data(r, n, torch.float32) for r in range(N)]), ("in place", n))
+        big = torch.cat([data(RANK, n, torch.float32, salt=j) for j in range(N)])
+        want = sum(torch.cat([data(r, n, torch.float64, salt=j) for j in range(N)])
+                   for r in range(N))[RANK * n:(RANK + 1) * n].float()
+        run(reduce_scatter_tensor, big.narrow(0, RANK * n, n), big, async_op=async_op)
+        same(big.narrow(0, RANK * n, n), want, ("reduce_scatter output in input", n))
+    if N * n == 1:
+        return                          # no shifted block overlaps a one-element output
+    out = torch.zeros(N * n + 1)
+    with pytest.raises(mpicoll.ArgumentError, match="overlaps output_tensor"):
+        all_gather_tensor(out.narrow(0, 0, N * n), out.narrow(0, 1, n) if RANK == 0
+                          else torch.zeros(n))
+
+
+def test_tensor_storage_stays_resizable_after_a_call():
+    """FSDP1 frees its flat parameters with storage().resize_(0) after calls filled them."""
+    for n in (3, 1 << 16):
+        t = torch.ones(N * n)
+        dist.all_reduce(t)
+        outs = torch.zeros(N * n)
+        all_gather_tensor(outs, torch.ones(n))
+        for x in (t, outs):
+            x.untyped_storage().resize_(0)
+            x.untyped_storage().resize_(N * n * 4)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_gather_and_scatter(dtype):
     for n in [0, 1, 2 * N + 1]:
@@ -300,6 +448,47 @@ def test_barrier_and_monitored_barrier():
     dist.barrier()
     dist.barrier(async_op=True).wait()
     dist.group.WORLD.monitored_barrier(datetime.timedelta(seconds=60))
+
+
+@pytest.mark.skipif(N == 1, reason="a barrier of one rank never waits")
+def test_monitored_barrier_reports_missing_ranks_as_gloo():
+    """The process group's monitored_barrier with a timeout, timedelta(0) included: rank 0
+    names the ranks that did not arrive in a RuntimeError (gloo's wording), the others say
+    they arrived; the group stays usable.
+    """
+    pg = dist.new_group(list(range(N)))
+    zero = datetime.timedelta(0)
+    # rank 0 alone, zero timeout (torch's test_monitored_barrier_gloo_rank_0_timeout)
+    if RANK == 0:
+        with pytest.raises(RuntimeError, match="Rank 0 timed out in monitoredBarrier") as e:
+            pg.monitored_barrier(zero)
+        assert "Rank 1 failed to pass monitoredBarrier" in str(e.value)
+        assert e.value.missing == list(range(1, N))
+        with pytest.raises(RuntimeError, match="Ranks? 1(, 2)*.* failed to pass") as e:
+            pg.monitored_barrier(zero, wait_all_ranks=True)
+        assert ", ".join(str(r) for r in range(1, N)) in str(e.value)
+    comm.Barrier()
+    # every rank, zero timeout: each raises at once, nothing left in flight
+    with pytest.raises(mpicoll.BarrierTimeoutError, match=f"Rank {RANK} timed out"):
+        pg.monitored_barrier(zero)
+    comm.Barrier()
+    pg.monitored_barrier(datetime.timedelta(seconds=60))
+    # the last rank stays away for a short timeout
+    late = N - 1
+    if RANK != late:
+        with pytest.raises(RuntimeError) as e:
+            pg.monitored_barrier(datetime.timedelta(seconds=0.3), wait_all_ranks=True)
+        if RANK == 0:
+            assert f"Rank {late} failed to pass monitoredBarrier in 300 ms" in str(e.value)
+            assert e.value.missing == [late]
+        else:
+            assert (f"Rank {RANK} successfully reached monitoredBarrier, but received errors "
+                    f"while waiting for send/recv from rank 0") in str(e.value)
+    comm.Barrier()
+    t = torch.ones(3) * RANK
+    dist.all_reduce(t, group=pg)
+    assert torch.equal(t, torch.full((3,), float(sum(range(N)))))
+    dist.destroy_process_group(pg)
 
 
 def test_object_collectives():
