@@ -17,6 +17,9 @@ import time
 import pytest
 from launch import ROOT, run_mpi, timed_out
 
+# CI's full run only (~2 min of launches that end by fault): python -m pytest --full
+pytestmark = pytest.mark.full
+
 SCRIPT = os.path.join(ROOT, "tests", "support", "faulty.py")
 LIMIT = 60            # the launcher's limit: a job still running then has hung
 TIMEOUT = "2"         # the watchdog's, seconds

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from launch import ROOT
 from test_netns_cluster import cluster, run_across  # noqa: F401  (the fixture)
 
@@ -24,6 +25,7 @@ def _pids_in(ns):
     return [p for p in r.stdout.split() if p.strip()]
 
 
+@pytest.mark.full
 def test_a_node_that_loses_its_link_is_reported_and_ends_itself(cluster):  # noqa: F811
     r = run_across("mpc-h1:1,mpc-h2:1",
                    [sys.executable, "-m", "mpicoll.run", SCRIPT, "linkdown", "blocking"],

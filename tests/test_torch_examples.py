@@ -138,6 +138,7 @@ def test_ddp_example_ends_with_the_parameters_gloo_gives():
     assert np.allclose(ours, theirs, rtol=1e-6), (ours, theirs)
 
 
+@pytest.mark.full
 @pytest.mark.parametrize("n", [2, 3])
 def test_fsdp_example_trains_to_the_parameters_gloo_gives(n, tmp_path):
     """FSDP2 (fully_shard) and FSDP1 on CPU: the full parameters after training over

@@ -38,7 +38,8 @@ CASES = [(s, n) for s in torch_suite.SELECTIONS for n in torch_suite.SIZES]
 #: Seconds for one run of the suite (every test) before it is stopped; a run takes 1-4 min.
 JOB_TIMEOUT = 900
 
-pytestmark = pytest.mark.timeout(JOB_TIMEOUT + 120)
+# CI's full run only (four launches of the suite, ~8 min): python -m pytest --full
+pytestmark = [pytest.mark.timeout(JOB_TIMEOUT + 120), pytest.mark.full]
 
 
 def _need(module, why):
