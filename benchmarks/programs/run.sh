@@ -11,8 +11,8 @@ NEW=$PWD
 export MPIEXEC_TIMEOUT=1800 OMP_NUM_THREADS=1
 lat() {   # lat DIR N EXTRA...: one latency table of the checkout DIR at N ranks
   local dir=$1 n=$2; shift 2
-  PYTHONPATH=$dir mpiexec -n "$n" python -m mpicoll.bench latency --bytes 8 \
-      --algorithm recursive_doubling -n 2000 --repeats 9 "$@" | tail -1
+  (cd "$dir" && PYTHONPATH=$dir mpiexec -n "$n" python -m mpicoll.bench latency --bytes 8 \
+      --algorithm recursive_doubling -n 2000 --repeats 9 "$@" | tail -1)
 }
 # 1. N = 2 and N = 1: base and this commit alternated, three rounds each.
 for n in 2 1; do

@@ -122,6 +122,10 @@ def view(argname, t):
         import cupy
         a = cupy.from_dlpack(flat)
     if key is not None and a.nbytes <= _CACHE_BYTES:
+        if t.device.type == "cpu":
+            # A view of the DLPack array: its base is then an array of the tensor's own size,
+            # which the memo can key on (it refuses views of bases it cannot size).
+            a = a.view()
         _cache[key] = a
         if len(_cache) > _CACHE_ENTRIES:
             _cache.popitem(last=False)
