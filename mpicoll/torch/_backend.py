@@ -115,6 +115,7 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         # rank refused its arguments: the reasons travel on this duplicate (_explained).
         self._errcomm = comm.Dup() if self._timeout is not None else None
         self._errsends = []
+        self._failures = 0               # failed calls (the error channel's tags)
         if self._timeout is not None:       # its report names the ranks that are missing
             mpicoll.set_timeout(comm, self._timeout, action="raise")
         options = options or Options()
@@ -184,9 +185,11 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         if self._errcomm is not None:       # the reason, for the others' _explained
             text = bytearray(f"{type(exc).__name__}: {exc}".encode("utf-8", "replace")[:_MSG])
             self._errsends = [(r, b) for r, b in self._errsends if not r.Test()]
+            tag = self._failure_tag()
             for peer in range(self._size):
                 if peer != self._rank:
-                    self._errsends.append((self._errcomm.Isend([text, MPI.BYTE], peer, 1), text))
+                    self._errsends.append((self._errcomm.Isend([text, MPI.BYTE], peer, tag),
+                                           text))
         call = Call(_PRIMITIVE[fname], self._comm, "start" if nonblocking else None)
         call.error = exc
         call.settle()
@@ -232,6 +235,7 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         m = _INVALID.search(str(exc)) if isinstance(exc, ArgumentError) else None
         if m is None or self._errcomm is None:
             return exc
+        tag = self._failure_tag()
         ranks = []
         for part in m.group(1).split(","):
             lo, _, hi = part.strip().partition("-")
@@ -241,7 +245,7 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         for r in ranks:
             buf = bytearray(_MSG)
             status = MPI.Status()
-            req = self._errcomm.Irecv([buf, MPI.BYTE], r, 1)
+            req = self._errcomm.Irecv([buf, MPI.BYTE], r, tag)
             while not req.Test(status):
                 if time.monotonic() > deadline:
                     req.Cancel()
@@ -252,6 +256,17 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         head = str(exc).split(" (nothing was sent", 1)[0]
         return ArgumentError(f"{head} (nothing was sent) - {'; '.join(got)}",
                              exc.Get_error_class())
+
+    def _failure_tag(self):
+        """The error channel's tag of this failed call (then counted).
+
+        Every rank counts each failed call once: the rank that failed when it sends its
+        reason (:meth:`_fail`), the others when they read it (:meth:`_explained`). A reason
+        no rank reads (every rank failed) keeps its own tag and is never taken for a later
+        call's.
+        """
+        self._failures += 1
+        return 1 + self._failures % 30000
 
     def _mark_broken(self, message):
         """A call timed out: every later call on the group raises (its messages stay posted)."""
@@ -364,7 +379,12 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         except ArgumentError as exc:
             # The other ranks' first step is the allgather of their tensors' records.
             self._fail("allgather", exc, False)
-        _sparse.allreduce_sum(self._comm, t, self._algorithms.get("allgatherv"))
+        try:
+            _sparse.allreduce_sum(self._comm, t, self._algorithms.get("allgatherv"))
+        except ArgumentError as exc:
+            # Another rank refused its arguments: with a timeout its reason came on the error
+            # channel (_fail), and is read here, not left for a later call to find.
+            raise self._explained(exc) from None
         return Done(result)
 
     def allreduce_coalesced(self, tensors, opts=None):
