@@ -36,7 +36,7 @@ class Job:
     root: int = 0
     opname: str = "sum"     # bench's op names (units.OP_NAMES)
     timeout: float = 1800.0
-    keep: str = None          # write the traces here and keep them
+    keep: str | None = None          # write the traces here and keep them
     extra: dict = field(default_factory=dict)
 
 
