@@ -218,20 +218,25 @@ def test_mpicoll_run_flags():
 
 
 def test_set_timeout_refuses_bad_arguments_and_reports_what_is_in_force():
+    # (each rank's lines are printed by rank 0: two ranks printing at once may interleave)
     code = ("import mpicoll\n"
             "from mpi4py import MPI\n"
+            "lines = []\n"
             "for bad in (-1, 'x', True):\n"
             "    try:\n"
             "        mpicoll.set_timeout(MPI.COMM_WORLD, bad)\n"
             "    except mpicoll.ArgumentError as e:\n"
-            "        print('REFUSED', e)\n"
+            "        lines.append(f'REFUSED {e}')\n"
             "try:\n"
             "    mpicoll.set_timeout(MPI.COMM_WORLD, 5, action='explode')\n"
             "except mpicoll.ArgumentError as e:\n"
-            "    print('REFUSED', e)\n"
-            "print('BEFORE', mpicoll.get_timeout())\n"
-            "print('OLD', mpicoll.set_timeout(None, 7, action='raise'))\n"
-            "print('AFTER', mpicoll.get_timeout(MPI.COMM_WORLD))\n")
+            "    lines.append(f'REFUSED {e}')\n"
+            "lines.append(f'BEFORE {mpicoll.get_timeout()}')\n"
+            "lines.append(f'OLD {mpicoll.set_timeout(None, 7, action=\"raise\")}')\n"
+            "lines.append(f'AFTER {mpicoll.get_timeout(MPI.COMM_WORLD)}')\n"
+            "every = MPI.COMM_WORLD.gather(lines)\n"
+            "if every is not None:\n"
+            "    print('\\n'.join(line for mine in every for line in mine), flush=True)\n")
     proc = run_mpi(2, [sys.executable, "-c", code], timeout=LIMIT)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
