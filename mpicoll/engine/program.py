@@ -57,7 +57,7 @@ from ..core.ops import OPS
 from ..device.arrays import data_ptr
 from ..sched.plan import COPY, IRECV, ISEND, RECV, REDUCE, SEND, SENDRECV, WAIT
 
-__all__ = ["Program", "compile_plan", "quiet", "free_programs"]
+__all__ = ["Program", "compile_plan", "quiet", "free_programs", "slicer"]
 
 _startall = MPI.Prequest.Startall
 _waitall = MPI.Request.Waitall
@@ -74,6 +74,19 @@ def quiet(ufunc, lower, higher, out):
         ufunc(lower, higher, out=out)
     except (FloatingPointError, RuntimeWarning):
         pass
+
+
+def slicer(arrays):
+    """``view(sym)``: the slice of ``arrays`` a plan's symbolic buffer names, made once each."""
+    views = {}
+
+    def view(sym):
+        k = (sym.buf, sym.start, sym.stop)
+        v = views.get(k)
+        if v is None:
+            v = views[k] = arrays[sym.buf][sym.start:sym.stop]
+        return v
+    return view
 
 
 def _overlap(a, b):
@@ -157,15 +170,7 @@ def compile_plan(plan, arrays, op, comm, tag):
     ``op``: the call's reduction (None for none); ``tag``: the tag of every message.
     Host arrays only (the private communicator sends them itself).
     """
-    views = {}
-
-    def view(sym):
-        k = (sym.buf, sym.start, sym.stop)
-        v = views.get(k)
-        if v is None:
-            v = views[k] = arrays[sym.buf][sym.start:sym.stop]
-        return v
-
+    view = slicer(arrays)
     msg = view
     if any(a.dtype.kind == "V" for a in arrays):
         def msg(sym):              # packed entries (mpicoll.args.user_ops) travel as bytes

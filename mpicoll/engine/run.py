@@ -28,7 +28,7 @@ from ..device.reduce import combine
 from ..sched.plan import COPY, IRECV, ISEND, RECV, REDUCE, SEND, SENDRECV, WAIT
 from ..sched.record import is_array
 from . import fuse as _fuse
-from .program import compile_plan, quiet
+from .program import compile_plan, quiet, slicer
 
 __all__ = ["execute", "compile_call", "bind", "scratch_for", "assign"]
 
@@ -47,18 +47,6 @@ def scratch_for(plan, like, cache=None):
             got = cache[key] = [empty(like, n) for n in plan.scratch_sizes]
         return got
     return [empty(like, n) for n in plan.scratch_sizes]
-
-
-def _views(plan, arrays):
-    memo = {}
-
-    def view(sym):
-        k = (sym.buf, sym.start, sym.stop)
-        v = memo.get(k)
-        if v is None:
-            v = memo[k] = arrays[sym.buf][sym.start:sym.stop]
-        return v
-    return view
 
 
 def assign(dst, src):
@@ -84,7 +72,7 @@ def bind(plan, arrays, op, ctx, fast, nonblocking=False, persistent=False, retag
     new request, with the new call's tag (:mod:`mpicoll.engine.memo`). Steps bound to
     a :class:`~mpicoll.engine.context.Ctx` read ``ctx.tag`` when they post anyway.
     """
-    view = _views(plan, arrays)
+    view = slicer(arrays)
     msg = view
     if fast and any(a.dtype.kind == "V" for a in arrays):
         def msg(sym):             # packed entries (mpicoll.args.user_ops) travel as bytes
