@@ -118,9 +118,27 @@ def test_seed_scripts_print_what_gloo_prints():
         check_seed(name, parse(outputs[name]), gloo=True)
 
 
+# torch's gloo now and then aborts in its own teardown after the work is done (rank exits with
+# "terminate called without an active exception" from a worker thread left joinable: measured
+# 4 in 15 launches of the FSDP example at N = 3 without the final barrier, 1 in 15 with it).
+# gloo is the reference here, not what is tested, so a run that failed with that message
+# alone is launched again (at most REFERENCE_TRIES times in all); mpicoll's runs never are.
+GLOO_TEARDOWN_ABORT = "terminate called without an active exception"
+REFERENCE_TRIES = 3
+
+
+def run_backend(backend, n, argv):
+    """``argv`` launched on ``n`` ranks; gloo's teardown abort relaunched (see above)."""
+    for _ in range(REFERENCE_TRIES if backend == "gloo" else 1):
+        proc = run_mpi(n, argv, timeout=TIMEOUT)
+        if proc.returncode == 0 or GLOO_TEARDOWN_ABORT not in proc.stderr:
+            break
+    return proc
+
+
 def ddp_checksum(backend, n):
-    proc = run_mpi(n, [sys.executable, os.path.join("examples", "torch", "ddp.py"),
-                       "--steps", "6", "--backend", backend], timeout=TIMEOUT)
+    proc = run_backend(backend, n, [sys.executable, os.path.join("examples", "torch", "ddp.py"),
+                                    "--steps", "6", "--backend", backend])
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
     losses = re.findall(r"rank (\d+) step (\d+) loss ([\d.]+)", proc.stdout)
     assert sorted({int(r) for r, _, _ in losses}) == list(range(n))
@@ -148,9 +166,9 @@ def test_fsdp_example_trains_to_the_parameters_gloo_gives(n, tmp_path):
     got = {}
     for backend in ("mpicoll", "gloo"):
         path = tmp_path / f"{backend}.pt"
-        proc = run_mpi(n, [sys.executable, os.path.join("examples", "torch", "fsdp.py"),
-                           "--backend", backend, "--steps", "4", "--save", str(path)],
-                       timeout=TIMEOUT)
+        proc = run_backend(backend, n, [sys.executable,
+                                        os.path.join("examples", "torch", "fsdp.py"),
+                                        "--backend", backend, "--steps", "4", "--save", str(path)])
         assert proc.returncode == 0, (backend, proc.stdout[-3000:], proc.stderr[-3000:])
         for api in ("fsdp2", "fsdp1"):
             assert re.search(rf"{backend} {api}: {n} ranks, 4 steps; parameter checksum",

@@ -92,6 +92,7 @@ def main():
                   f"{flat.sum().item():.12e} {flat.abs().sum().item():.12e}", flush=True)
     if rank == 0 and args.save:
         torch.save(saved, args.save)
+    dist.barrier()                          # every rank done before any tears down
     dist.destroy_process_group()
 
 
