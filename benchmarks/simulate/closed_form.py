@@ -4,8 +4,8 @@
 
 The platform and cases of
 tests/test_simulate.py::test_simulation_agrees_with_the_exact_declared_cost, every case
-printed: the ones the test asserts (one message in flight per direction) and the ones it
-skips (several in flight: SMPI shares the link), with the error of each.
+printed: the ones the test asserts (messages to or from one peer at a time) and the ones it
+skips (several peers in flight: SMPI shares the link), with the error of each.
 """
 import statistics
 

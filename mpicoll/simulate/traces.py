@@ -24,6 +24,19 @@ Plan operations map as:
   per-round cost; at the start, one of the per-call cost. Consecutive local
   steps are written as one ``sleep`` of their sum (the same time, fewer events).
 
+Messages between two ranks go one at a time, in order, as on an MPI library's
+connection (TCP, a shared-memory queue): SMPI would run every posted request
+at once and share the link max-min fairly among them, so a pipelined chain
+of 64 KiB segments arrived all together at the end, not one after another
+(a bcast ``pipeline`` over 4 shaped links replayed 2.5x slower than measured).
+So a send to a rank that an earlier send of this rank still goes to first
+waits for that earlier send (``wait``; the plan's own wait of it is then not
+written again), and the receives a run of nonblocking operations posts are
+written first in that run, so that a rank never waits on its send before
+posting the receives it had already posted in the plan (their relative order
+is kept: tags pair them). Messages to different ranks still share the rank's
+link, as they do on one NIC.
+
 Tags carry the matching order: the k-th message from rank a to rank b has
 tag k on both sides, which is how MPI's non-overtaking rule pairs the
 plans' messages (they use one tag per call), and keeps every request's
@@ -37,7 +50,8 @@ import os
 
 from mpicoll.sched.plan import COPY, IRECV, ISEND, RECV, REDUCE, SEND, SENDRECV, WAIT
 
-__all__ = ["plan_lines", "write_rank", "write_list", "ZERO_RECV", "traffic_of_lines", "in_flight"]
+__all__ = ["fifo_order", "plan_lines", "write_rank", "write_list", "ZERO_RECV",
+           "traffic_of_lines", "in_flight"]
 
 #: the size written for a zero-byte receive (see the module doc)
 ZERO_RECV = "1e-9"
@@ -51,6 +65,28 @@ def _sleep(rank, seconds):
     return f"{rank} sleep {seconds:.12g}"
 
 
+_BLOCKING = (SEND, RECV, SENDRECV, WAIT)
+
+
+def fifo_order(ops):
+    """``ops`` with the IRECVs of each run of nonblocking operations moved to its front.
+
+    A run ends at an operation that blocks (SEND, RECV, SENDRECV, WAIT). The
+    IRECVs keep their order, as do the other operations (see the module doc).
+    """
+    out, run_recvs, run_rest = [], [], []
+    for op in ops:
+        if op[0] in _BLOCKING:
+            out += run_recvs + run_rest
+            run_recvs, run_rest = [], []
+            out.append(op)
+        elif op[0] == IRECV:
+            run_recvs.append(op)
+        else:
+            run_rest.append(op)
+    return out + run_recvs + run_rest
+
+
 def plan_lines(plan, itemsize, costs=None):
     """The TI actions of one rank's :class:`~mpicoll.sched.plan.Plan` (without init/finalize).
 
@@ -59,6 +95,9 @@ def plan_lines(plan, itemsize, costs=None):
     r = plan.rank
     sent, recvd = {}, {}          # peer -> messages so far (the next tag)
     slots = {}                    # request slot -> "src dst tag"
+    going = {}                    # peer -> the slot of this rank's send still going to it
+    peer_of = {}                  # the slot of a send -> its peer
+    waited = set()                # slots waited before the plan's own wait (one at a time)
     out = []
     per_round = costs.round_s if costs is not None else 0.0
     pending = [0.0]               # local seconds not yet written
@@ -79,10 +118,20 @@ def plan_lines(plan, itemsize, costs=None):
             pending[0] = 0.0
         out.append(line)
 
-    for op in plan.ops:
+    def one_at_a_time(peer):
+        slot = going.pop(peer, None)
+        if slot is not None:
+            emit(f"{r} wait {slots[slot]}")
+            waited.add(slot)
+
+    for op in fifo_order(plan.ops):
         kind = op[0]
-        if kind in (SEND, RECV, SENDRECV, WAIT):
+        if kind in _BLOCKING:
             pending[0] += per_round
+        if kind in (SEND, ISEND):
+            one_at_a_time(op[2])
+        elif kind == SENDRECV:
+            one_at_a_time(op[2])
         if kind == SEND:
             emit(f"{r} send {op[2]} {tag_to(op[2])} {op[1].size * itemsize}")
         elif kind == RECV:
@@ -96,6 +145,8 @@ def plan_lines(plan, itemsize, costs=None):
         elif kind == ISEND:
             t = tag_to(op[2])
             slots[op[3]] = f"{r} {op[2]} {t}"
+            going[op[2]] = op[3]
+            peer_of[op[3]] = op[2]
             emit(f"{r} isend {op[2]} {t} {op[1].size * itemsize}")
         elif kind == IRECV:
             t = tag_from(op[2])
@@ -104,7 +155,14 @@ def plan_lines(plan, itemsize, costs=None):
         elif kind == WAIT:
             first = True
             for s in op[1]:
-                line = f"{r} wait {slots.pop(s)}"
+                key = slots.pop(s)
+                peer = peer_of.pop(s, None)
+                if peer is not None and going.get(peer) == s:
+                    del going[peer]
+                if s in waited:
+                    waited.discard(s)
+                    continue
+                line = f"{r} wait {key}"
                 if first:
                     emit(line)
                     first = False
@@ -160,28 +218,32 @@ def write_list(directory, paths):
 
 
 def in_flight(plan):
-    """(most sends, most receives) one rank has posted and not yet completed at once.
+    """(most peers sent to, most peers received from) with messages in flight on one rank.
 
     A blocking SEND or RECV counts one while it runs; a SENDRECV one of each.
-    Where either is above 1, SMPI shares the rank's link among the messages
-    (max-min fair), while the α-β closed forms send one message after another.
+    Messages to (or from) one peer go one at a time (see the module doc), so
+    they count as one. Where either is above 1, SMPI shares the rank's link
+    among the peers' messages (max-min fair), while the α-β closed forms send
+    one message after another.
     """
-    sends = recvs = most_s = most_r = 0
-    kinds = {}
+    sends, recvs = {}, {}         # peer -> messages in flight to / from it
+    most_s = most_r = 0
+    slot_of = {}
     for op in plan.ops:
         kind = op[0]
-        if kind == ISEND:
-            sends += 1
-            kinds[op[3]] = "s"
-        elif kind == IRECV:
-            recvs += 1
-            kinds[op[3]] = "r"
-        most_s = max(most_s, sends + (kind in (SEND, SENDRECV)))
-        most_r = max(most_r, recvs + (kind in (RECV, SENDRECV)))
+        if kind in (ISEND, IRECV):
+            table = sends if kind == ISEND else recvs
+            table[op[2]] = table.get(op[2], 0) + 1
+            slot_of[op[3]] = (table, op[2])
+        blocking_s = kind == SEND and op[2] not in sends or kind == SENDRECV and op[2] not in sends
+        recv_peer = op[2] if kind == RECV else op[4] if kind == SENDRECV else None
+        blocking_r = recv_peer is not None and recv_peer not in recvs
+        most_s = max(most_s, len(sends) + blocking_s)
+        most_r = max(most_r, len(recvs) + blocking_r)
         if kind == WAIT:
             for s in op[1]:
-                if kinds.pop(s) == "s":
-                    sends -= 1
-                else:
-                    recvs -= 1
+                table, peer = slot_of.pop(s)
+                table[peer] -= 1
+                if not table[peer]:
+                    del table[peer]
     return most_s, most_r
