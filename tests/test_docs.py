@@ -11,6 +11,8 @@ Sphinx or MPI:
   complete under the diagram's model (what drawing needs);
 - the pages written for the registry are all there, and a missing one is found;
 - the examples of plans the pages print are what the code records today;
+- every algorithm with a plan has its simulated scaling curve in the recorded sweep
+  (``benchmarks/simulate/scaling.jsonl``), drawn from the file's rows;
 - with ``MPICOLL_DOCS_HTML`` set to a built site (``.ci/run`` builds it first),
   every algorithm's HTML page is there with its two diagrams.
 Serial pytest.
@@ -28,6 +30,7 @@ sys.path.insert(0, os.path.join(ROOT, "docs", "_ext"))
 
 import gallery  # noqa: E402
 import plandraw  # noqa: E402
+import simcurves  # noqa: E402
 
 
 def registered():
@@ -75,7 +78,33 @@ def test_written_gallery_has_every_page(tmp_path):
     assert gallery.missing(str(tmp_path), images=False) == [(p, a, "no page")]
     # ... and without the diagrams, every page lacks them
     drawn = [(q, b) for q, b in registered() if gallery.has_plan(q, b) and (q, b) != (p, a)]
-    assert len(gallery.missing(str(tmp_path))) == 1 + len(gallery.SIZES) * len(drawn)
+    sweep = simcurves.load()
+    curves = sum(1 for q, b in drawn if sweep is not None and sweep.has(q, b))
+    assert len(gallery.missing(str(tmp_path))) == 1 + len(gallery.SIZES) * len(drawn) + curves
+
+
+def test_every_drawn_algorithm_has_its_simulated_curve(tmp_path):
+    """The recorded sweep has every algorithm with a plan at two N or more; its page shows it.
+
+    The curve's points are the file's rows (read here independently), and it draws.
+    """
+    from mpicoll.bench.results import load
+    sweep = simcurves.load()
+    assert sweep is not None, f"{simcurves.SOURCE} is missing"
+    lacking = sorted((p, a) for p, a in registered()
+                     if gallery.has_plan(p, a) and not sweep.has(p, a))
+    assert lacking == [], f"no simulated curve in {simcurves.SOURCE}: {lacking}"
+    _, rows, _ = load([os.path.join(ROOT, simcurves.SOURCE)])
+    for p, a in (("allreduce", "ring"), ("bcast", "binomial"), ("alltoall", "pairwise")):
+        for nbytes, pts in sweep.curves[(p, a)].items():
+            want = sorted((r["nranks"], r["time_us"]["avg"]) for r in rows
+                          if (r["primitive"], r["algorithm"], r["bytes"]) == (p, a, nbytes))
+            assert pts == want
+        page = gallery._page(p, a, {n: "drawn" for n in gallery.SIZES}, {}, sweep)
+        assert f".. figure:: {simcurves.image_name(p, a)}" in page and sweep.platform in page
+        path = tmp_path / simcurves.image_name(p, a)
+        simcurves.draw(sweep, p, a, str(path))
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_timeline_matches_messages():

@@ -4,9 +4,10 @@ For every primitive and every algorithm :func:`mpicoll.algorithms` lists for it
 (``native``, the MPI library's own collective, excepted: it has no plan), the
 page shows its space-time diagram at N = 4 and N = 5 drawn from its recorded
 plans (:mod:`plandraw`), its cost (the ``Cost:`` sentence of its docstring)
-and its docstring. The index holds the table of every algorithm's cost and
-each primitive's ``auto`` rule (:data:`mpicoll.DEFAULTS_TABLE`), so each fact
-is written once, in the code.
+and its docstring, and, where the recorded simulated sweep has it, its scaling
+curve at cluster sizes (:mod:`simcurves`). The index holds the table of every
+algorithm's cost and each primitive's ``auto`` rule (:data:`mpicoll.DEFAULTS_TABLE`),
+so each fact is written once, in the code.
 
 The pages and images are written into ``docs/gallery/`` (ignored by git)
 when the builder starts; the directory is removed and rewritten each time.
@@ -139,7 +140,7 @@ def _title(text, ch="="):
     return f"{text}\n{ch * len(text)}\n"
 
 
-def _page(primitive, algorithm, captions, problems):
+def _page(primitive, algorithm, captions, problems, simulated=None):
     import mpicoll
     fn = mpicoll.algorithm_info(primitive, algorithm)
     cost = cost_of(fn)
@@ -170,6 +171,19 @@ def _page(primitive, algorithm, captions, problems):
             continue
         lines += [f".. figure:: {image}", f"   :alt: space-time diagram of {primitive} "
                   f"{algorithm} at N = {n}", "", f"   N = {n}: {captions[n]}.", ""]
+    if simulated is not None and simulated.has(primitive, algorithm):
+        import simcurves
+        sizes = sorted(simulated.curves[(primitive, algorithm)])
+        ns = sorted({n for pts in simulated.curves[(primitive, algorithm)].values()
+                     for n, _ in pts})
+        lines += [_title("Simulated at scale", "-"),
+                  f".. figure:: {simcurves.image_name(primitive, algorithm)}",
+                  f"   :alt: simulated time of {primitive} {algorithm} against N", "",
+                  f"   Time per call at N = {', '.join(map(str, ns))} "
+                  f"({', '.join(f'{b:,} B' for b in sizes)}), replayed by SimGrid/SMPI from "
+                  f"its verified plans on ``{simulated.platform}``; dashed: MPICH's own "
+                  f"algorithms as SMPI runs them. Recorded in ``{simcurves.SOURCE}``; "
+                  "see :doc:`/guide/simulate`.", ""]
     lines += [f"See :doc:`the gallery's index <../index>` for how the diagrams are drawn "
               f"and :doc:`index` for {primitive}'s other algorithms.", "",
               _title("Docstring", "-"), f".. autofunction:: {_target(fn)}", ""]
@@ -241,6 +255,8 @@ def write(srcdir, draw=True):
     The problems are those of pages whose diagrams could not be drawn (empty when all were).
     """
     import plandraw  # noqa: F401  (fail early when the module is missing)
+    import simcurves
+    sweep = simcurves.load()
     root = os.path.join(srcdir, DIR)
     if os.path.isdir(root):
         shutil.rmtree(root)
@@ -259,8 +275,10 @@ def write(srcdir, draw=True):
             captions, problems = _draw_all(pdir, p, a, draw)
             if problems:
                 failed[docname(p, a)] = problems
+            if draw and sweep is not None and sweep.has(p, a):
+                simcurves.draw(sweep, p, a, os.path.join(pdir, simcurves.image_name(p, a)))
             with open(os.path.join(pdir, f"{a}.rst"), "w", encoding="utf-8") as f:
-                f.write(_page(p, a, captions, problems))
+                f.write(_page(p, a, captions, problems, sweep))
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "gallery_intro.rst"),
               encoding="utf-8") as f:
         intro = f.read()
@@ -278,13 +296,16 @@ def missing(srcdir, images=True):
     Every registered algorithm but native whose page (or, with ``images``, one of its
     diagrams) is missing under ``srcdir``.
     """
+    import simcurves
+    sweep = simcurves.load() if images else None
     out = []
     for p, a in entries():
         page = os.path.join(srcdir, docname(p, a) + ".rst")
         if not os.path.isfile(page):
             out.append((p, a, "no page"))
             continue
-        for image in image_names(p, a) if images else ():
+        simulated = [simcurves.image_name(p, a)] if sweep and sweep.has(p, a) else []
+        for image in image_names(p, a) + simulated if images else ():
             if not os.path.isfile(os.path.join(os.path.dirname(page), image)):
                 out.append((p, a, f"no {image}"))
     return out
