@@ -4,6 +4,8 @@ import re
 
 import numpy as np
 
+from ..core.ops import OP_NAMES, parse_op  # re-exported: the bench's --op names
+
 __all__ = ["parse_size", "fmt_size", "size_sweep", "parse_dtype", "dtype_label",
            "parse_op", "OP_NAMES", "parse_range", "iterations"]
 
@@ -80,18 +82,6 @@ def dtype_label(dtype):
     """nccl-tests' name for the table ('float' for float32)."""
     return {"float32": "float", "float64": "double", "float16": "half"}.get(
         np.dtype(dtype).name, np.dtype(dtype).name)
-
-
-OP_NAMES = ("sum", "prod", "min", "max")
-
-
-def parse_op(name):
-    """'sum' -> MPI.SUM (prod, min, max likewise)."""
-    from mpi4py import MPI
-    key = str(name).strip().lower()
-    if key not in OP_NAMES:
-        raise ValueError(f"expected an op among {', '.join(OP_NAMES)}; got {name!r}")
-    return getattr(MPI, key.upper())
 
 
 def iterations(nbytes, iters, warmup, large):

@@ -9,7 +9,7 @@ from mpi4py import MPI
 
 from .errors import ArgumentError, ArgumentTypeError, describe
 
-__all__ = ["OPS", "check_op", "op_name", "op_ufunc"]
+__all__ = ["OPS", "check_op", "op_name", "op_ufunc", "OP_NAMES", "parse_op"]
 
 _BUILTIN = [
     (MPI.SUM, "SUM", np.add),
@@ -73,3 +73,15 @@ def op_ufunc(op):
     """The NumPy ufunc of a built-in op, or None for a user op."""
     entry = OPS.get(op.handle)
     return entry[1] if entry is not None else None
+
+
+#: The op names the command lines take (nccl-tests' ``-o``): lower-case MPI op names.
+OP_NAMES = ("sum", "prod", "min", "max")
+
+
+def parse_op(name):
+    """'sum' -> MPI.SUM (prod, min, max likewise)."""
+    key = str(name).strip().lower()
+    if key not in OP_NAMES:
+        raise ValueError(f"expected an op among {', '.join(OP_NAMES)}; got {name!r}")
+    return getattr(MPI, key.upper())

@@ -47,8 +47,8 @@ def plan_count(primitive, nranks, nbytes, itemsize):
     block for the blocked primitives (allgather, gather, ...), the whole vector
     otherwise and for reduce_scatter.
     """
-    from mpicoll.bench.specs import SPECS
-    spec = SPECS[primitive]
+    from mpicoll.calls import DEFINED
+    spec = DEFINED[primitive].spec
     count, block = spec.layout(nbytes, itemsize, nranks)
     if spec.blocked and primitive != "reduce_scatter":
         return block, count, block
@@ -82,7 +82,7 @@ def write_traces(job, directory):
         info["smpi_algorithm"] = alg
     else:
         count, _, _ = plan_count(job.primitive, N, job.nbytes, job.itemsize)
-        from mpicoll.bench.units import parse_op
+        from mpicoll.core.ops import parse_op
         layout = layout_of_hosts(job.platform.hosts)
         op = parse_op(job.opname)
         msgs = 0
