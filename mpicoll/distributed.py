@@ -15,6 +15,12 @@ Every collective takes ``async_op=True`` and then returns a :class:`Work`
 (``wait()``, ``is_completed()``), as torch does; the p2p backend runs it as
 a nonblocking mpicoll collective (:mod:`mpicoll.api`).
 
+This module stays beside the real torch backend (``backend="mpicoll"``,
+:mod:`mpicoll.torch`) as a thin layer because it needs no torch: the seed's
+scripts run on NumPy or CuPy arrays. What the two share is read from one
+place: the primitives' ``run`` (:mod:`mpicoll.calls`) and torch's op names
+(:data:`mpicoll.core.ops.TORCH_OPS`).
+
 Tensors may be CuPy arrays (select the rank's GPU first, e.g. with
 :func:`mpicoll.gpu.select_device`); the lists of gather/scatter calls must
 then be CuPy arrays on the same device.
@@ -36,6 +42,7 @@ from .calls import reduce_scatter as _reduce_scatter
 from .calls import scatter as _scatter
 from .core import watchdog as _wd
 from .core.errors import ArgumentError, ArgumentTypeError, describe
+from .core.ops import TORCH_OPS
 from .core.registry import PRIMITIVES, lookup
 from .device.arrays import empty
 from .engine.call import Call
@@ -52,10 +59,14 @@ _TORCH_NAMES = {"broadcast": "bcast", "all_reduce": "allreduce", "all_gather": "
 
 
 class ReduceOp(enum.Enum):
-    """torch.distributed.ReduceOp, mapped onto MPI ops (AVG = SUM, then / N)."""
+    """torch.distributed.ReduceOp, mapped onto MPI ops (AVG = SUM, then / N).
+
+    The members and their MPI ops are :data:`mpicoll.core.ops.TORCH_OPS`' (the torch
+    backend reads the same table); PREMUL_SUM, an NCCL factory's op, is torch's only.
+    """
 
     SUM = "SUM"
-    PRODUCT = "PROD"
+    PRODUCT = "PRODUCT"
     MIN = "MIN"
     MAX = "MAX"
     BAND = "BAND"
@@ -66,7 +77,7 @@ class ReduceOp(enum.Enum):
     @property
     def mpi_op(self):
         """The MPI op that runs this op (AVG: SUM, then the division by N)."""
-        return MPI.SUM if self is ReduceOp.AVG else getattr(MPI, self.value)
+        return getattr(MPI, TORCH_OPS[self.value])
 
 
 _state = {"comm": None, "backend": None, "algorithms": {}}

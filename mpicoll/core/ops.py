@@ -9,7 +9,8 @@ from mpi4py import MPI
 
 from .errors import ArgumentError, ArgumentTypeError, describe
 
-__all__ = ["OPS", "check_op", "op_name", "op_ufunc", "OP_NAMES", "parse_op"]
+__all__ = ["OPS", "check_op", "op_name", "op_ufunc", "OP_NAMES", "parse_op",
+           "TORCH_OPS"]
 
 _BUILTIN = [
     (MPI.SUM, "SUM", np.add),
@@ -85,3 +86,11 @@ def parse_op(name):
     if key not in OP_NAMES:
         raise ValueError(f"expected an op among {', '.join(OP_NAMES)}; got {name!r}")
     return getattr(MPI, key.upper())
+
+
+#: torch.distributed's ``ReduceOp`` names -> the MPI op name that carries them. AVG and
+#: PREMUL_SUM ride on SUM with a division by N after it or a multiplication before it
+#: (done by their callers). Read by both torch faces: :mod:`mpicoll.distributed` (torch's
+#: names on NumPy arrays, no torch needed) and the torch backend (``mpicoll.torch._ops``).
+TORCH_OPS = {"SUM": "SUM", "PRODUCT": "PROD", "MIN": "MIN", "MAX": "MAX",
+             "BAND": "BAND", "BOR": "BOR", "BXOR": "BXOR", "AVG": "SUM", "PREMUL_SUM": "SUM"}

@@ -18,13 +18,13 @@ import torch.distributed as dist
 from mpi4py import MPI
 
 from ..core.errors import ArgumentError, ArgumentTypeError, describe
+from ..core.ops import TORCH_OPS
 
 __all__ = ["Reduction", "reduction"]
 
 _R = dist.ReduceOp.RedOpType
-_MPI = {_R.SUM: MPI.SUM, _R.PRODUCT: MPI.PROD, _R.MIN: MPI.MIN, _R.MAX: MPI.MAX,
-        _R.BAND: MPI.BAND, _R.BOR: MPI.BOR, _R.BXOR: MPI.BXOR,
-        _R.AVG: MPI.SUM, _R.PREMUL_SUM: MPI.SUM}
+# torch's op -> the MPI op that carries it: the table mpicoll.distributed reads too
+_MPI = {getattr(_R, name): getattr(MPI, mpi) for name, mpi in TORCH_OPS.items()}
 _BOOL = {_R.SUM: MPI.LOR, _R.MAX: MPI.LOR, _R.BOR: MPI.LOR,
          _R.PRODUCT: MPI.LAND, _R.MIN: MPI.LAND, _R.BAND: MPI.LAND, _R.BXOR: MPI.LXOR}
 _TORCH_MATH = {MPI.SUM.handle: torch.add, MPI.PROD.handle: torch.mul,
