@@ -82,14 +82,14 @@ def test_success_is_exit_zero():
 # -- the real entry points -------------------------------------------------------------
 
 def test_soak_bad_flag_and_bad_value():
-    proc, out = run(2, [sys.executable, "-m", "mpicoll.soak", "--bogus"])
+    proc, out = run(2, [sys.executable, "-m", "mpicoll.testing.soak", "--bogus"])
     assert proc.returncode != 0 and "unrecognized arguments: --bogus" in out
-    proc, out = run(2, [sys.executable, "-m", "mpicoll.soak", "--calls", "0"])
+    proc, out = run(2, [sys.executable, "-m", "mpicoll.testing.soak", "--calls", "0"])
     assert proc.returncode != 0 and "--calls must be >= 1" in out
 
 
 def test_soak_runs():
-    proc, out = run(2, [sys.executable, "-m", "mpicoll.soak", "--calls", "50",
+    proc, out = run(2, [sys.executable, "-m", "mpicoll.testing.soak", "--calls", "50",
                         "--max-count", "64"])
     assert proc.returncode == 0, out
     assert "[soak] PASS" in out

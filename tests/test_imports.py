@@ -96,7 +96,7 @@ FLOORS = {
     "faces": 6, "p2p_methods": 6, "p2p_calls": 6,
     "monitored": 6, "shm": 6,
     # the tools
-    "demo": 7, "bench": 7, "verify": 7, "soak": 7, "simulate": 7, "run": 7,
+    "demo": 7, "bench": 7, "verify": 7, "testing": 7, "simulate": 7, "run": 7,
 }
 
 

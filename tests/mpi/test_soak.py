@@ -1,7 +1,7 @@
 """The short soak: random calls (every primitive x algorithm x dtype x size x root,
 user point-to-point traffic pending on the same communicator), each compared bitwise
 with the native collective; no leaked request, no stray message, one private
-communicator. The full run (10 000 calls at N = 4) is ``python -m mpicoll.soak``;
+communicator. The full run (10 000 calls at N = 4) is ``python -m mpicoll.testing.soak``;
 its recorded result is benchmarks/soak.md.
 """
 
@@ -10,7 +10,7 @@ from mpi4py import MPI
 from refdata import on_nodes
 
 import mpicoll
-from mpicoll.soak import clean, soak
+from mpicoll.testing.soak import clean, soak
 
 world = MPI.COMM_WORLD
 N, RANK = world.Get_size(), world.Get_rank()

@@ -2,9 +2,9 @@
 
 ::
 
-    mpiexec -n 4 python -m mpicoll.soak --calls 10000 --seed 1
-    mpiexec -n 4 python -m mpicoll.soak --calls 10000 --check     # in checked mode
-    mpiexec -n 4 python -m mpicoll.soak --calls 10000 --prefer shm  # shared-memory algorithms
+    mpiexec -n 4 python -m mpicoll.testing.soak --calls 10000 --seed 1
+    mpiexec -n 4 python -m mpicoll.testing.soak --calls 10000 --check     # in checked mode
+    mpiexec -n 4 python -m mpicoll.testing.soak --calls 10000 --prefer shm  # the shm algorithms
 
 Each call draws (the same on every rank) a primitive, one of its algorithms
 (``native`` and ``auto`` included), a dtype, a count (0 to ``--max-count``,
@@ -241,7 +241,7 @@ def _layout(rng, size, c):
 
 def _one_v(comm, case, rng, rank, size, mine, kw):
     """The vector collectives and the scans: (got, want), or the text of a failure."""
-    from . import api as vc
+    from .. import api as vc
     prim, dt, opname, c, root, inpl = (case[k] for k in (
         "primitive", "dtype", "op", "count", "root", "in_place"))
     counts, displs, n = _layout(np.random.default_rng([*rng, size, 13]), size, c)
@@ -321,7 +321,7 @@ class _Tracker:
     """Counts every request and communicator the algorithms touch (via Ctx)."""
 
     def __init__(self):
-        from .engine import context as _context
+        from ..engine import context as _context
         self.ctx_cls = _context.Ctx
         self.requests = []
         self.created = 0
@@ -387,11 +387,11 @@ def soak(comm=None, calls=10000, seed=1, max_count=20000, p2p=True, check=None,
     ``check``: None (leave the mode alone) or a mode for :func:`mpicoll.engine.call.set_check`.
     ``progress``: called as ``progress(i, summary_so_far)`` on rank 0 every tenth of the run.
     """
-    from .core.topology import layout
-    from .device.shm import node_shm
-    from .device.shm import stats as shm_stats
-    from .engine.call import set_check
-    from .engine.context import private_comm
+    from ..core.topology import layout
+    from ..device.shm import node_shm
+    from ..device.shm import stats as shm_stats
+    from ..engine.call import set_check
+    from ..engine.context import private_comm
     comm = MPI.COMM_WORLD if comm is None else comm
     rank, size = comm.Get_rank(), comm.Get_size()
     old_mode = set_check(comm, check) if check is not None else None
@@ -522,102 +522,10 @@ def clean(summary, rss_limit=16 << 20):
             and summary["rss_growth_bytes_max"] <= rss_limit)
 
 
-def check_cost(comm=None, rounds=7, iters=2000):
-    """Per-call latency of small collectives in each check mode (rank-max, median of rounds).
-
-    Modes: ``local`` (no agreement step), ``agree-1int`` (local plus the one-int
-    Allreduce the agreement step used before checked mode existed, emulated),
-    ``agree`` and ``checked``. Rounds interleave the modes so that load from
-    other processes affects all of them alike. Returns {call: {mode: seconds}}.
-    """
-    import mpicoll
-
-    from .engine.call import set_check
-    from .engine.context import private_comm
-    comm = MPI.COMM_WORLD if comm is None else comm
-    comm = comm.Dup()
-    pcomm = private_comm(comm)
-    x = np.ones(1)
-    flag = np.zeros(1, dtype=np.intc)
-    calls = {
-        "allreduce 8 B, recursive_doubling": lambda: mpicoll.allreduce(
-            x, comm=comm, algorithm="recursive_doubling"),
-        "allreduce 8 B, native": lambda: mpicoll.allreduce(x, comm=comm, algorithm="native"),
-        "bcast 8 B, binomial": lambda: mpicoll.bcast(x, 0, comm=comm, algorithm="binomial"),
-        "barrier, dissemination": lambda: mpicoll.barrier(comm=comm, algorithm="dissemination"),
-    }
-    modes = ("local", "agree-1int", "agree", "checked")
-    times = {c: {m: [] for m in modes} for c in calls}
-    for _ in range(rounds):
-        for name, fn in calls.items():
-            for mode in modes:
-                set_check(comm, "local" if mode == "agree-1int" else mode)
-                if mode == "agree-1int":
-                    def f(fn=fn):
-                        pcomm.Allreduce(MPI.IN_PLACE, flag, MPI.MAX)
-                        fn()
-                else:
-                    f = fn
-                for _ in range(max(1, iters // 10)):
-                    f()
-                comm.Barrier()
-                t0 = time.perf_counter()
-                for _ in range(iters):
-                    f()
-                dt = (time.perf_counter() - t0) / iters
-                times[name][mode].append(comm.allreduce(dt, op=MPI.MAX))
-    # The agreement step alone, on the private communicator: before (one-int Allreduce)
-    # and now (Allgather of the 128-byte fingerprint).
-    mine = bytes(128)
-    raw = bytearray(128 * comm.Get_size())
-    bare = {"old: Allreduce of 1 int": lambda: pcomm.Allreduce(MPI.IN_PLACE, flag, MPI.MAX),
-            "new: Allgather of 128 B": lambda: pcomm.Allgather([mine, MPI.BYTE], [raw, MPI.BYTE])}
-    for name in bare:
-        times[name] = {"local": []}
-    for _ in range(rounds):
-        for name, fn in bare.items():
-            comm.Barrier()
-            t0 = time.perf_counter()
-            for _ in range(iters):
-                fn()
-            dt = (time.perf_counter() - t0) / iters
-            times[name]["local"].append(comm.allreduce(dt, op=MPI.MAX))
-    comm.Free()
-    return {c: {m: (float(np.min(v)), float(np.median(v))) for m, v in ms.items()}
-            for c, ms in times.items()}
-
-
-def _check_cost_main(args):
-    res = check_cost(rounds=args.rounds, iters=args.iters)
-    if MPI.COMM_WORLD.Get_rank() == 0:
-        size = MPI.COMM_WORLD.Get_size()
-        print(f"N={size}: microseconds per call, slowest rank; min (median) of {args.rounds} "
-              f"rounds x {args.iters} calls; load average {os.getloadavg()[0]:.1f}")
-        print("| call | local | agree, old (1-int allreduce) | agree | checked "
-              "| agree - local | checked - agree |")
-        print("|---|---|---|---|---|---|---|")
-        for c, m in res.items():
-            if len(m) == 1:
-                continue
-            lo = {k: v[0] * 1e6 for k, v in m.items()}
-            md = {k: v[1] * 1e6 for k, v in m.items()}
-            cells = [f"{lo[k]:.1f} ({md[k]:.0f})"
-                     for k in ("local", "agree-1int", "agree", "checked")]
-            print(f"| {c} | " + " | ".join(cells) +
-                  f" | {lo['agree'] - lo['local']:+.1f} | {lo['checked'] - lo['agree']:+.1f} |",
-                  flush=True)
-        print()
-        print("| agreement step alone | min (median) |")
-        print("|---|---|")
-        for c, m in res.items():
-            if len(m) == 1:
-                print(f"| {c} | {m['local'][0] * 1e6:.1f} ({m['local'][1] * 1e6:.0f}) |")
-    return 0
-
-
 def main(argv=None):
-    """``python -m mpicoll.soak`` on ``argv`` (default: the command line); the exit status."""
-    ap = argparse.ArgumentParser(prog="python -m mpicoll.soak", description=__doc__.split("\n")[0])
+    """``python -m mpicoll.testing.soak`` on ``argv`` (default: the command line); exit status."""
+    ap = argparse.ArgumentParser(prog="python -m mpicoll.testing.soak",
+                                 description=__doc__.split("\n")[0])
     ap.add_argument("--calls", type=int, default=10000, help="random calls (default 10000)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--max-count", type=int, default=20000, help="largest count drawn (elements)")
@@ -629,16 +537,7 @@ def main(argv=None):
     ap.add_argument("--rss-limit-mib", type=float, default=16.0,
                     help="largest resident-memory growth counted as flat (MiB, default 16)")
     ap.add_argument("--json", metavar="PATH", help="also write the summary as JSON (rank 0)")
-    ap.add_argument("--check-cost", action="store_true",
-                    help="instead of soaking, measure the per-call cost of the check modes "
-                         "(benchmarks/checked_mode.md)")
-    ap.add_argument("--rounds", type=int, default=7, help="--check-cost: rounds (default 7)")
-    ap.add_argument("--iters", type=int, default=2000, help="--check-cost: calls per round")
     args = ap.parse_args(argv)
-    if args.check_cost:
-        if args.rounds < 1 or args.iters < 1:
-            ap.error("--rounds and --iters must be >= 1")
-        return _check_cost_main(args)
     if args.calls < 1 or args.max_count < 0:
         ap.error("--calls must be >= 1 and --max-count >= 0")
     rank = MPI.COMM_WORLD.Get_rank()
@@ -667,5 +566,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    from .core.failfast import run_main
+    from ..core.failfast import run_main
     run_main(main)
