@@ -1,14 +1,7 @@
 """allgatherv: every rank's block, of any size, into every rank's v-buffer (``MPI_Allgatherv``).
 
-The v side of a call is an mpi4py v-buffer spec (:mod:`mpicoll.args.vbuffers`):
-``buf``, ``[buf, counts]``, ``[buf, (counts, displs)]``, ``[buf, counts, displs]``,
-``[buf, counts, datatype]``, ``[buf, (counts, displs), datatype]`` or
-``[buf, counts, displs, datatype]``; a plain array splits into N near-equal
-blocks, as in mpi4py. Counts and displacements are in elements. Receive
-blocks must not overlap; gaps between them and blocks out of rank order are
-fine (gaps are never written). The ranks agree on every rank's count before
-any message (:meth:`mpicoll.engine.call.Call.exchange`), so counts that do
-not match across ranks raise on every rank instead of truncating or hanging.
+The v side of a call is an mpi4py v-buffer spec (its forms: :mod:`mpicoll.args.vbuffers`;
+the rules every v primitive shares: :mod:`mpicoll.calls`).
 """
 from mpi4py import MPI
 
