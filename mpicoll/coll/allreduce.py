@@ -17,6 +17,7 @@ from ..core.registry import register
 from .bcast import binomial_bcast
 from .cost import Cost, even, lg
 from .reduce import binomial_reduce, halving_reduce_scatter
+from .textbook import F, Textbook, always, ceil_log2, even_or_mean, pof2, pof2_even_or_mean
 
 
 @register("allreduce", "native")
@@ -28,7 +29,9 @@ def allreduce_native(ctx, sendbuf, recvbuf, op):
 
 @register("allreduce", "reduce_bcast", cost=Cost(
     "2⌈log2 N⌉(α + nβ) + ⌈log2 N⌉nγ", alpha=lambda k: 2 * lg(k.N),
-    beta=lambda k: 2 * lg(k.N) * k.n, gamma=lambda k: lg(k.N) * k.n))
+    beta=lambda k: 2 * lg(k.N) * k.n, gamma=lambda k: lg(k.N) * k.n),
+          textbook=Textbook("2(N-1)K", "total", "sent",
+                            lambda n, k: F(2 * (n - 1) * k), always))
 def allreduce_reduce_bcast(ctx, sendbuf, recvbuf, op):
     """Binomial reduce to rank 0, then binomial broadcast.
 
@@ -81,7 +84,9 @@ def _fold_out(ctx, recvbuf, rem):
 @register("allreduce", "recursive_doubling", cost=Cost(
     "⌈log2 p⌉(α + nβ + nγ), plus 2(α + nβ) + nγ when N ≠ p",
     alpha=lambda k: lg(k.p) + 2 * k.fold, beta=lambda k: (lg(k.p) + 2 * k.fold) * k.n,
-    gamma=lambda k: (lg(k.p) + k.fold) * k.n))
+    gamma=lambda k: (lg(k.p) + k.fold) * k.n),
+          textbook=Textbook("K log2 N", "each", "sent",
+                            lambda n, k: F(k * ceil_log2(n)), pof2))
 def allreduce_recursive_doubling(ctx, sendbuf, recvbuf, op):
     """Recursive doubling: in step k, exchange the whole vector with rank XOR 2^k.
 
@@ -112,7 +117,9 @@ def allreduce_recursive_doubling(ctx, sendbuf, recvbuf, op):
 @register("allreduce", "ring", commutative_only=True, cost=Cost(
     "2(N-1)α + 2(N-1)/N·nβ + (N-1)/N·nγ", alpha=lambda k: 2 * (k.N - 1),
     beta=lambda k: 2 * (k.N - 1) * k.n / k.N, gamma=lambda k: (k.N - 1) * k.n / k.N,
-    exact=even))
+    exact=even),
+          textbook=Textbook("2(N-1)K/N", "each", "sent",
+                            lambda n, k: F(2 * (n - 1) * k, n), even_or_mean))
 def allreduce_ring(ctx, sendbuf, recvbuf, op):
     """Ring: a reduce-scatter ring then an allgather ring, as in the seed.
 
@@ -157,7 +164,9 @@ def _rab_exact(k):
     "2⌈log2 p⌉α + 2(p-1)/p·nβ + (p-1)/p·nγ, plus 2(α + nβ) + nγ when N ≠ p",
     alpha=lambda k: 2 * lg(k.p) + 2 * k.fold,
     beta=lambda k: 2 * (k.p - 1) * k.n / k.p + 2 * k.fold * k.n,
-    gamma=lambda k: (k.p - 1) * k.n / k.p + k.fold * k.n, exact=_rab_exact))
+    gamma=lambda k: (k.p - 1) * k.n / k.p + k.fold * k.n, exact=_rab_exact),
+          textbook=Textbook("2(N-1)K/N", "each", "sent",
+                            lambda n, k: F(2 * (n - 1) * k, n), pof2_even_or_mean))
 def allreduce_rabenseifner(ctx, sendbuf, recvbuf, op):
     """Rabenseifner: recursive-halving reduce-scatter + recursive-doubling allgather.
 

@@ -7,6 +7,7 @@ Costs in messages of zero bytes: α each.
 """
 from ..core.registry import register
 from .cost import Cost, lg
+from .textbook import F, Textbook, always, ceil_log2
 
 
 @register("barrier", "native")
@@ -15,7 +16,9 @@ def barrier_native(ctx):
     ctx.mpi.Barrier()
 
 
-@register("barrier", "linear", cost=Cost("2(N-1)α", alpha=lambda k: 2 * (k.N - 1)))
+@register("barrier", "linear", cost=Cost("2(N-1)α", alpha=lambda k: 2 * (k.N - 1)),
+          textbook=Textbook("N-1", "rank0", "msgs",
+                            lambda n, k: F(n - 1), always))
 def barrier_linear(ctx):
     """Everyone reports to rank 0, which then releases everyone.
 
@@ -31,7 +34,9 @@ def barrier_linear(ctx):
         ctx.recv(token, 0)
 
 
-@register("barrier", "binomial", cost=Cost("2⌈log2 N⌉α", alpha=lambda k: 2 * lg(k.N)))
+@register("barrier", "binomial", cost=Cost("2⌈log2 N⌉α", alpha=lambda k: 2 * lg(k.N)),
+          textbook=Textbook("2(N-1)", "total", "msgs",
+                            lambda n, k: F(2 * (n - 1)), always))
 def barrier_binomial(ctx):
     """Binomial gather of empty messages to rank 0, then a binomial release.
 
@@ -55,7 +60,9 @@ def barrier_binomial(ctx):
         mask >>= 1
 
 
-@register("barrier", "dissemination", cost=Cost("⌈log2 N⌉α", alpha=lambda k: lg(k.N)))
+@register("barrier", "dissemination", cost=Cost("⌈log2 N⌉α", alpha=lambda k: lg(k.N)),
+          textbook=Textbook("ceil(log2 N)", "each", "msgs",
+                            lambda n, k: F(ceil_log2(n)), always))
 def barrier_dissemination(ctx):
     """Dissemination: in round k, signal rank + 2^k and wait for rank - 2^k.
 

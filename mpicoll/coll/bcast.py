@@ -11,6 +11,7 @@ n bytes in ``buf``, N ranks.
 from ..core.blocks import offsets, split
 from ..core.registry import register
 from .cost import Cost, even, lg, segments
+from .textbook import F, Textbook, always, ceil_log2, even_chunks
 
 #: Segment size of the pipelined chain (bytes).
 PIPELINE_SEGMENT_BYTES = 1 << 16
@@ -23,7 +24,9 @@ def bcast_native(ctx, buf, root):
 
 
 @register("bcast", "linear", cost=Cost(
-    "(N-1)(α + nβ)", alpha=lambda k: k.N - 1, beta=lambda k: (k.N - 1) * k.n))
+    "(N-1)(α + nβ)", alpha=lambda k: k.N - 1, beta=lambda k: (k.N - 1) * k.n),
+          textbook=Textbook("(N-1)K", "root", "sent",
+                            lambda n, k: F((n - 1) * k), always))
 def bcast_linear(ctx, buf, root):
     """Root sends the whole buffer to every other rank.
 
@@ -54,7 +57,9 @@ def binomial_bcast(ctx, buf, root):
 
 
 @register("bcast", "binomial", cost=Cost(
-    "⌈log2 N⌉(α + nβ)", alpha=lambda k: lg(k.N), beta=lambda k: lg(k.N) * k.n))
+    "⌈log2 N⌉(α + nβ)", alpha=lambda k: lg(k.N), beta=lambda k: lg(k.N) * k.n),
+          textbook=Textbook("ceil(log2 N)K", "root", "sent",
+                            lambda n, k: F(ceil_log2(n) * k), always))
 def bcast_binomial(ctx, buf, root):
     """Binomial tree: in step k, every rank holding the data sends to rank + 2^k.
 
@@ -66,7 +71,9 @@ def bcast_binomial(ctx, buf, root):
 
 @register("bcast", "scatter_allgather", cost=Cost(
     "(⌈log2 N⌉ + N - 1)α + 2(N-1)/N·nβ", alpha=lambda k: lg(k.N) + k.N - 1,
-    beta=lambda k: 2 * (k.N - 1) * k.n / k.N, exact=even))
+    beta=lambda k: 2 * (k.N - 1) * k.n / k.N, exact=even),
+          textbook=Textbook("2(N-1)K/N", "root", "sent",
+                            lambda n, k: F(2 * (n - 1) * k, n), even_chunks))
 def bcast_scatter_allgather(ctx, buf, root):
     """Van de Geijn: binomial scatter of N chunks, then a ring allgather.
 
@@ -121,7 +128,9 @@ def _pipeline_exact(k):
     beta=lambda k: (k.N - 2 + _segments(k)) * k.n / _segments(k) if k.N > 1 else 0,
     # the busiest rank is a middle one: it receives and forwards every segment
     msgs=lambda k: (2 if k.N > 2 else 1) * _segments(k),
-    elems=lambda k: (2 if k.N > 2 else 1) * k.n, exact=_pipeline_exact))
+    elems=lambda k: (2 if k.N > 2 else 1) * k.n, exact=_pipeline_exact),
+          textbook=Textbook("(N-1)K", "total", "sent",
+                            lambda n, k: F((n - 1) * k), always))
 def bcast_pipeline(ctx, buf, root):
     """Segmented chain root -> root+1 -> ... : segments flow like a pipeline.
 

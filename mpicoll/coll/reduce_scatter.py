@@ -14,6 +14,7 @@ from ..core.blocks import first_rank, fold_rank, offsets, pof2_below, unfold_ran
 from ..core.registry import register
 from .cost import Cost, lg, pof2
 from .reduce import binomial_reduce
+from .textbook import F, Textbook, even_chunks, even_or_mean, pof2_even_or_mean
 
 
 def _equal(k):
@@ -38,7 +39,9 @@ def reduce_scatter_native(ctx, sendbuf, recvbuf, counts, op):
 @register("reduce_scatter", "ring", commutative_only=True, cost=Cost(
     "(N-1)(α + (n/N)β + (n/N)γ)", alpha=lambda k: k.N - 1,
     beta=lambda k: (k.N - 1) * k.n / k.N, gamma=lambda k: (k.N - 1) * k.n / k.N,
-    exact=_equal))
+    exact=_equal),
+          textbook=Textbook("(N-1)K/N", "each", "sent",
+                            lambda n, k: F((n - 1) * k, n), even_or_mean))
 def reduce_scatter_ring(ctx, sendbuf, recvbuf, counts, op):
     """Ring: partial sums of block rank-s-1 travel rightwards, one hop a step.
 
@@ -74,7 +77,9 @@ def reduce_scatter_ring(ctx, sendbuf, recvbuf, counts, op):
     "⌈log2 p⌉α + (p-1)/p·nβ + (p-1)/p·nγ, plus 2α + (N+1)/N·nβ + nγ when N ≠ p",
     alpha=lambda k: lg(k.p) + 2 * k.fold,
     beta=lambda k: (k.p - 1) * k.n / k.p + k.fold * (k.N + 1) * k.n / k.N,
-    gamma=lambda k: (k.p - 1) * k.n / k.p + k.fold * k.n, exact=_equal_pow2))
+    gamma=lambda k: (k.p - 1) * k.n / k.p + k.fold * k.n, exact=_equal_pow2),
+          textbook=Textbook("(N-1)K/N", "each", "sent",
+                            lambda n, k: F((n - 1) * k, n), pof2_even_or_mean))
 def reduce_scatter_recursive_halving(ctx, sendbuf, recvbuf, counts, op):
     """Recursive halving: in step k, swap half of the live range with rank XOR p/2^k.
 
@@ -127,7 +132,9 @@ def reduce_scatter_recursive_halving(ctx, sendbuf, recvbuf, counts, op):
 @register("reduce_scatter", "pairwise", commutative_only=True, cost=Cost(
     "(N-1)α + (N-1)/N·nβ + (N-1)/N·nγ", alpha=lambda k: k.N - 1,
     beta=lambda k: (k.N - 1) * k.n / k.N, gamma=lambda k: (k.N - 1) * k.n / k.N,
-    exact=_equal))
+    exact=_equal),
+          textbook=Textbook("(N-1)K/N", "each", "sent",
+                            lambda n, k: F((n - 1) * k, n), even_or_mean))
 def reduce_scatter_pairwise(ctx, sendbuf, recvbuf, counts, op):
     """Pairwise exchange: in step i, send block rank+i, receive from rank-i.
 
@@ -148,7 +155,9 @@ def reduce_scatter_pairwise(ctx, sendbuf, recvbuf, counts, op):
 @register("reduce_scatter", "reduce_scatterv", cost=Cost(
     "⌈log2 N⌉(α + nβ + nγ) + (N-1)α + (N-1)/N·nβ", alpha=lambda k: lg(k.N) + k.N - 1,
     beta=lambda k: lg(k.N) * k.n + (k.N - 1) * k.n / k.N, gamma=lambda k: lg(k.N) * k.n,
-    exact=_equal))
+    exact=_equal),
+          textbook=Textbook("(N-1)K + (N-1)K/N", "total", "sent",
+                            lambda n, k: F((n - 1) * k) + F((n - 1) * k, n), even_chunks))
 def reduce_scatter_reduce_scatterv(ctx, sendbuf, recvbuf, counts, op):
     """Binomial reduce of the whole vector to rank 0, then a linear scatterv.
 

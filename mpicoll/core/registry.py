@@ -109,14 +109,16 @@ def info(primitive):
     return _DEFINED[primitive]
 
 
-def register(primitive, name, *, commutative_only=False, cost=None):
+def register(primitive, name, *, commutative_only=False, cost=None, textbook=None):
     """Register ``fn`` as algorithm ``name`` of ``primitive``.
 
     ``commutative_only`` marks reductions that combine contributions out of
     rank order; they are refused for non-commutative ops. ``cost``: the
     algorithm's :class:`mpicoll.coll.cost.Cost`, its docstring's ``Cost:``
     formula as functions (the bench's model and ``python -m mpicoll.verify``
-    read it; None: no formula, the bench prices the recorded plans). A name already
+    read it; None: no formula, the bench prices the recorded plans). ``textbook``: its
+    textbook traffic claim (:class:`mpicoll.coll.textbook.Textbook`, the demo's
+    independent check; None: the demo shows "—"). A name already
     registered for ``primitive`` raises :class:`ArgumentError`: replacing it
     silently would make every caller run another algorithm under that name.
     """
@@ -133,6 +135,9 @@ def register(primitive, name, *, commutative_only=False, cost=None):
         fn.algorithm = name
         fn.commutative_only = commutative_only
         fn.cost = cost
+        fn.textbook = textbook
+        if textbook is not None:
+            textbook.primitive, textbook.algorithm = primitive, name
         table[name] = fn
         return fn
     return decorate

@@ -21,8 +21,9 @@ header shows each rank's GPU, the CuPy/CUDA versions and the device path
 Modules: :mod:`.cli` (flags, the run, exit status), :mod:`.walk` (the seed's
 calls), :mod:`.sections` (walkthrough, ring, barrier sections), :mod:`.ring`
 (the ring's step model and picture), :mod:`.table` (the traffic table),
-:mod:`.textbook` (its textbook formulas), :mod:`.device` (``--device gpu``),
-:mod:`.output` (rank-ordered printing, formatting, agreed checks).
+:mod:`.textbook` (the check of the claims the algorithms declare),
+:mod:`.device` (``--device gpu``), :mod:`.output` (rank-ordered printing,
+formatting, agreed checks).
 """
 from .cli import main
 

@@ -29,8 +29,8 @@ __all__ = ["main", "build_parser", "resolve", "UsageError", "SECTIONS", "TABLE",
 SECTIONS = ("bcast", "reduce", "allreduce", "gather", "allgather", "scatter",
             "reduce_scatter", "scan", "ring", "nodes", "barrier")
 # The vector collectives (and scan) are not in the traffic table: it compares measured
-# counts with textbook formulas (mpicoll/demo/textbook.py), which it has for the seed's
-# nine primitives only.
+# counts with the textbook claims the algorithms declare (register(..., textbook=...)),
+# which the seed's nine primitives' algorithms have.
 TABLE = ("bcast", "reduce", "allreduce", "gather", "allgather", "scatter",
          "reduce_scatter", "alltoall", "barrier")
 #: The primitives mpicoll defines itself; any other (defined by an ``--import``ed plug-in)
