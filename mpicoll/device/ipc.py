@@ -90,6 +90,7 @@ from mpi4py import MPI
 
 from ..core.commcache import CommCache
 from . import arrays as _device
+from . import transport as _transport
 from .cuda_driver import cuda_driver
 
 __all__ = ["IpcTransport", "endpoint", "ipc_stats", "cuda_driver", "tags_fit", "MAX_MAPPINGS",
@@ -708,4 +709,4 @@ def _make(comm, adapter, device, fallback, nodes):
     return IpcTransport(comm, adapter, device, fallback, endpoint(comm, adapter, device), nodes)
 
 
-_device.IPC = _make
+_transport.IPC = _make
