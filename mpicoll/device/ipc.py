@@ -88,7 +88,9 @@ import threading
 import numpy as np
 from mpi4py import MPI
 
+from ..core.commcache import CommCache
 from . import arrays as _device
+from . import transport as _transport
 from .cuda_driver import cuda_driver
 
 __all__ = ["IpcTransport", "endpoint", "ipc_stats", "cuda_driver", "tags_fit", "MAX_MAPPINGS",
@@ -130,11 +132,7 @@ def tags_fit(comm=None):
 
 # -- per (private communicator, device) state --------------------------------
 
-_keyval = None
-_keyval_lock = threading.Lock()
-
-
-def _delete(comm, keyval, table):
+def _delete(table):
     # MPI frees the private communicator (the user's was freed, or finalisation):
     # every mapping opened through it is closed. Never raise from here.
     for ep in list(table.values()):
@@ -142,6 +140,9 @@ def _delete(comm, keyval, table):
             ep.close_all()
         except Exception:
             pass
+
+
+_tables = CommCache(_delete)   # private communicator -> {(library, device): Endpoint}
 
 
 class _Mapping:
@@ -258,15 +259,7 @@ class Endpoint:
 
 def endpoint(pcomm, adapter, device):
     """The :class:`Endpoint` of ``adapter``'s arrays on ``device`` over ``pcomm``."""
-    global _keyval
-    if _keyval is None:
-        with _keyval_lock:
-            if _keyval is None:
-                _keyval = MPI.Comm.Create_keyval(delete_fn=_delete)
-    table = pcomm.Get_attr(_keyval)
-    if table is None:
-        table = {}
-        pcomm.Set_attr(_keyval, table)
+    table = _tables.get_or_create(pcomm, dict)
     key = (adapter.name, device)
     ep = table.get(key)
     if ep is None:
@@ -276,7 +269,7 @@ def endpoint(pcomm, adapter, device):
 
 def ipc_stats(pcomm):
     """{(library, device): counters} of ``pcomm``'s endpoints (a private communicator)."""
-    table = pcomm.Get_attr(_keyval) if _keyval is not None else None
+    table = _tables.get(pcomm)
     return {k: dict(ep.stats, mappings=len(ep.maps),
                     **{f"why_{what}": why for what, why in ep.why.items()})
             for k, ep in (table or {}).items()}
@@ -716,4 +709,4 @@ def _make(comm, adapter, device, fallback, nodes):
     return IpcTransport(comm, adapter, device, fallback, endpoint(comm, adapter, device), nodes)
 
 
-_device.IPC = _make
+_transport.IPC = _make

@@ -38,6 +38,7 @@ import threading
 import numpy as np
 from mpi4py import MPI
 
+from ..core.commcache import CommCache
 from ..core.env import getenv
 from ..core.errors import ArgumentError
 
@@ -336,11 +337,7 @@ class Mailbox:
         return self.window.parts[q][at + lo:at + hi].view(dtype)
 
 
-_keyval = None
-_keyval_lock = threading.Lock()
-
-
-def _delete(comm, keyval, table):
+def _delete(table):
     # MPI calls this when the private communicator is freed: its node's memory goes too.
     for shm in table.values():
         try:
@@ -349,20 +346,15 @@ def _delete(comm, keyval, table):
             pass
 
 
+_tables = CommCache(_delete)   # private communicator -> {members: NodeShm}
+
+
 def node_shm(pcomm, members):
     """The :class:`NodeShm` of this rank's node (``members``: its ranks in ``pcomm``).
 
     Made on first use (collective over ``pcomm``) and kept with ``pcomm``.
     """
-    global _keyval
-    if _keyval is None:
-        with _keyval_lock:
-            if _keyval is None:
-                _keyval = MPI.Comm.Create_keyval(delete_fn=_delete)
-    table = pcomm.Get_attr(_keyval)
-    if table is None:
-        table = {}
-        pcomm.Set_attr(_keyval, table)
+    table = _tables.get_or_create(pcomm, dict)
     key = tuple(members)
     shm = table.get(key)
     if shm is None:

@@ -19,7 +19,6 @@ receive and wait as ``trace_hook(kind, t0, t1, info)``; with no tracer the
 cost is one test per collective call and nothing per message.
 """
 import contextlib
-import threading
 import time
 
 import numpy as np
@@ -27,6 +26,7 @@ from mpi4py import MPI
 
 from ..args.buffers import wire
 from ..core import watchdog as _watchdog
+from ..core.commcache import CommCache
 from ..core.topology import detect, layout
 from ..device import ipc as _ipc  # noqa: F401  (registers the ipc transport with _device)
 from ..device.arrays import data_ptr, empty, transport
@@ -42,11 +42,7 @@ _TAG = 0x6D63  # one tag for all library traffic: collectives are ordered per co
 #: dict), or None. Set only between collective calls, on every rank.
 trace_hook = None
 
-_keyval = None
-_keyval_lock = threading.Lock()
-
-
-def _free_private(comm, keyval, value):
+def _free_private(value):
     # Called by MPI when the user's communicator is freed (or at finalize). The programs'
     # persistent requests go first: see mpicoll.engine.program.
     if not MPI.Is_finalized():
@@ -54,24 +50,20 @@ def _free_private(comm, keyval, value):
         value.Free()
 
 
+_private = CommCache(_free_private)
+
+
 def existing_private_comm(comm):
     """The private duplicate of ``comm`` if one was made already, else None.
 
     No MPI call that involves other ranks: safe to use from one rank.
     """
-    if _keyval is None:
-        return None
-    return comm.Get_attr(_keyval)
+    return _private.get(comm)
 
 
 def private_comm(comm):
     """The private duplicate of ``comm`` used for library messages (created once)."""
-    global _keyval
-    if _keyval is None:
-        with _keyval_lock:
-            if _keyval is None:
-                _keyval = MPI.Comm.Create_keyval(delete_fn=_free_private)
-    dup = comm.Get_attr(_keyval)
+    dup = _private.get(comm)
     if dup is None:
         # Dup through a plain Intracomm view so that a P2PComm's private
         # communicator is a plain one (its collectives must be MPI's own).
@@ -83,7 +75,7 @@ def private_comm(comm):
         except Exception:
             dup.Free()
             raise
-        comm.Set_attr(_keyval, dup)
+        _private.set(comm, dup)
         _watchdog.on_private_comm(comm, dup)   # MPICOLL_TIMEOUT: its own duplicate too
     return dup
 

@@ -220,11 +220,6 @@ def static_bytes(primitive, desc):
     return _static_words(SETTLE, primitive, desc), desc[3]
 
 
-def dynamic_bytes(seq, count, flags, payload=0):
-    """The per-call part (call number, count, flags, payload) of a fingerprint."""
-    return DYNAMIC.pack(seq, count, flags, payload)
-
-
 def build(phase, seq, primitive, flags, desc=None, payload=0):
     """:func:`build_bytes` as an int64 NumPy vector."""
     return np.frombuffer(build_bytes(phase, seq, primitive, flags, desc, payload),
