@@ -255,6 +255,21 @@ def test_predict_names_crossovers(tmp_path):
         assert (tmp_path / "pred.png").stat().st_size > 0
 
 
+def test_predict_past_the_plans_says_nothing_is_priced(tmp_path):
+    """Gatherv's algorithms have no formula: past PLAN_MAX_RANKS predict says none is priced."""
+    from mpicoll.bench.predict import PLAN_MAX_RANKS
+    n = PLAN_MAX_RANKS + 236
+    proc = serial(["predict", "--primitive", "gatherv", "--ranks", f"2..{n}", "--bytes",
+                   "8..1M", "--json", "pred.json"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    with open(tmp_path / "pred.json") as f:
+        by_bytes = json.load(f)["primitives"]["gatherv"]["by_bytes"]
+    last = by_bytes[-1]
+    assert last["nranks"] == n and last["segments"] == [] and last["crossovers"] == []
+    assert by_bytes[0]["segments"]                        # small N: priced from its plans
+    assert f"N = {n}: no algorithm priced" in proc.stdout
+
+
 def test_tune_table_drives_auto(tmp_path, monkeypatch):
     proc, text = bench(2, ["tune", "-b", "8", "-e", "1K", "-f", "32", "-n", "2", "-w", "1",
                            "--primitive", "allreduce,bcast", "-o", "table.json"], tmp_path)

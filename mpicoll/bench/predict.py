@@ -75,6 +75,8 @@ def crossovers(xs, times, tol=0.01):
     """
     algs = list(times)
     segs = []
+    if not algs:            # nothing priced here (plans stop at PLAN_MAX_RANKS): no winner
+        return segs
     for i, x in enumerate(xs):
         best = min(algs, key=lambda a: times[a][i])
         if segs and times[segs[-1][2]][i] <= times[best][i] * (1 + tol):
@@ -431,6 +433,10 @@ def predict(args):
                 segs = crossovers(bgrid, times)
                 res["by_bytes"].append({"nranks": N, "segments": segs,
                                         "crossovers": [s[0] for s in segs[1:]]})
+                if not segs:
+                    print(f"  N = {N}: no algorithm priced (no formula, and plans are "
+                          f"priced up to N = {PLAN_MAX_RANKS} only)")
+                    continue
                 print(f"  N = {N}: {_fmt_segs(segs, fmt_size)}")
     if args.output:
         from .plot import plot_predictions
