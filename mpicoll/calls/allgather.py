@@ -56,6 +56,7 @@ class AllgatherSpec(GatherSpec):
     """The bench and test spec of allgather."""
 
     rooted = False
+    raw = "comm.Allgather(sendbuf, recvbuf)"
 
     def alloc(self, c):
         """A block to send and N blocks to receive, on every rank."""
@@ -64,6 +65,10 @@ class AllgatherSpec(GatherSpec):
     def args(self, c):
         """The arguments: ``(send, recv)``."""
         return (c.send, c.recv)
+
+    def raw_call(self, c, comm):
+        """``comm.Allgather(sendbuf, recvbuf)``."""
+        return lambda: comm.Allgather(c.send, c.recv)
 
 
 PRIMITIVE = define(Primitive("allgather", run=run, api=(allgather,), methods=(Allgather,),

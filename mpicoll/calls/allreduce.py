@@ -61,6 +61,7 @@ class AllreduceSpec(ReduceSpec):
     """The bench and test spec of allreduce."""
 
     rooted = False
+    raw = "comm.Allreduce(sendbuf, recvbuf, op)"
 
     def busbw(self, n):
         """nccl-tests' factor: 2 (n - 1) / n."""
@@ -73,6 +74,10 @@ class AllreduceSpec(ReduceSpec):
     def args(self, c):
         """The arguments: ``(send, recv, op)``."""
         return (c.send, c.recv, c.op)
+
+    def raw_call(self, c, comm):
+        """``comm.Allreduce(sendbuf, recvbuf, op)``."""
+        return lambda: comm.Allreduce(c.send, c.recv, c.op)
 
 
 PRIMITIVE = define(Primitive("allreduce", run=run, api=(allreduce,), methods=(Allreduce,),

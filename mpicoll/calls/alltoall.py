@@ -58,6 +58,7 @@ class AlltoallSpec(Spec):
     """The bench and test spec of alltoall."""
 
     blocked = True
+    raw = "comm.Alltoall(sendbuf, recvbuf)"
 
     def busbw(self, n):
         """nccl-tests' factor: (n - 1) / n."""
@@ -78,6 +79,10 @@ class AlltoallSpec(Spec):
     def args(self, c):
         """The arguments: ``(send, recv)``."""
         return (c.send, c.recv)
+
+    def raw_call(self, c, comm):
+        """``comm.Alltoall(sendbuf, recvbuf)``."""
+        return lambda: comm.Alltoall(c.send, c.recv)
 
 
 PRIMITIVE = define(Primitive("alltoall", run=run, api=(alltoall,), methods=(Alltoall,),

@@ -132,9 +132,16 @@ def call_arrays(size, rank, count, root=0, counts=None, op=None):
 class AlltoallvSpec(VCounts, AlltoallSpec):
     """The bench and test spec of alltoallv."""
 
+    raw = "comm.Alltoallv([sendbuf, counts], [recvbuf, counts])"
+
     def args(self, c):
         """The arguments: ``([send, counts], [recv, counts])``."""
         return ([c.send, c.vcounts], [c.recv, c.vcounts])
+
+    def raw_call(self, c, comm):
+        """``comm.Alltoallv([sendbuf, counts], [recvbuf, counts])``."""
+        send, recv = [c.send, c.vcounts], [c.recv, c.vcounts]
+        return lambda: comm.Alltoallv(send, recv)
 
 
 PRIMITIVE = define(Primitive("alltoallv", run=run, api=(alltoallv,), methods=(Alltoallv,),

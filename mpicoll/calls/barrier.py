@@ -36,6 +36,8 @@ def call_arrays(size, rank, count, root=0, counts=None, op=None):
 class BarrierSpec(Spec):
     """The bench and test spec of barrier: no data."""
 
+    raw = "comm.Barrier()"
+
     def layout(self, nbytes, itemsize, n):
         """No data: count 0, block 0."""
         return 0, 0
@@ -51,6 +53,10 @@ class BarrierSpec(Spec):
     def args(self, c):
         """No arguments."""
         return ()
+
+    def raw_call(self, c, comm):
+        """``comm.Barrier()``."""
+        return lambda: comm.Barrier()
 
 
 PRIMITIVE = define(Primitive("barrier", run=run, api=(barrier,), methods=(Barrier,),

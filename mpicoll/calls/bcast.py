@@ -50,6 +50,7 @@ class BcastSpec(Spec):
     """The bench and test spec of bcast."""
 
     rooted = True
+    raw = "comm.Bcast(buf, root)"
 
     def busbw(self, n):
         """nccl-tests' factor: 1."""
@@ -72,6 +73,10 @@ class BcastSpec(Spec):
     def args(self, c):
         """The arguments: ``(buf, root)``."""
         return (c.recv, c.root)
+
+    def raw_call(self, c, comm):
+        """``comm.Bcast(buf, root)``."""
+        return lambda: comm.Bcast(c.recv, c.root)
 
 
 PRIMITIVE = define(Primitive("bcast", run=run, api=(bcast,), methods=(Bcast,),

@@ -72,6 +72,7 @@ class GatherSpec(Spec):
     """The bench and test spec of gather."""
 
     rooted = blocked = True
+    raw = "comm.Gather(sendbuf, recvbuf, root)"
 
     def busbw(self, n):
         """nccl-tests' factor: (n - 1) / n."""
@@ -93,6 +94,10 @@ class GatherSpec(Spec):
     def args(self, c):
         """The arguments: ``(send, recv, root)``."""
         return (c.send, c.recv, c.root)
+
+    def raw_call(self, c, comm):
+        """``comm.Gather(sendbuf, recvbuf, root)``."""
+        return lambda: comm.Gather(c.send, c.recv, c.root)
 
 
 PRIMITIVE = define(Primitive("gather", run=run, api=(gather,), methods=(Gather,),

@@ -72,6 +72,7 @@ class ReduceSpec(Spec):
     """The bench and test spec of reduce."""
 
     rooted = reduces = True
+    raw = "comm.Reduce(sendbuf, recvbuf, op, root)"
 
     def busbw(self, n):
         """nccl-tests' factor: 1."""
@@ -93,6 +94,10 @@ class ReduceSpec(Spec):
     def args(self, c):
         """The arguments: ``(send, recv, op, root)``."""
         return (c.send, c.recv, c.op, c.root)
+
+    def raw_call(self, c, comm):
+        """``comm.Reduce(sendbuf, recvbuf, op, root)``: recvbuf is None off the root."""
+        return lambda: comm.Reduce(c.send, c.recv, c.op, c.root)
 
 
 PRIMITIVE = define(Primitive("reduce", run=run, api=(reduce,), methods=(Reduce,),

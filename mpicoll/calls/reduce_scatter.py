@@ -144,6 +144,7 @@ class ReduceScatterSpec(Spec):
 
     function = "reduce_scatter_block"
     reduces = blocked = True
+    raw = "comm.Reduce_scatter_block(sendbuf, recvbuf, op)"
 
     def busbw(self, n):
         """nccl-tests' factor: (n - 1) / n."""
@@ -168,6 +169,10 @@ class ReduceScatterSpec(Spec):
     def args(self, c):
         """The arguments: ``(send, recv, op)``."""
         return (c.send, c.recv, c.op)
+
+    def raw_call(self, c, comm):
+        """``comm.Reduce_scatter_block(sendbuf, recvbuf, op)``."""
+        return lambda: comm.Reduce_scatter_block(c.send, c.recv, c.op)
 
 
 PRIMITIVE = define(Primitive("reduce_scatter", run=run,

@@ -92,6 +92,7 @@ class ScatterSpec(Spec):
     """The bench and test spec of scatter."""
 
     rooted = blocked = True
+    raw = "comm.Scatter(sendbuf, recvbuf, root)"
 
     def busbw(self, n):
         """nccl-tests' factor: (n - 1) / n."""
@@ -113,6 +114,10 @@ class ScatterSpec(Spec):
     def args(self, c):
         """The arguments: ``(send, recv, root)``."""
         return (c.send, c.recv, c.root)
+
+    def raw_call(self, c, comm):
+        """``comm.Scatter(sendbuf, recvbuf, root)``."""
+        return lambda: comm.Scatter(c.send, c.recv, c.root)
 
 
 PRIMITIVE = define(Primitive("scatter", run=run, api=(scatter,), methods=(Scatter,),

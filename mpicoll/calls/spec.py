@@ -18,12 +18,21 @@ so an element the algorithm never wrote is counted wrong.
 A spec names the blocking function that runs the primitive (``function``)
 and the positional arguments it takes for a case (:meth:`Spec.args`); the
 bench and the tests call it through the public face.
+
+It also says how other libraries run the same collective, for the bench's
+reference columns: the plain mpi4py call (:attr:`Spec.raw`,
+:meth:`Spec.raw_call`). These are the primitive's own (:data:`OWN`): a
+subclass does not inherit them, since a spec subclassed for its layout (scan
+from allreduce, a plug-in's twin) is another collective.
 """
 import numpy as np
 
-__all__ = ["Spec", "blocks_data", "cap", "sentinel", "PRIME"]
+__all__ = ["Spec", "blocks_data", "cap", "sentinel", "PRIME", "OWN"]
 
 PRIME = 7919           # block stride of the data pattern: neighbouring blocks differ
+
+#: The attributes a spec class declares for its own primitive only (not inherited).
+OWN = ("raw", "raw_call")
 
 
 def cap(dtype):
@@ -56,6 +65,15 @@ class Spec:
     rooted = False
     reduces = False
     blocked = False
+    #: The plain mpi4py call that runs it, as text (the bench's ``raw`` column; None: none).
+    raw = None
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        # Another primitive's calls would run the wrong collective: each class declares its own.
+        for attr in OWN:
+            if attr not in cls.__dict__:
+                setattr(cls, attr, Spec.__dict__[attr])
 
     def busbw(self, n):
         """nccl-tests' bus-bandwidth factor at ``n`` ranks (None: no bandwidth)."""
@@ -101,6 +119,11 @@ class Spec:
     def args(self, case):
         """The positional arguments of :attr:`function` for this case."""
         raise NotImplementedError
+
+    def raw_call(self, case, comm):
+        """A zero-argument callable making the mpi4py call :attr:`raw` on ``case``'s buffers."""
+        raise NotImplementedError(f"{self.name or type(self).__name__}: its spec declares no "
+                                  f"plain mpi4py call (Spec.raw and Spec.raw_call)")
 
 
 class VCounts:
