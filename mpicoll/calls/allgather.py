@@ -57,6 +57,7 @@ class AllgatherSpec(GatherSpec):
 
     rooted = False
     raw = "comm.Allgather(sendbuf, recvbuf)"
+    native_coll = "allgather"
 
     def alloc(self, c):
         """A block to send and N blocks to receive, on every rank."""

@@ -93,6 +93,7 @@ class AllgathervSpec(VCounts, AllgatherSpec):
     """The bench and test spec of allgatherv."""
 
     raw = "comm.Allgatherv(sendbuf, [recvbuf, counts])"
+    native_coll = "allgatherv"
 
     def args(self, c):
         """The arguments: ``(send, [recv, counts])``."""

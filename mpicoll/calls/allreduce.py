@@ -62,6 +62,7 @@ class AllreduceSpec(ReduceSpec):
 
     rooted = False
     raw = "comm.Allreduce(sendbuf, recvbuf, op)"
+    native_coll = "allreduce"
 
     def busbw(self, n):
         """nccl-tests' factor: 2 (n - 1) / n."""

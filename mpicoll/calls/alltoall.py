@@ -59,6 +59,7 @@ class AlltoallSpec(Spec):
 
     blocked = True
     raw = "comm.Alltoall(sendbuf, recvbuf)"
+    native_coll = "alltoall"
 
     def busbw(self, n):
         """nccl-tests' factor: (n - 1) / n."""

@@ -133,6 +133,7 @@ class AlltoallvSpec(VCounts, AlltoallSpec):
     """The bench and test spec of alltoallv."""
 
     raw = "comm.Alltoallv([sendbuf, counts], [recvbuf, counts])"
+    native_coll = "alltoallv"
 
     def args(self, c):
         """The arguments: ``([send, counts], [recv, counts])``."""

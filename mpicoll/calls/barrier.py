@@ -37,6 +37,7 @@ class BarrierSpec(Spec):
     """The bench and test spec of barrier: no data."""
 
     raw = "comm.Barrier()"
+    native_coll = "barrier"
 
     def layout(self, nbytes, itemsize, n):
         """No data: count 0, block 0."""

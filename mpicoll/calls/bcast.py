@@ -51,6 +51,7 @@ class BcastSpec(Spec):
 
     rooted = True
     raw = "comm.Bcast(buf, root)"
+    native_coll = "bcast"
 
     def busbw(self, n):
         """nccl-tests' factor: 1."""

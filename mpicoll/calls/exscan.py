@@ -31,6 +31,7 @@ class ExscanSpec(ScanSpec):
     """The bench and test spec of exscan."""
 
     raw = "comm.Exscan(sendbuf, recvbuf, op)"
+    native_coll = "exscan"
 
     def io(self, c):
         """The input, and the output except on rank 0 (MPI leaves rank 0's undefined)."""

@@ -73,6 +73,7 @@ class GatherSpec(Spec):
 
     rooted = blocked = True
     raw = "comm.Gather(sendbuf, recvbuf, root)"
+    native_coll = "gather"
 
     def busbw(self, n):
         """nccl-tests' factor: (n - 1) / n."""

@@ -110,6 +110,7 @@ class GathervSpec(VCounts, GatherSpec):
     """The bench and test spec of gatherv."""
 
     raw = "comm.Gatherv(sendbuf, [recvbuf, counts], root)"
+    native_coll = "gatherv"
 
     def args(self, c):
         """The arguments: ``(send, [recv, counts] on the root, root)``."""

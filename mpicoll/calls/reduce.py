@@ -73,6 +73,7 @@ class ReduceSpec(Spec):
 
     rooted = reduces = True
     raw = "comm.Reduce(sendbuf, recvbuf, op, root)"
+    native_coll = "reduce"
 
     def busbw(self, n):
         """nccl-tests' factor: 1."""

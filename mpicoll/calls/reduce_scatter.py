@@ -145,6 +145,7 @@ class ReduceScatterSpec(Spec):
     function = "reduce_scatter_block"
     reduces = blocked = True
     raw = "comm.Reduce_scatter_block(sendbuf, recvbuf, op)"
+    native_coll = "reduce_scatter"
 
     def busbw(self, n):
         """nccl-tests' factor: (n - 1) / n."""

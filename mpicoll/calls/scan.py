@@ -41,6 +41,7 @@ class ScanSpec(AllreduceSpec):
     """The bench and test spec of scan."""
 
     raw = "comm.Scan(sendbuf, recvbuf, op)"
+    native_coll = "scan"
 
     def busbw(self, n):
         """nccl-tests' factor, as reduce's: 1."""

@@ -93,6 +93,7 @@ class ScatterSpec(Spec):
 
     rooted = blocked = True
     raw = "comm.Scatter(sendbuf, recvbuf, root)"
+    native_coll = "scatter"
 
     def busbw(self, n):
         """nccl-tests' factor: (n - 1) / n."""

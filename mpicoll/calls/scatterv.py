@@ -112,6 +112,7 @@ class ScattervSpec(VCounts, ScatterSpec):
     """The bench and test spec of scatterv."""
 
     raw = "comm.Scatterv([sendbuf, counts], recvbuf, root)"
+    native_coll = "scatterv"
 
     def args(self, c):
         """The arguments: ``([send, counts] on the root, recv, root)``."""

@@ -21,7 +21,8 @@ bench and the tests call it through the public face.
 
 It also says how other libraries run the same collective, for the bench's
 reference columns: the plain mpi4py call (:attr:`Spec.raw`,
-:meth:`Spec.raw_call`). These are the primitive's own (:data:`OWN`): a
+:meth:`Spec.raw_call`), the collective's name in the MPI libraries' algorithm
+variables (:attr:`Spec.native_coll`). These are the primitive's own (:data:`OWN`): a
 subclass does not inherit them, since a spec subclassed for its layout (scan
 from allreduce, a plug-in's twin) is another collective.
 """
@@ -32,7 +33,7 @@ __all__ = ["Spec", "blocks_data", "cap", "sentinel", "PRIME", "OWN"]
 PRIME = 7919           # block stride of the data pattern: neighbouring blocks differ
 
 #: The attributes a spec class declares for its own primitive only (not inherited).
-OWN = ("raw", "raw_call")
+OWN = ("raw", "raw_call", "native_coll")
 
 
 def cap(dtype):
@@ -67,6 +68,9 @@ class Spec:
     blocked = False
     #: The plain mpi4py call that runs it, as text (the bench's ``raw`` column; None: none).
     raw = None
+    #: Its name in MPICH's ``MPIR_CVAR_<COLL>_INTRA_ALGORITHM`` and Open MPI's
+    #: ``coll_tuned_<coll>_algorithm`` (``--native-algorithm``; None: no such variable).
+    native_coll = None
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
