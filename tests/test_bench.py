@@ -811,6 +811,19 @@ def test_nccl_column_skips_primitives_without_a_collective():
     assert "allreduce skipped" in col.skip_reason(specs.SPECS["allreduce"], MPI.BAND)
 
 
+def test_nccl_calls_are_the_primitives_own():
+    """A spec subclassed for its layout (scan from allreduce, allgatherv from allgather) has
+    no NCCL call of its parent's.
+    """
+    from mpicoll.bench import nccl
+    assert dict(nccl.METHODS) == {"bcast": "bcast", "reduce": "reduce",
+                                  "allreduce": "allReduce", "allgather": "allGather",
+                                  "reduce_scatter": "reduceScatter"}
+    for prim in ("scan", "exscan", "gatherv", "scatterv", "allgatherv", "alltoallv"):
+        with pytest.raises(nccl.Unsupported, match=f"no NCCL collective for {prim}"):
+            nccl.call_args(_cases(prim, 2, 64, "float32", "sum")[0], 7, 0, 0)
+
+
 def test_nccl_is_wanted_when_listed_or_all_on_gpus():
     from types import SimpleNamespace as NS
 

@@ -58,6 +58,7 @@ class AllgatherSpec(GatherSpec):
     rooted = False
     raw = "comm.Allgather(sendbuf, recvbuf)"
     native_coll = "allgather"
+    nccl_method = "allGather"
 
     def alloc(self, c):
         """A block to send and N blocks to receive, on every rank."""
@@ -70,6 +71,10 @@ class AllgatherSpec(GatherSpec):
     def raw_call(self, c, comm):
         """``comm.Allgather(sendbuf, recvbuf)``."""
         return lambda: comm.Allgather(c.send, c.recv)
+
+    def nccl_args(self, c, send, recv, dtype, op, stream):
+        """NCCL's ``allGather(send, recv, sendcount, datatype, stream)``: one block."""
+        return (send, recv, c.block, dtype, stream)
 
 
 PRIMITIVE = define(Primitive("allgather", run=run, api=(allgather,), methods=(Allgather,),

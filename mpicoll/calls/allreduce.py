@@ -63,6 +63,7 @@ class AllreduceSpec(ReduceSpec):
     rooted = False
     raw = "comm.Allreduce(sendbuf, recvbuf, op)"
     native_coll = "allreduce"
+    nccl_method = "allReduce"
 
     def busbw(self, n):
         """nccl-tests' factor: 2 (n - 1) / n."""
@@ -79,6 +80,10 @@ class AllreduceSpec(ReduceSpec):
     def raw_call(self, c, comm):
         """``comm.Allreduce(sendbuf, recvbuf, op)``."""
         return lambda: comm.Allreduce(c.send, c.recv, c.op)
+
+    def nccl_args(self, c, send, recv, dtype, op, stream):
+        """NCCL's ``allReduce(send, recv, count, datatype, op, stream)``: the whole vector."""
+        return (send, recv, c.count, dtype, op, stream)
 
 
 PRIMITIVE = define(Primitive("allreduce", run=run, api=(allreduce,), methods=(Allreduce,),

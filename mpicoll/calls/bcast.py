@@ -52,6 +52,7 @@ class BcastSpec(Spec):
     rooted = True
     raw = "comm.Bcast(buf, root)"
     native_coll = "bcast"
+    nccl_method = "bcast"
 
     def busbw(self, n):
         """nccl-tests' factor: 1."""
@@ -78,6 +79,10 @@ class BcastSpec(Spec):
     def raw_call(self, c, comm):
         """``comm.Bcast(buf, root)``."""
         return lambda: comm.Bcast(c.recv, c.root)
+
+    def nccl_args(self, c, send, recv, dtype, op, stream):
+        """NCCL's ``bcast(buf, count, datatype, root, stream)``: the whole vector."""
+        return (recv, c.count, dtype, c.root, stream)
 
 
 PRIMITIVE = define(Primitive("bcast", run=run, api=(bcast,), methods=(Bcast,),

@@ -74,6 +74,7 @@ class ReduceSpec(Spec):
     rooted = reduces = True
     raw = "comm.Reduce(sendbuf, recvbuf, op, root)"
     native_coll = "reduce"
+    nccl_method = "reduce"
 
     def busbw(self, n):
         """nccl-tests' factor: 1."""
@@ -99,6 +100,10 @@ class ReduceSpec(Spec):
     def raw_call(self, c, comm):
         """``comm.Reduce(sendbuf, recvbuf, op, root)``: recvbuf is None off the root."""
         return lambda: comm.Reduce(c.send, c.recv, c.op, c.root)
+
+    def nccl_args(self, c, send, recv, dtype, op, stream):
+        """NCCL's ``reduce(send, recv, count, datatype, op, root, stream)``: the whole vector."""
+        return (send, recv, c.count, dtype, op, c.root, stream)
 
 
 PRIMITIVE = define(Primitive("reduce", run=run, api=(reduce,), methods=(Reduce,),

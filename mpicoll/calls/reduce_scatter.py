@@ -146,6 +146,7 @@ class ReduceScatterSpec(Spec):
     reduces = blocked = True
     raw = "comm.Reduce_scatter_block(sendbuf, recvbuf, op)"
     native_coll = "reduce_scatter"
+    nccl_method = "reduceScatter"
 
     def busbw(self, n):
         """nccl-tests' factor: (n - 1) / n."""
@@ -174,6 +175,10 @@ class ReduceScatterSpec(Spec):
     def raw_call(self, c, comm):
         """``comm.Reduce_scatter_block(sendbuf, recvbuf, op)``."""
         return lambda: comm.Reduce_scatter_block(c.send, c.recv, c.op)
+
+    def nccl_args(self, c, send, recv, dtype, op, stream):
+        """NCCL's ``reduceScatter(send, recv, recvcount, datatype, op, stream)``: one block."""
+        return (send, recv, c.block, dtype, op, stream)
 
 
 PRIMITIVE = define(Primitive("reduce_scatter", run=run,

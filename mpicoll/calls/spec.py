@@ -22,7 +22,8 @@ bench and the tests call it through the public face.
 It also says how other libraries run the same collective, for the bench's
 reference columns: the plain mpi4py call (:attr:`Spec.raw`,
 :meth:`Spec.raw_call`), the collective's name in the MPI libraries' algorithm
-variables (:attr:`Spec.native_coll`). These are the primitive's own (:data:`OWN`): a
+variables (:attr:`Spec.native_coll`), NCCL's call (:attr:`Spec.nccl_method`,
+:meth:`Spec.nccl_args`). These are the primitive's own (:data:`OWN`): a
 subclass does not inherit them, since a spec subclassed for its layout (scan
 from allreduce, a plug-in's twin) is another collective.
 """
@@ -33,7 +34,7 @@ __all__ = ["Spec", "blocks_data", "cap", "sentinel", "PRIME", "OWN"]
 PRIME = 7919           # block stride of the data pattern: neighbouring blocks differ
 
 #: The attributes a spec class declares for its own primitive only (not inherited).
-OWN = ("raw", "raw_call", "native_coll")
+OWN = ("raw", "raw_call", "native_coll", "nccl_method", "nccl_args")
 
 
 def cap(dtype):
@@ -71,6 +72,9 @@ class Spec:
     #: Its name in MPICH's ``MPIR_CVAR_<COLL>_INTRA_ALGORITHM`` and Open MPI's
     #: ``coll_tuned_<coll>_algorithm`` (``--native-algorithm``; None: no such variable).
     native_coll = None
+    #: The ``cupy.cuda.nccl.NcclCommunicator`` method that runs it (the bench's ``nccl``
+    #: column; None: NCCL has no such collective).
+    nccl_method = None
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
@@ -128,6 +132,15 @@ class Spec:
         """A zero-argument callable making the mpi4py call :attr:`raw` on ``case``'s buffers."""
         raise NotImplementedError(f"{self.name or type(self).__name__}: its spec declares no "
                                   f"plain mpi4py call (Spec.raw and Spec.raw_call)")
+
+    def nccl_args(self, case, send, recv, dtype, op, stream):
+        """The arguments of :attr:`nccl_method` for ``case``, in NCCL's order and counts.
+
+        ``send``/``recv``: the buffers' device addresses (0 where a rank has none);
+        ``dtype``/``op``: NCCL's codes; ``stream``: a CUDA stream handle.
+        """
+        raise NotImplementedError(f"{self.name or type(self).__name__}: its spec declares no "
+                                  f"NCCL call (Spec.nccl_method and Spec.nccl_args)")
 
 
 class VCounts:
