@@ -59,6 +59,7 @@ class AllgatherSpec(GatherSpec):
     raw = "comm.Allgather(sendbuf, recvbuf)"
     native_coll = "allgather"
     nccl_method = "allGather"
+    torch_fn = "all_gather_into_tensor"
 
     def alloc(self, c):
         """A block to send and N blocks to receive, on every rank."""
@@ -75,6 +76,9 @@ class AllgatherSpec(GatherSpec):
     def nccl_args(self, c, send, recv, dtype, op, stream):
         """NCCL's ``allGather(send, recv, sendcount, datatype, stream)``: one block."""
         return (send, recv, c.block, dtype, stream)
+    def torch_call(self, c, fn, send, recv, op, group):
+        """``dist.all_gather_into_tensor(output, input)``."""
+        return lambda: fn(recv, send, group=group)
 
 
 PRIMITIVE = define(Primitive("allgather", run=run, api=(allgather,), methods=(Allgather,),

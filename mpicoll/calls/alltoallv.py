@@ -134,6 +134,7 @@ class AlltoallvSpec(VCounts, AlltoallSpec):
 
     raw = "comm.Alltoallv([sendbuf, counts], [recvbuf, counts])"
     native_coll = "alltoallv"
+    torch_fn = "all_to_all_single"
 
     def args(self, c):
         """The arguments: ``([send, counts], [recv, counts])``."""
@@ -143,6 +144,10 @@ class AlltoallvSpec(VCounts, AlltoallSpec):
         """``comm.Alltoallv([sendbuf, counts], [recvbuf, counts])``."""
         send, recv = [c.send, c.vcounts], [c.recv, c.vcounts]
         return lambda: comm.Alltoallv(send, recv)
+    def torch_call(self, c, fn, send, recv, op, group):
+        """``dist.all_to_all_single(output, input, counts, counts)``."""
+        counts = list(c.vcounts)
+        return lambda: fn(recv, send, counts, counts, group=group)
 
 
 PRIMITIVE = define(Primitive("alltoallv", run=run, api=(alltoallv,), methods=(Alltoallv,),

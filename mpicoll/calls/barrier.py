@@ -38,6 +38,7 @@ class BarrierSpec(Spec):
 
     raw = "comm.Barrier()"
     native_coll = "barrier"
+    torch_fn = "barrier"
 
     def layout(self, nbytes, itemsize, n):
         """No data: count 0, block 0."""
@@ -58,6 +59,9 @@ class BarrierSpec(Spec):
     def raw_call(self, c, comm):
         """``comm.Barrier()``."""
         return lambda: comm.Barrier()
+    def torch_call(self, c, fn, send, recv, op, group):
+        """``dist.barrier()``."""
+        return lambda: fn(group=group)
 
 
 PRIMITIVE = define(Primitive("barrier", run=run, api=(barrier,), methods=(Barrier,),

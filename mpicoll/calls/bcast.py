@@ -53,6 +53,7 @@ class BcastSpec(Spec):
     raw = "comm.Bcast(buf, root)"
     native_coll = "bcast"
     nccl_method = "bcast"
+    torch_fn = "broadcast"
 
     def busbw(self, n):
         """nccl-tests' factor: 1."""
@@ -83,6 +84,9 @@ class BcastSpec(Spec):
     def nccl_args(self, c, send, recv, dtype, op, stream):
         """NCCL's ``bcast(buf, count, datatype, root, stream)``: the whole vector."""
         return (recv, c.count, dtype, c.root, stream)
+    def torch_call(self, c, fn, send, recv, op, group):
+        """``dist.broadcast(buf, src=root)``."""
+        return lambda: fn(recv, src=c.root, group=group)
 
 
 PRIMITIVE = define(Primitive("bcast", run=run, api=(bcast,), methods=(Bcast,),

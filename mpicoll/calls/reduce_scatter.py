@@ -147,6 +147,7 @@ class ReduceScatterSpec(Spec):
     raw = "comm.Reduce_scatter_block(sendbuf, recvbuf, op)"
     native_coll = "reduce_scatter"
     nccl_method = "reduceScatter"
+    torch_fn = "reduce_scatter_tensor"
 
     def busbw(self, n):
         """nccl-tests' factor: (n - 1) / n."""
@@ -179,6 +180,9 @@ class ReduceScatterSpec(Spec):
     def nccl_args(self, c, send, recv, dtype, op, stream):
         """NCCL's ``reduceScatter(send, recv, recvcount, datatype, op, stream)``: one block."""
         return (send, recv, c.block, dtype, op, stream)
+    def torch_call(self, c, fn, send, recv, op, group):
+        """``dist.reduce_scatter_tensor(output, input, op)``."""
+        return lambda: fn(recv, send, op=op, group=group)
 
 
 PRIMITIVE = define(Primitive("reduce_scatter", run=run,

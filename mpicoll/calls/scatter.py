@@ -94,6 +94,7 @@ class ScatterSpec(Spec):
     rooted = blocked = True
     raw = "comm.Scatter(sendbuf, recvbuf, root)"
     native_coll = "scatter"
+    torch_fn = "scatter"
 
     def busbw(self, n):
         """nccl-tests' factor: (n - 1) / n."""
@@ -119,6 +120,10 @@ class ScatterSpec(Spec):
     def raw_call(self, c, comm):
         """``comm.Scatter(sendbuf, recvbuf, root)``."""
         return lambda: comm.Scatter(c.send, c.recv, c.root)
+    def torch_call(self, c, fn, send, recv, op, group):
+        """``dist.scatter(tensor, scatter_list, src=root)``: the blocks as the list."""
+        ins = list(send.chunk(c.n)) if send is not None else None
+        return lambda: fn(recv, ins, src=c.root, group=group)
 
 
 PRIMITIVE = define(Primitive("scatter", run=run, api=(scatter,), methods=(Scatter,),

@@ -23,7 +23,8 @@ It also says how other libraries run the same collective, for the bench's
 reference columns: the plain mpi4py call (:attr:`Spec.raw`,
 :meth:`Spec.raw_call`), the collective's name in the MPI libraries' algorithm
 variables (:attr:`Spec.native_coll`), NCCL's call (:attr:`Spec.nccl_method`,
-:meth:`Spec.nccl_args`). These are the primitive's own (:data:`OWN`): a
+:meth:`Spec.nccl_args`), torch.distributed's (:attr:`Spec.torch_fn`,
+:meth:`Spec.torch_call`). These are the primitive's own (:data:`OWN`): a
 subclass does not inherit them, since a spec subclassed for its layout (scan
 from allreduce, a plug-in's twin) is another collective.
 """
@@ -34,7 +35,8 @@ __all__ = ["Spec", "blocks_data", "cap", "sentinel", "PRIME", "OWN"]
 PRIME = 7919           # block stride of the data pattern: neighbouring blocks differ
 
 #: The attributes a spec class declares for its own primitive only (not inherited).
-OWN = ("raw", "raw_call", "native_coll", "nccl_method", "nccl_args")
+OWN = ("raw", "raw_call", "native_coll", "nccl_method", "nccl_args", "torch_fn",
+       "torch_call")
 
 
 def cap(dtype):
@@ -75,6 +77,9 @@ class Spec:
     #: The ``cupy.cuda.nccl.NcclCommunicator`` method that runs it (the bench's ``nccl``
     #: column; None: NCCL has no such collective).
     nccl_method = None
+    #: The ``torch.distributed`` function that runs it (the bench's torch columns; None:
+    #: torch has none).
+    torch_fn = None
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
@@ -141,6 +146,16 @@ class Spec:
         """
         raise NotImplementedError(f"{self.name or type(self).__name__}: its spec declares no "
                                   f"NCCL call (Spec.nccl_method and Spec.nccl_args)")
+
+    def torch_call(self, case, fn, send, recv, op, group):
+        """A zero-argument callable: ``fn`` (:attr:`torch_fn`) on ``case``'s buffers.
+
+        ``send``/``recv``: tensors sharing the case's arrays (None where a rank has
+        none); ``op``: the ``dist.ReduceOp``; ``group``: the process group. The
+        caller waits for the device afterwards.
+        """
+        raise NotImplementedError(f"{self.name or type(self).__name__}: its spec declares no "
+                                  f"torch.distributed call (Spec.torch_fn and Spec.torch_call)")
 
 
 class VCounts:
