@@ -76,6 +76,7 @@ class AllgatherSpec(GatherSpec):
     def nccl_args(self, c, send, recv, dtype, op, stream):
         """NCCL's ``allGather(send, recv, sendcount, datatype, stream)``: one block."""
         return (send, recv, c.block, dtype, stream)
+
     def torch_call(self, c, fn, send, recv, op, group):
         """``dist.all_gather_into_tensor(output, input)``."""
         return lambda: fn(recv, send, group=group)

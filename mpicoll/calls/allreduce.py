@@ -85,6 +85,7 @@ class AllreduceSpec(ReduceSpec):
     def nccl_args(self, c, send, recv, dtype, op, stream):
         """NCCL's ``allReduce(send, recv, count, datatype, op, stream)``: the whole vector."""
         return (send, recv, c.count, dtype, op, stream)
+
     def torch_call(self, c, fn, send, recv, op, group):
         """``dist.all_reduce(tensor, op)``, in place: on a copy of the input."""
         def run():

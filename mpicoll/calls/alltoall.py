@@ -85,6 +85,7 @@ class AlltoallSpec(Spec):
     def raw_call(self, c, comm):
         """``comm.Alltoall(sendbuf, recvbuf)``."""
         return lambda: comm.Alltoall(c.send, c.recv)
+
     def torch_call(self, c, fn, send, recv, op, group):
         """``dist.all_to_all_single(output, input)``."""
         return lambda: fn(recv, send, group=group)

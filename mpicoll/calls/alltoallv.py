@@ -144,6 +144,7 @@ class AlltoallvSpec(VCounts, AlltoallSpec):
         """``comm.Alltoallv([sendbuf, counts], [recvbuf, counts])``."""
         send, recv = [c.send, c.vcounts], [c.recv, c.vcounts]
         return lambda: comm.Alltoallv(send, recv)
+
     def torch_call(self, c, fn, send, recv, op, group):
         """``dist.all_to_all_single(output, input, counts, counts)``."""
         counts = list(c.vcounts)

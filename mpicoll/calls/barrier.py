@@ -59,6 +59,7 @@ class BarrierSpec(Spec):
     def raw_call(self, c, comm):
         """``comm.Barrier()``."""
         return lambda: comm.Barrier()
+
     def torch_call(self, c, fn, send, recv, op, group):
         """``dist.barrier()``."""
         return lambda: fn(group=group)

@@ -84,6 +84,7 @@ class BcastSpec(Spec):
     def nccl_args(self, c, send, recv, dtype, op, stream):
         """NCCL's ``bcast(buf, count, datatype, root, stream)``: the whole vector."""
         return (recv, c.count, dtype, c.root, stream)
+
     def torch_call(self, c, fn, send, recv, op, group):
         """``dist.broadcast(buf, src=root)``."""
         return lambda: fn(recv, src=c.root, group=group)

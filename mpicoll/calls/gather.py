@@ -100,6 +100,7 @@ class GatherSpec(Spec):
     def raw_call(self, c, comm):
         """``comm.Gather(sendbuf, recvbuf, root)``."""
         return lambda: comm.Gather(c.send, c.recv, c.root)
+
     def torch_call(self, c, fn, send, recv, op, group):
         """``dist.gather(tensor, gather_list, dst=root)``: the blocks as the list."""
         outs = list(recv.chunk(c.n)) if recv is not None else None

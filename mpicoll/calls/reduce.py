@@ -105,6 +105,7 @@ class ReduceSpec(Spec):
     def nccl_args(self, c, send, recv, dtype, op, stream):
         """NCCL's ``reduce(send, recv, count, datatype, op, root, stream)``: the whole vector."""
         return (send, recv, c.count, dtype, op, c.root, stream)
+
     def torch_call(self, c, fn, send, recv, op, group):
         """``dist.reduce(tensor, dst=root, op)``, in place: on a copy of the input."""
         # reduce is in place: the input is copied into the output, off the root into

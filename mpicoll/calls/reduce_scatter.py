@@ -180,6 +180,7 @@ class ReduceScatterSpec(Spec):
     def nccl_args(self, c, send, recv, dtype, op, stream):
         """NCCL's ``reduceScatter(send, recv, recvcount, datatype, op, stream)``: one block."""
         return (send, recv, c.block, dtype, op, stream)
+
     def torch_call(self, c, fn, send, recv, op, group):
         """``dist.reduce_scatter_tensor(output, input, op)``."""
         return lambda: fn(recv, send, op=op, group=group)

@@ -120,6 +120,7 @@ class ScatterSpec(Spec):
     def raw_call(self, c, comm):
         """``comm.Scatter(sendbuf, recvbuf, root)``."""
         return lambda: comm.Scatter(c.send, c.recv, c.root)
+
     def torch_call(self, c, fn, send, recv, op, group):
         """``dist.scatter(tensor, scatter_list, src=root)``: the blocks as the list."""
         ins = list(send.chunk(c.n)) if send is not None else None
