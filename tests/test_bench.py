@@ -826,6 +826,19 @@ def test_nccl_column_skips_primitives_without_a_collective():
     assert "allreduce skipped" in col.skip_reason(specs.SPECS["allreduce"], MPI.BAND)
 
 
+def test_nccl_calls_are_the_primitives_own():
+    """A spec subclassed for its layout (scan from allreduce, allgatherv from allgather) has
+    no NCCL call of its parent's.
+    """
+    from mpicoll.bench import nccl
+    assert dict(nccl.METHODS) == {"bcast": "bcast", "reduce": "reduce",
+                                  "allreduce": "allReduce", "allgather": "allGather",
+                                  "reduce_scatter": "reduceScatter"}
+    for prim in ("scan", "exscan", "gatherv", "scatterv", "allgatherv", "alltoallv"):
+        with pytest.raises(nccl.Unsupported, match=f"no NCCL collective for {prim}"):
+            nccl.call_args(_cases(prim, 2, 64, "float32", "sum")[0], 7, 0, 0)
+
+
 def test_nccl_is_wanted_when_listed_or_all_on_gpus():
     from types import SimpleNamespace as NS
 
@@ -1051,3 +1064,23 @@ def test_torch_column_wrong_results_are_caught_and_missing_torch_skips(tmp_path)
     reason = recs[0]["gloo"]["reason"]
     assert recs[0]["gloo"]["used"] is False and "(rank 1)" in reason and "torch" in reason
     assert reason in proc.stdout
+
+
+def test_torch_columns_skip_what_torch_has_no_call_for():
+    """The specs name torch's calls; gloo on CUDA tensors has all_reduce and broadcast only."""
+    from types import SimpleNamespace as NS
+
+    from mpicoll.bench import torchdist
+    assert sorted(torchdist._PRIMITIVES) == TORCH_PRIMITIVES
+    for label, xp in (("gloo", "numpy"), ("torch-mpicoll", "numpy"), ("gloo", "cupy"),
+                      ("torch-mpicoll", "cupy")):
+        col = torchdist.Column(label, None, None, None, NS(name=xp))
+        runs = {p for p in mpicoll.PRIMITIVES if col.skip_reason(specs.SPECS[p], None) is None}
+        want = {"allreduce", "bcast"} if (label, xp) == ("gloo", "cupy") else \
+            set(TORCH_PRIMITIVES)
+        assert runs == want, (label, xp)
+        assert col.skip_reason(specs.SPECS["scan"], None) == \
+            f"{label}: torch.distributed has no scan call here; skipped"
+    col = torchdist.Column("gloo", None, None, None, NS(name="cupy"))
+    assert col.skip_reason(specs.SPECS["reduce"], None) == \
+        "gloo: torch.distributed has no reduce call on CUDA tensors here; skipped"

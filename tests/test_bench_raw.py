@@ -226,3 +226,25 @@ def test_report_vs_raw_columns():
     assert "| - | - | - |" in text
     text = report.render([], [rec("native", 4.0), rec("ring", 1.0)], [], with_targets=False)
     assert "vs raw" not in text
+
+
+def test_the_docstring_table_is_what_the_specs_declare():
+    table = {}
+    for line in rawcol.__doc__.splitlines():
+        prim, _, text = line.strip().partition(" ")
+        if line.startswith("    ") and prim in mpicoll.PRIMITIVES:
+            table[prim] = text.split("#")[0].strip()
+    assert table == dict(rawcol.CALLS)
+    assert set(table) == set(mpicoll.PRIMITIVES)
+
+
+def test_a_spec_subclassed_for_its_layout_declares_its_own_call():
+    from mpicoll.calls.allgather import AllgatherSpec
+
+    class Twin(AllgatherSpec):      # another primitive with allgather's layout
+        pass
+    assert Twin.raw is None and Twin.busbw is AllgatherSpec.busbw
+    with pytest.raises(NotImplementedError, match="declares no plain mpi4py call"):
+        Twin().raw_call(None, None)
+    with pytest.raises(ValueError, match="raw: no mpi4py call"):
+        rawcol.call(NS(spec=Twin()), None)

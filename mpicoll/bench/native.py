@@ -38,14 +38,13 @@ import re
 
 from mpi4py import MPI
 
+from .specs import Declared
+
 __all__ = ["family", "forcing", "cvar_names", "CVAR_COLL", "ForceError"]
 
-#: primitive -> the collective's name in MPICH CVARs / Open MPI MCA variables.
-CVAR_COLL = {"bcast": "bcast", "reduce": "reduce", "allreduce": "allreduce",
-             "gather": "gather", "allgather": "allgather", "scatter": "scatter",
-             "reduce_scatter": "reduce_scatter", "alltoall": "alltoall", "barrier": "barrier",
-             "gatherv": "gatherv", "scatterv": "scatterv", "allgatherv": "allgatherv",
-             "alltoallv": "alltoallv", "scan": "scan", "exscan": "exscan"}
+#: primitive -> the collective's name in MPICH CVARs / Open MPI MCA variables: its spec's
+#: ``native_coll``.
+CVAR_COLL = Declared("native_coll")
 
 #: Open MPI: the communicator info key that puts coll/tuned first for one communicator.
 OMPI_PREFERENCE = {"ompi_comm_coll_preference": "tuned"}

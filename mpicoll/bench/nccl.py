@@ -8,14 +8,17 @@ untimed check. NCCL calls are queued on the current CUDA stream and return
 at once; each timed call synchronises the stream, as mpicoll's calls return
 with the result in place.
 
-NCCL has bcast, reduce, allreduce, allgather and reduce_scatter; gather,
-scatter, alltoall and barrier have no NCCL collective and are skipped with
-that reason. The whole column is skipped, with the reason printed once and
-recorded in the provenance, when the buffers are not CuPy's, NCCL is not
-usable on some rank, the dtype has no NCCL type, several ranks share one
-GPU with an NCCL older than 2.30 (NCCL refuses a communicator with one GPU
-twice) or the communicator cannot be created. Every such decision is taken
-collectively, so no rank waits in an NCCL call the others never make.
+NCCL has bcast, reduce, allreduce, allgather and reduce_scatter (each
+primitive's spec names its NCCL call:
+:attr:`mpicoll.calls.spec.Spec.nccl_method`,
+:meth:`~mpicoll.calls.spec.Spec.nccl_args`); gather, scatter, alltoall and
+barrier have no NCCL collective and are skipped with that reason. The whole
+column is skipped, with the reason printed once and recorded in the
+provenance, when the buffers are not CuPy's, NCCL is not usable on some
+rank, the dtype has no NCCL type, several ranks share one GPU with an NCCL
+older than 2.30 (NCCL refuses a communicator with one GPU twice) or the
+communicator cannot be created. Every such decision is taken collectively,
+so no rank waits in an NCCL call the others never make.
 
 Ranks sharing a GPU with NCCL >= 2.30 on every rank: the column tries
 NCCL's multi-rank-per-GPU mode (``NCCL_MULTI_RANK_GPU_ENABLE=1``, set for
@@ -30,15 +33,16 @@ import numpy as np
 
 from mpicoll.device.arrays import data_ptr
 
+from .specs import Declared
+
 __all__ = ["LABEL", "METHODS", "Unsupported", "Skipped", "Column", "wanted", "setup",
            "dtype_code", "op_code", "shared_gpu_reason", "call_args", "MULTI_RANK_GPU_VAR",
            "MULTI_RANK_GPU_SINCE", "version_text"]
 
 LABEL = "nccl"
 
-#: primitive -> the ``NcclCommunicator`` method that runs it.
-METHODS = {"bcast": "bcast", "reduce": "reduce", "allreduce": "allReduce",
-           "allgather": "allGather", "reduce_scatter": "reduceScatter"}
+#: primitive -> the ``NcclCommunicator`` method that runs it: its spec's ``nccl_method``.
+METHODS = Declared("nccl_method")
 
 #: NumPy dtype name -> the ``cupy.cuda.nccl`` constant naming the same type.
 _DTYPES = {"int8": "NCCL_INT8", "uint8": "NCCL_UINT8", "int32": "NCCL_INT32",
@@ -123,29 +127,19 @@ def shared_gpu_reason(gpu_ids):
 def call_args(case, dtype, op, stream):
     """(method name, arguments) of the NCCL call doing ``case``'s collective.
 
-    ``dtype``/``op`` are NCCL codes, ``stream`` a CUDA stream handle. Counts
-    follow NCCL: the whole vector for bcast/reduce/allreduce, one rank's
-    block for allgather (send count) and reduce_scatter (receive count).
+    ``dtype``/``op`` are NCCL codes, ``stream`` a CUDA stream handle. The
+    primitive's spec orders the arguments and gives NCCL's counts
+    (:meth:`~mpicoll.calls.spec.Spec.nccl_args`).
     """
-    prim = case.spec.name
-    if prim not in METHODS:
-        raise Unsupported(f"nccl: no NCCL collective for {prim}; skipped")
+    spec = case.spec
+    if spec.nccl_method is None:
+        raise Unsupported(f"nccl: no NCCL collective for {spec.name}; skipped")
 
     def ptr(a):
         # reduce: NCCL reads the receive buffer's address on the root only.
         return 0 if a is None else data_ptr(a)
-    send, recv = ptr(case.send), ptr(case.recv)
-    if prim == "bcast":
-        args = (recv, case.count, dtype, case.root, stream)
-    elif prim == "reduce":
-        args = (send, recv, case.count, dtype, op, case.root, stream)
-    elif prim == "allreduce":
-        args = (send, recv, case.count, dtype, op, stream)
-    elif prim == "allgather":
-        args = (send, recv, case.block, dtype, stream)
-    else:                                   # reduce_scatter
-        args = (send, recv, case.block, dtype, op, stream)
-    return METHODS[prim], args
+    args = spec.nccl_args(case, ptr(case.send), ptr(case.recv), dtype, op, stream)
+    return spec.nccl_method, args
 
 
 class Skipped:
@@ -183,7 +177,7 @@ class Column:
 
     def skip_reason(self, spec, op):
         """Why ``spec``'s primitive has no nccl row (None: it has one). Same on every rank."""
-        if spec.name not in METHODS:
+        if spec.nccl_method is None:
             return f"nccl: no NCCL collective for {spec.name}; skipped"
         if spec.reduces:
             try:

@@ -5,7 +5,8 @@ so pays mpicoll's layer (argument validation, the private communicator, the
 context). The ``raw`` rows call mpi4py's collective straight on the bench's
 communicator (a ``MPI.COMM_WORLD.Dup()``), with nothing of mpicoll in
 between, on the same buffers, timed with the same loop and checked by the
-same untimed pass (``#wrong``)::
+same untimed pass (``#wrong``). Each primitive's spec declares its call
+(:attr:`mpicoll.calls.spec.Spec.raw`, :meth:`~mpicoll.calls.spec.Spec.raw_call`)::
 
     bcast           comm.Bcast(buf, root)
     reduce          comm.Reduce(sendbuf, recvbuf, op, root)   # recvbuf None off the root
@@ -35,29 +36,14 @@ where the MPI library's *collectives* are CUDA-aware
 (``gpu.device_path()["collectives"]``); otherwise (staged, or CUDA-aware in
 point-to-point only) the column is skipped, with the reason.
 """
+from .specs import Declared
+
 __all__ = ["LABEL", "CALLS", "wanted", "skip_reason", "agreed_skip_reason", "call"]
 
 LABEL = "raw"
 
-#: primitive -> the mpi4py call the raw row makes (recorded as ``mpi_call``).
-CALLS = {"bcast": "comm.Bcast(buf, root)",
-         "reduce": "comm.Reduce(sendbuf, recvbuf, op, root)",
-         "allreduce": "comm.Allreduce(sendbuf, recvbuf, op)",
-         "gather": "comm.Gather(sendbuf, recvbuf, root)",
-         "allgather": "comm.Allgather(sendbuf, recvbuf)",
-         "scatter": "comm.Scatter(sendbuf, recvbuf, root)",
-         "reduce_scatter": "comm.Reduce_scatter_block(sendbuf, recvbuf, op)",
-         "alltoall": "comm.Alltoall(sendbuf, recvbuf)",
-         "barrier": "comm.Barrier()",
-         "gatherv": "comm.Gatherv(sendbuf, [recvbuf, counts], root)",
-         "scatterv": "comm.Scatterv([sendbuf, counts], recvbuf, root)",
-         "allgatherv": "comm.Allgatherv(sendbuf, [recvbuf, counts])",
-         "alltoallv": "comm.Alltoallv([sendbuf, counts], [recvbuf, counts])",
-         "scan": "comm.Scan(sendbuf, recvbuf, op)",
-         "exscan": "comm.Exscan(sendbuf, recvbuf, op)"}
-
-#: The commands whose ``--algorithm all`` includes the raw column (not fit, not tune).
-_MEASURING = tuple(CALLS) + ("all",)
+#: primitive -> the mpi4py call the raw row makes (recorded as ``mpi_call``): its spec's ``raw``.
+CALLS = Declared("raw")
 
 
 def wanted(args):
@@ -69,7 +55,8 @@ def wanted(args):
     algs = getattr(args, "algorithms", ["all"])
     if LABEL in algs:
         return True
-    return algs == ["all"] and getattr(args, "command", None) in _MEASURING
+    command = getattr(args, "command", None)
+    return algs == ["all"] and (command == "all" or command in CALLS)
 
 
 def skip_reason(am):
@@ -90,61 +77,12 @@ def agreed_skip_reason(comm, am):
     return next((r for r in comm.allgather(skip_reason(am)) if r), None)
 
 
-def _vcall(c, comm):
-    prim, root = c.spec.name, c.root
-    if prim == "gatherv":
-        recv = [c.recv, c.vcounts] if c.rank == root else None
-        return lambda: comm.Gatherv(c.send, recv, root)
-    if prim == "scatterv":
-        send = [c.send, c.vcounts] if c.rank == root else None
-        return lambda: comm.Scatterv(send, c.recv, root)
-    if prim == "allgatherv":
-        recv = [c.recv, c.vcounts]
-        return lambda: comm.Allgatherv(c.send, recv)
-    send, recv = [c.send, c.vcounts], [c.recv, c.vcounts]
-    return lambda: comm.Alltoallv(send, recv)
-
-
 def call(case, comm, am=None):
     """A zero-argument callable: the plain mpi4py collective on ``case``'s buffers."""
-    c, prim = case, case.spec.name
-    if prim == "bcast":
-        def run():
-            comm.Bcast(c.recv, c.root)
-    elif prim == "reduce":
-        def run():
-            comm.Reduce(c.send, c.recv, c.op, c.root)
-    elif prim == "allreduce":
-        def run():
-            comm.Allreduce(c.send, c.recv, c.op)
-    elif prim == "gather":
-        def run():
-            comm.Gather(c.send, c.recv, c.root)
-    elif prim == "allgather":
-        def run():
-            comm.Allgather(c.send, c.recv)
-    elif prim == "scatter":
-        def run():
-            comm.Scatter(c.send, c.recv, c.root)
-    elif prim == "reduce_scatter":
-        def run():
-            comm.Reduce_scatter_block(c.send, c.recv, c.op)
-    elif prim == "alltoall":
-        def run():
-            comm.Alltoall(c.send, c.recv)
-    elif prim == "barrier":
-        def run():
-            comm.Barrier()
-    elif prim in ("gatherv", "scatterv", "allgatherv", "alltoallv"):
-        run = _vcall(c, comm)       # the counts the v specs set (c.vcounts)
-    elif prim == "scan":
-        def run():
-            comm.Scan(c.send, c.recv, c.op)
-    elif prim == "exscan":
-        def run():
-            comm.Exscan(c.send, c.recv, c.op)
-    else:
-        raise ValueError(f"raw: no mpi4py call for {prim!r}")
+    spec = case.spec
+    if spec.raw is None:
+        raise ValueError(f"raw: no mpi4py call for {spec.name!r}")
+    run = spec.raw_call(case, comm)
     if am is None or am.name in ("numpy", "shm"):
         return run
     sync = am.sync

@@ -7,6 +7,7 @@ plug-in is measured like the others. :class:`Case` holds one primitive at one
 size on this rank and makes its call through the public face.
 """
 import contextlib
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -15,7 +16,7 @@ from mpicoll.calls import DEFINED
 from mpicoll.calls.spec import cap as _cap
 from mpicoll.calls.spec import sentinel as _sentinel
 
-__all__ = ["SPECS", "Case", "busbw_factor", "ArrayModule"]
+__all__ = ["SPECS", "Declared", "Case", "busbw_factor", "ArrayModule"]
 
 _CHUNK = 1 << 20       # elements generated/compared at a time (bounds check memory)
 
@@ -371,3 +372,29 @@ class _Specs:
 
 #: primitive name -> spec, in mpicoll.PRIMITIVES order.
 SPECS = _Specs()
+
+
+class Declared(Mapping):
+    """primitive -> what its spec declares as ``attr``, read from the registry at each use.
+
+    Primitives whose spec leaves it None are not in it (a plug-in's that declares it is).
+    """
+
+    def __init__(self, attr):
+        self.attr = attr
+
+    def __getitem__(self, primitive):
+        spec = SPECS[primitive] if primitive in SPECS else None
+        value = getattr(spec, self.attr, None)
+        if value is None:
+            raise KeyError(primitive)
+        return value
+
+    def __iter__(self):
+        return (p for p, spec in SPECS.items() if getattr(spec, self.attr, None) is not None)
+
+    def __len__(self):
+        return sum(1 for _ in self)
+
+    def __repr__(self):
+        return f"Declared({self.attr!r}: {dict(self)!r})"

@@ -18,22 +18,28 @@ calls torch on tensors sharing the case's arrays (``torch.from_numpy``, DLPack
 for CuPy: no copy) with the same untimed check. torch has no out-of-place
 all_reduce or reduce: those rows copy the input into the output tensor first
 (reduce on a scratch copy off the root: gloo leaves scratch values there), as
-a torch user keeping their input would. Primitives torch has no call for (the
-v-collectives but alltoallv, the scans) are skipped with that reason. The
+a torch user keeping their input would. Each primitive's spec names its torch
+call (:attr:`mpicoll.calls.spec.Spec.torch_fn`,
+:meth:`~mpicoll.calls.spec.Spec.torch_call`); primitives torch has no call for
+(the v-collectives but alltoallv, the scans) are skipped with that reason. The
 columns are skipped, the reason printed once and recorded in the provenance,
 where torch cannot run on some rank; every such decision is collective.
 """
 import numpy as np
 
 from .nccl import Skipped
+from .specs import Declared
 
 __all__ = ["LABELS", "wanted", "setup", "torch_dtype", "reduce_op", "Column"]
 
 #: Column labels (``torch-mpicoll:ALGORITHM`` names one algorithm).
 LABELS = ("gloo", "torch-mpicoll")
-_PRIMITIVES = ("bcast", "reduce", "allreduce", "gather", "allgather", "scatter",
-               "reduce_scatter", "alltoall", "barrier", "alltoallv")
-_DEVICE_PRIMITIVES = {"gloo": ("allreduce", "bcast")}      # what gloo runs on CUDA tensors
+#: primitive -> the torch.distributed function that runs it: its spec's ``torch_fn``.
+_PRIMITIVES = Declared("torch_fn")
+_DEVICE_FNS = {"gloo": ("all_reduce", "broadcast")}      # what gloo runs on CUDA tensors
+#: torch's newer names for the tensor forms (the old ones warn from 2.13 on).
+_NEWER = {"all_gather_into_tensor": "all_gather_single",
+          "reduce_scatter_tensor": "reduce_scatter_single"}
 _OPS = {"sum": "SUM", "prod": "PRODUCT", "min": "MIN", "max": "MAX"}
 
 
@@ -78,10 +84,6 @@ class Column:
         self.label, self.torch, self.dist, self.group, self.am = label, torch, dist, group, am
         self.algorithm = algorithm
         self.backend = "gloo" if label == "gloo" else "mpicoll"
-        # torch's newer names for the tensor forms (the old ones warn from 2.13 on)
-        self._allgather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-        self._reduce_scatter = getattr(dist, "reduce_scatter_single", None) or \
-            dist.reduce_scatter_tensor
 
     def info(self):
         """The column's entry in the provenance record: used, with torch's version and backend."""
@@ -95,13 +97,15 @@ class Column:
             import mpicoll
             if self.algorithm not in mpicoll.algorithms(spec.name):
                 return f"{self.label}: {spec.name} has no algorithm {self.algorithm!r}; skipped"
-        allowed = _DEVICE_PRIMITIVES.get(self.label, _PRIMITIVES) if self.am.name == "cupy" \
-            else _PRIMITIVES
-        if spec.name not in allowed:
-            what = "on CUDA tensors " if self.am.name == "cupy" and spec.name in _PRIMITIVES \
-                else ""
+        fn, device = spec.torch_fn, self.am.name == "cupy"
+        if fn is None or (device and fn not in _DEVICE_FNS.get(self.label, (fn,))):
+            what = "on CUDA tensors " if fn is not None else ""
             return f"{self.label}: torch.distributed has no {spec.name} call {what}here; skipped"
         return None
+
+    def _fn(self, name):
+        newer = getattr(self.dist, _NEWER.get(name, ""), None)
+        return newer or getattr(self.dist, name)
 
     def _t(self, a):
         if a is None:
@@ -110,45 +114,20 @@ class Column:
 
     def call(self, case):
         """A zero-argument callable: one torch collective on ``case``'s buffers, completed."""
-        dist, torch, g, sync = self.dist, self.torch, self.group, self.am.sync
-        prim, n, root = case.spec.name, case.n, case.root
+        spec = case.spec
+        if spec.torch_fn is None:
+            raise Unsupported(f"{self.label}: no row for {spec.name}")
         send, recv = self._t(case.send), self._t(case.recv)
-        if prim in ("allreduce", "reduce", "reduce_scatter"):
-            op = reduce_op(dist, case.opname)
-        if prim == "bcast":
-            return lambda: (dist.broadcast(recv, src=root, group=g), sync())
-        if prim == "allreduce":
-            def run():
-                recv.copy_(send)                 # all_reduce is in place
-                dist.all_reduce(recv, op=op, group=g)
-                sync()
-            return run
-        if prim == "reduce":
-            target = recv if recv is not None else torch.empty_like(send)
+        op = reduce_op(self.dist, case.opname) if spec.reduces else None
+        run = spec.torch_call(case, self._fn(spec.torch_fn), send, recv, op, self.group)
+        if send is None and recv is None:
+            return run          # no buffers (barrier): no device work to wait for
+        sync = self.am.sync
 
-            def run():
-                target.copy_(send)               # reduce is in place (and gloo scribbles there)
-                dist.reduce(target, dst=root, op=op, group=g)
-                sync()
-            return run
-        if prim == "gather":
-            outs = list(recv.chunk(n)) if recv is not None else None
-            return lambda: (dist.gather(send, outs, dst=root, group=g), sync())
-        if prim == "allgather":
-            return lambda: (self._allgather(recv, send, group=g), sync())
-        if prim == "scatter":
-            ins = list(send.chunk(n)) if send is not None else None
-            return lambda: (dist.scatter(recv, ins, src=root, group=g), sync())
-        if prim == "reduce_scatter":
-            return lambda: (self._reduce_scatter(recv, send, op=op, group=g), sync())
-        if prim == "alltoall":
-            return lambda: (dist.all_to_all_single(recv, send, group=g), sync())
-        if prim == "alltoallv":
-            counts = list(case.vcounts)
-            return lambda: (dist.all_to_all_single(recv, send, counts, counts, group=g), sync())
-        if prim == "barrier":
-            return lambda: dist.barrier(group=g)
-        raise Unsupported(f"{self.label}: no row for {prim}")
+        def synced():
+            run()
+            sync()
+        return synced
 
     def close(self):
         """Nothing to release."""

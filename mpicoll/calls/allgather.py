@@ -56,6 +56,10 @@ class AllgatherSpec(GatherSpec):
     """The bench and test spec of allgather."""
 
     rooted = False
+    raw = "comm.Allgather(sendbuf, recvbuf)"
+    native_coll = "allgather"
+    nccl_method = "allGather"
+    torch_fn = "all_gather_into_tensor"
 
     def alloc(self, c):
         """A block to send and N blocks to receive, on every rank."""
@@ -64,6 +68,18 @@ class AllgatherSpec(GatherSpec):
     def args(self, c):
         """The arguments: ``(send, recv)``."""
         return (c.send, c.recv)
+
+    def raw_call(self, c, comm):
+        """``comm.Allgather(sendbuf, recvbuf)``."""
+        return lambda: comm.Allgather(c.send, c.recv)
+
+    def nccl_args(self, c, send, recv, dtype, op, stream):
+        """NCCL's ``allGather(send, recv, sendcount, datatype, stream)``: one block."""
+        return (send, recv, c.block, dtype, stream)
+
+    def torch_call(self, c, fn, send, recv, op, group):
+        """``dist.all_gather_into_tensor(output, input)``."""
+        return lambda: fn(recv, send, group=group)
 
 
 PRIMITIVE = define(Primitive("allgather", run=run, api=(allgather,), methods=(Allgather,),

@@ -85,9 +85,17 @@ def call_arrays(size, rank, count, root=0, counts=None, op=None):
 class AllgathervSpec(VCounts, AllgatherSpec):
     """The bench and test spec of allgatherv."""
 
+    raw = "comm.Allgatherv(sendbuf, [recvbuf, counts])"
+    native_coll = "allgatherv"
+
     def args(self, c):
         """The arguments: ``(send, [recv, counts])``."""
         return (c.send, [c.recv, c.vcounts])
+
+    def raw_call(self, c, comm):
+        """``comm.Allgatherv(sendbuf, [recvbuf, counts])``."""
+        recv = [c.recv, c.vcounts]
+        return lambda: comm.Allgatherv(c.send, recv)
 
 
 PRIMITIVE = define(Primitive("allgatherv", run=run, api=(allgatherv,), methods=(Allgatherv,),

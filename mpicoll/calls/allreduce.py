@@ -61,6 +61,10 @@ class AllreduceSpec(ReduceSpec):
     """The bench and test spec of allreduce."""
 
     rooted = False
+    raw = "comm.Allreduce(sendbuf, recvbuf, op)"
+    native_coll = "allreduce"
+    nccl_method = "allReduce"
+    torch_fn = "all_reduce"
 
     def busbw(self, n):
         """nccl-tests' factor: 2 (n - 1) / n."""
@@ -73,6 +77,21 @@ class AllreduceSpec(ReduceSpec):
     def args(self, c):
         """The arguments: ``(send, recv, op)``."""
         return (c.send, c.recv, c.op)
+
+    def raw_call(self, c, comm):
+        """``comm.Allreduce(sendbuf, recvbuf, op)``."""
+        return lambda: comm.Allreduce(c.send, c.recv, c.op)
+
+    def nccl_args(self, c, send, recv, dtype, op, stream):
+        """NCCL's ``allReduce(send, recv, count, datatype, op, stream)``: the whole vector."""
+        return (send, recv, c.count, dtype, op, stream)
+
+    def torch_call(self, c, fn, send, recv, op, group):
+        """``dist.all_reduce(tensor, op)``, in place: on a copy of the input."""
+        def run():
+            recv.copy_(send)            # all_reduce is in place
+            fn(recv, op=op, group=group)
+        return run
 
 
 PRIMITIVE = define(Primitive("allreduce", run=run, api=(allreduce,), methods=(Allreduce,),

@@ -58,6 +58,9 @@ class AlltoallSpec(Spec):
     """The bench and test spec of alltoall."""
 
     blocked = True
+    raw = "comm.Alltoall(sendbuf, recvbuf)"
+    native_coll = "alltoall"
+    torch_fn = "all_to_all_single"
 
     def busbw(self, n):
         """nccl-tests' factor: (n - 1) / n."""
@@ -78,6 +81,14 @@ class AlltoallSpec(Spec):
     def args(self, c):
         """The arguments: ``(send, recv)``."""
         return (c.send, c.recv)
+
+    def raw_call(self, c, comm):
+        """``comm.Alltoall(sendbuf, recvbuf)``."""
+        return lambda: comm.Alltoall(c.send, c.recv)
+
+    def torch_call(self, c, fn, send, recv, op, group):
+        """``dist.all_to_all_single(output, input)``."""
+        return lambda: fn(recv, send, group=group)
 
 
 PRIMITIVE = define(Primitive("alltoall", run=run, api=(alltoall,), methods=(Alltoall,),

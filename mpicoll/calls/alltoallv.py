@@ -125,9 +125,23 @@ def call_arrays(size, rank, count, root=0, counts=None, op=None):
 class AlltoallvSpec(VCounts, AlltoallSpec):
     """The bench and test spec of alltoallv."""
 
+    raw = "comm.Alltoallv([sendbuf, counts], [recvbuf, counts])"
+    native_coll = "alltoallv"
+    torch_fn = "all_to_all_single"
+
     def args(self, c):
         """The arguments: ``([send, counts], [recv, counts])``."""
         return ([c.send, c.vcounts], [c.recv, c.vcounts])
+
+    def raw_call(self, c, comm):
+        """``comm.Alltoallv([sendbuf, counts], [recvbuf, counts])``."""
+        send, recv = [c.send, c.vcounts], [c.recv, c.vcounts]
+        return lambda: comm.Alltoallv(send, recv)
+
+    def torch_call(self, c, fn, send, recv, op, group):
+        """``dist.all_to_all_single(output, input, counts, counts)``."""
+        counts = list(c.vcounts)
+        return lambda: fn(recv, send, counts, counts, group=group)
 
 
 PRIMITIVE = define(Primitive("alltoallv", run=run, api=(alltoallv,), methods=(Alltoallv,),

@@ -36,6 +36,10 @@ def call_arrays(size, rank, count, root=0, counts=None, op=None):
 class BarrierSpec(Spec):
     """The bench and test spec of barrier: no data."""
 
+    raw = "comm.Barrier()"
+    native_coll = "barrier"
+    torch_fn = "barrier"
+
     def layout(self, nbytes, itemsize, n):
         """No data: count 0, block 0."""
         return 0, 0
@@ -51,6 +55,14 @@ class BarrierSpec(Spec):
     def args(self, c):
         """No arguments."""
         return ()
+
+    def raw_call(self, c, comm):
+        """``comm.Barrier()``."""
+        return lambda: comm.Barrier()
+
+    def torch_call(self, c, fn, send, recv, op, group):
+        """``dist.barrier()``."""
+        return lambda: fn(group=group)
 
 
 PRIMITIVE = define(Primitive("barrier", run=run, api=(barrier,), methods=(Barrier,),

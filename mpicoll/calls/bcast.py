@@ -50,6 +50,10 @@ class BcastSpec(Spec):
     """The bench and test spec of bcast."""
 
     rooted = True
+    raw = "comm.Bcast(buf, root)"
+    native_coll = "bcast"
+    nccl_method = "bcast"
+    torch_fn = "broadcast"
 
     def busbw(self, n):
         """nccl-tests' factor: 1."""
@@ -72,6 +76,18 @@ class BcastSpec(Spec):
     def args(self, c):
         """The arguments: ``(buf, root)``."""
         return (c.recv, c.root)
+
+    def raw_call(self, c, comm):
+        """``comm.Bcast(buf, root)``."""
+        return lambda: comm.Bcast(c.recv, c.root)
+
+    def nccl_args(self, c, send, recv, dtype, op, stream):
+        """NCCL's ``bcast(buf, count, datatype, root, stream)``: the whole vector."""
+        return (recv, c.count, dtype, c.root, stream)
+
+    def torch_call(self, c, fn, send, recv, op, group):
+        """``dist.broadcast(buf, src=root)``."""
+        return lambda: fn(recv, src=c.root, group=group)
 
 
 PRIMITIVE = define(Primitive("bcast", run=run, api=(bcast,), methods=(Bcast,),

@@ -30,6 +30,9 @@ def Exscan(comm, call, bnd, algorithm, sendbuf, recvbuf, op=MPI.SUM):
 class ExscanSpec(ScanSpec):
     """The bench and test spec of exscan."""
 
+    raw = "comm.Exscan(sendbuf, recvbuf, op)"
+    native_coll = "exscan"
+
     def io(self, c):
         """The input, and the output except on rank 0 (MPI leaves rank 0's undefined)."""
         # Rank 0's result is undefined in MPI: not checked (it keeps the sentinel).
@@ -38,6 +41,10 @@ class ExscanSpec(ScanSpec):
     def output_fn(self, c):
         """The reduction over ranks 0 .. this rank - 1."""
         return lambda g: c.red_expected(g, c.rank)
+
+    def raw_call(self, c, comm):
+        """``comm.Exscan(sendbuf, recvbuf, op)``."""
+        return lambda: comm.Exscan(c.send, c.recv, c.op)
 
 
 PRIMITIVE = define(Primitive("exscan", run=run, api=(exscan,), methods=(Exscan,),

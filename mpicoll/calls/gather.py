@@ -72,6 +72,9 @@ class GatherSpec(Spec):
     """The bench and test spec of gather."""
 
     rooted = blocked = True
+    raw = "comm.Gather(sendbuf, recvbuf, root)"
+    native_coll = "gather"
+    torch_fn = "gather"
 
     def busbw(self, n):
         """nccl-tests' factor: (n - 1) / n."""
@@ -93,6 +96,15 @@ class GatherSpec(Spec):
     def args(self, c):
         """The arguments: ``(send, recv, root)``."""
         return (c.send, c.recv, c.root)
+
+    def raw_call(self, c, comm):
+        """``comm.Gather(sendbuf, recvbuf, root)``."""
+        return lambda: comm.Gather(c.send, c.recv, c.root)
+
+    def torch_call(self, c, fn, send, recv, op, group):
+        """``dist.gather(tensor, gather_list, dst=root)``: the blocks as the list."""
+        outs = list(recv.chunk(c.n)) if recv is not None else None
+        return lambda: fn(send, outs, dst=c.root, group=group)
 
 
 PRIMITIVE = define(Primitive("gather", run=run, api=(gather,), methods=(Gather,),

@@ -102,9 +102,17 @@ def call_arrays(size, rank, count, root=0, counts=None, op=None):
 class GathervSpec(VCounts, GatherSpec):
     """The bench and test spec of gatherv."""
 
+    raw = "comm.Gatherv(sendbuf, [recvbuf, counts], root)"
+    native_coll = "gatherv"
+
     def args(self, c):
         """The arguments: ``(send, [recv, counts] on the root, root)``."""
         return (c.send, [c.recv, c.vcounts] if c.rank == c.root else None, c.root)
+
+    def raw_call(self, c, comm):
+        """``comm.Gatherv(sendbuf, [recvbuf, counts], root)``."""
+        recv = [c.recv, c.vcounts] if c.rank == c.root else None
+        return lambda: comm.Gatherv(c.send, recv, c.root)
 
 
 PRIMITIVE = define(Primitive("gatherv", run=run, api=(gatherv,), methods=(Gatherv,),

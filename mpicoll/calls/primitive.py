@@ -21,7 +21,9 @@ algorithm (the algorithms live in :mod:`mpicoll.coll`):
 - ``call_arrays``: its algorithms' arguments on one rank with arrays as
   lengths, for recording plans without a communicator.
 - ``spec``: its bench and test spec (:class:`mpicoll.calls.spec.Spec`): buffer
-  layout, exact input and expected output, bus-bandwidth factor.
+  layout, exact input and expected output, bus-bandwidth factor, and how
+  mpi4py, NCCL and torch.distributed run the same collective and what the MPI
+  libraries call it (the bench's reference columns and ``--native-algorithm``).
 """
 import inspect
 

@@ -72,6 +72,10 @@ class ReduceSpec(Spec):
     """The bench and test spec of reduce."""
 
     rooted = reduces = True
+    raw = "comm.Reduce(sendbuf, recvbuf, op, root)"
+    native_coll = "reduce"
+    nccl_method = "reduce"
+    torch_fn = "reduce"
 
     def busbw(self, n):
         """nccl-tests' factor: 1."""
@@ -93,6 +97,25 @@ class ReduceSpec(Spec):
     def args(self, c):
         """The arguments: ``(send, recv, op, root)``."""
         return (c.send, c.recv, c.op, c.root)
+
+    def raw_call(self, c, comm):
+        """``comm.Reduce(sendbuf, recvbuf, op, root)``: recvbuf is None off the root."""
+        return lambda: comm.Reduce(c.send, c.recv, c.op, c.root)
+
+    def nccl_args(self, c, send, recv, dtype, op, stream):
+        """NCCL's ``reduce(send, recv, count, datatype, op, root, stream)``: the whole vector."""
+        return (send, recv, c.count, dtype, op, c.root, stream)
+
+    def torch_call(self, c, fn, send, recv, op, group):
+        """``dist.reduce(tensor, dst=root, op)``, in place: on a copy of the input."""
+        # reduce is in place: the input is copied into the output, off the root into
+        # scratch (gloo leaves scratch values in the tensor there)
+        target = recv if recv is not None else send.new_empty(send.shape)
+
+        def run():
+            target.copy_(send)
+            fn(target, dst=c.root, op=op, group=group)
+        return run
 
 
 PRIMITIVE = define(Primitive("reduce", run=run, api=(reduce,), methods=(Reduce,),

@@ -144,6 +144,10 @@ class ReduceScatterSpec(Spec):
 
     function = "reduce_scatter_block"
     reduces = blocked = True
+    raw = "comm.Reduce_scatter_block(sendbuf, recvbuf, op)"
+    native_coll = "reduce_scatter"
+    nccl_method = "reduceScatter"
+    torch_fn = "reduce_scatter_tensor"
 
     def busbw(self, n):
         """nccl-tests' factor: (n - 1) / n."""
@@ -168,6 +172,18 @@ class ReduceScatterSpec(Spec):
     def args(self, c):
         """The arguments: ``(send, recv, op)``."""
         return (c.send, c.recv, c.op)
+
+    def raw_call(self, c, comm):
+        """``comm.Reduce_scatter_block(sendbuf, recvbuf, op)``."""
+        return lambda: comm.Reduce_scatter_block(c.send, c.recv, c.op)
+
+    def nccl_args(self, c, send, recv, dtype, op, stream):
+        """NCCL's ``reduceScatter(send, recv, recvcount, datatype, op, stream)``: one block."""
+        return (send, recv, c.block, dtype, op, stream)
+
+    def torch_call(self, c, fn, send, recv, op, group):
+        """``dist.reduce_scatter_tensor(output, input, op)``."""
+        return lambda: fn(recv, send, op=op, group=group)
 
 
 PRIMITIVE = define(Primitive("reduce_scatter", run=run,

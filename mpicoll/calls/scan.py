@@ -40,6 +40,9 @@ def call_arrays(size, rank, count, root=0, counts=None, op=MPI.SUM):
 class ScanSpec(AllreduceSpec):
     """The bench and test spec of scan."""
 
+    raw = "comm.Scan(sendbuf, recvbuf, op)"
+    native_coll = "scan"
+
     def busbw(self, n):
         """nccl-tests' factor, as reduce's: 1."""
         return 1.0
@@ -47,6 +50,10 @@ class ScanSpec(AllreduceSpec):
     def output_fn(self, c):
         """The reduction over ranks 0 .. this rank."""
         return lambda g: c.red_expected(g, c.rank + 1)
+
+    def raw_call(self, c, comm):
+        """``comm.Scan(sendbuf, recvbuf, op)``."""
+        return lambda: comm.Scan(c.send, c.recv, c.op)
 
 
 PRIMITIVE = define(Primitive("scan", run=run, api=(scan,), methods=(Scan,),

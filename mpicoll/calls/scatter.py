@@ -92,6 +92,9 @@ class ScatterSpec(Spec):
     """The bench and test spec of scatter."""
 
     rooted = blocked = True
+    raw = "comm.Scatter(sendbuf, recvbuf, root)"
+    native_coll = "scatter"
+    torch_fn = "scatter"
 
     def busbw(self, n):
         """nccl-tests' factor: (n - 1) / n."""
@@ -113,6 +116,15 @@ class ScatterSpec(Spec):
     def args(self, c):
         """The arguments: ``(send, recv, root)``."""
         return (c.send, c.recv, c.root)
+
+    def raw_call(self, c, comm):
+        """``comm.Scatter(sendbuf, recvbuf, root)``."""
+        return lambda: comm.Scatter(c.send, c.recv, c.root)
+
+    def torch_call(self, c, fn, send, recv, op, group):
+        """``dist.scatter(tensor, scatter_list, src=root)``: the blocks as the list."""
+        ins = list(send.chunk(c.n)) if send is not None else None
+        return lambda: fn(recv, ins, src=c.root, group=group)
 
 
 PRIMITIVE = define(Primitive("scatter", run=run, api=(scatter,), methods=(Scatter,),

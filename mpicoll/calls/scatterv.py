@@ -104,9 +104,17 @@ def call_arrays(size, rank, count, root=0, counts=None, op=None):
 class ScattervSpec(VCounts, ScatterSpec):
     """The bench and test spec of scatterv."""
 
+    raw = "comm.Scatterv([sendbuf, counts], recvbuf, root)"
+    native_coll = "scatterv"
+
     def args(self, c):
         """The arguments: ``([send, counts] on the root, recv, root)``."""
         return ([c.send, c.vcounts] if c.rank == c.root else None, c.recv, c.root)
+
+    def raw_call(self, c, comm):
+        """``comm.Scatterv([sendbuf, counts], recvbuf, root)``."""
+        send = [c.send, c.vcounts] if c.rank == c.root else None
+        return lambda: comm.Scatterv(send, c.recv, c.root)
 
 
 PRIMITIVE = define(Primitive("scatterv", run=run, api=(scatterv,), methods=(Scatterv,),

@@ -18,12 +18,25 @@ so an element the algorithm never wrote is counted wrong.
 A spec names the blocking function that runs the primitive (``function``)
 and the positional arguments it takes for a case (:meth:`Spec.args`); the
 bench and the tests call it through the public face.
+
+It also says how other libraries run the same collective, for the bench's
+reference columns: the plain mpi4py call (:attr:`Spec.raw`,
+:meth:`Spec.raw_call`), the collective's name in the MPI libraries' algorithm
+variables (:attr:`Spec.native_coll`), NCCL's call (:attr:`Spec.nccl_method`,
+:meth:`Spec.nccl_args`), torch.distributed's (:attr:`Spec.torch_fn`,
+:meth:`Spec.torch_call`). These are the primitive's own (:data:`OWN`): a
+subclass does not inherit them, since a spec subclassed for its layout (scan
+from allreduce, a plug-in's twin) is another collective.
 """
 import numpy as np
 
-__all__ = ["Spec", "blocks_data", "cap", "sentinel", "PRIME"]
+__all__ = ["Spec", "blocks_data", "cap", "sentinel", "PRIME", "OWN"]
 
 PRIME = 7919           # block stride of the data pattern: neighbouring blocks differ
+
+#: The attributes a spec class declares for its own primitive only (not inherited).
+OWN = ("raw", "raw_call", "native_coll", "nccl_method", "nccl_args", "torch_fn",
+       "torch_call")
 
 
 def cap(dtype):
@@ -56,6 +69,24 @@ class Spec:
     rooted = False
     reduces = False
     blocked = False
+    #: The plain mpi4py call that runs it, as text (the bench's ``raw`` column; None: none).
+    raw = None
+    #: Its name in MPICH's ``MPIR_CVAR_<COLL>_INTRA_ALGORITHM`` and Open MPI's
+    #: ``coll_tuned_<coll>_algorithm`` (``--native-algorithm``; None: no such variable).
+    native_coll = None
+    #: The ``cupy.cuda.nccl.NcclCommunicator`` method that runs it (the bench's ``nccl``
+    #: column; None: NCCL has no such collective).
+    nccl_method = None
+    #: The ``torch.distributed`` function that runs it (the bench's torch columns; None:
+    #: torch has none).
+    torch_fn = None
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        # Another primitive's calls would run the wrong collective: each class declares its own.
+        for attr in OWN:
+            if attr not in cls.__dict__:
+                setattr(cls, attr, Spec.__dict__[attr])
 
     def busbw(self, n):
         """nccl-tests' bus-bandwidth factor at ``n`` ranks (None: no bandwidth)."""
@@ -101,6 +132,30 @@ class Spec:
     def args(self, case):
         """The positional arguments of :attr:`function` for this case."""
         raise NotImplementedError
+
+    def raw_call(self, case, comm):
+        """A zero-argument callable making the mpi4py call :attr:`raw` on ``case``'s buffers."""
+        raise NotImplementedError(f"{self.name or type(self).__name__}: its spec declares no "
+                                  f"plain mpi4py call (Spec.raw and Spec.raw_call)")
+
+    def nccl_args(self, case, send, recv, dtype, op, stream):
+        """The arguments of :attr:`nccl_method` for ``case``, in NCCL's order and counts.
+
+        ``send``/``recv``: the buffers' device addresses (0 where a rank has none);
+        ``dtype``/``op``: NCCL's codes; ``stream``: a CUDA stream handle.
+        """
+        raise NotImplementedError(f"{self.name or type(self).__name__}: its spec declares no "
+                                  f"NCCL call (Spec.nccl_method and Spec.nccl_args)")
+
+    def torch_call(self, case, fn, send, recv, op, group):
+        """A zero-argument callable: ``fn`` (:attr:`torch_fn`) on ``case``'s buffers.
+
+        ``send``/``recv``: tensors sharing the case's arrays (None where a rank has
+        none); ``op``: the ``dist.ReduceOp``; ``group``: the process group. The
+        caller waits for the device afterwards.
+        """
+        raise NotImplementedError(f"{self.name or type(self).__name__}: its spec declares no "
+                                  f"torch.distributed call (Spec.torch_fn and Spec.torch_call)")
 
 
 class VCounts:
