@@ -20,6 +20,7 @@ from ..args.buffers import (
 from ..args.bufspec import is_rank, parse_bufspec, parse_vec, required, role
 from ..core.blocks import offsets
 from ..core.errors import ArgumentError
+from ..core.rules import Auto, Rule
 from ..device.arrays import empty
 from ..engine.launch import run_call
 from ..sched.inspect import Len
@@ -114,5 +115,8 @@ class GathervSpec(VCounts, GatherSpec):
         return (c.send, [c.recv, c.vcounts] if c.rank == c.root else None, c.root)
 
 
+#: auto's rule.
+AUTO = Auto(Rule("binomial"))
+
 PRIMITIVE = define(Primitive("gatherv", run=run, api=(gatherv,), methods=(Gatherv,),
-                             call_arrays=call_arrays, spec=GathervSpec(), vspecs=True))
+                             call_arrays=call_arrays, spec=GathervSpec(), vspecs=True, auto=AUTO))
