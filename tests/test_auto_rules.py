@@ -200,3 +200,22 @@ def test_the_rule_language_writes_what_it_tests():
         Auto(Rule("a", N > 1))
     with pytest.raises(ValueError):
         Auto(Rule("a"), Rule("b"))
+
+
+def test_a_plugin_primitive_brings_its_rule():
+    from mpicoll.core.registry import _DEFINED, _REGISTRY, define
+    ruled, bare = "auto_rule_twin", "auto_rule_bare"
+    try:
+        define(ruled, None, auto=Auto(Rule("fast", N * n < 64 * KiB), Rule("wide")))
+        define(bare, None)
+        assert mpicoll.DEFAULTS_TABLE[ruled] == "fast when N·n < 64 KiB, else wide"
+        assert bare not in mpicoll.DEFAULTS_TABLE and ruled in list(mpicoll.DEFAULTS_TABLE)
+        assert defaults.default_algorithm(ruled, size=4, nbytes=16 * KiB - 1) == "fast"
+        assert defaults.default_algorithm(ruled, size=4, nbytes=16 * KiB) == "wide"
+        assert defaults.default_algorithm(bare, size=4, nbytes=1) == reference(
+            bare, size=4, nbytes=1) == "native"
+    finally:
+        for name in (ruled, bare):
+            _DEFINED.pop(name, None)
+            _REGISTRY.pop(name, None)
+    assert ruled not in mpicoll.DEFAULTS_TABLE
