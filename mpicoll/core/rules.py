@@ -14,9 +14,8 @@ one rank's contribution, as :func:`mpicoll.core.defaults.default_algorithm`
 defines it per primitive; :meth:`Bytes.named` words it, e.g. "blocks"),
 :data:`count` (elements), :data:`POF2` (2^⌊log2 N⌋), products such as
 ``N * n``; and :data:`commutative` / :data:`non_commutative`,
-:data:`one_node_host`. Each condition
-evaluates a call and writes itself, so the text cannot say one threshold
-while the code uses another.
+:data:`one_node_host`. Each condition evaluates a call and writes itself, so
+the text cannot say one threshold while the code uses another.
 """
 import operator
 
