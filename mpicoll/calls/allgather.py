@@ -1,6 +1,7 @@
 """allgather: every rank's block into every rank's buffer, in rank order (``MPI_Allgather``)."""
 from ..args.buffers import as_array, is_in_place, recv_array, whole_blocks
 from ..args.bufspec import parse_bufspec, recv_spec
+from ..core.rules import Auto, KiB, N, Rule, n
 from ..engine.launch import run_call
 from ..sched.inspect import Len
 from .gather import GatherSpec
@@ -82,5 +83,9 @@ class AllgatherSpec(GatherSpec):
         return lambda: fn(recv, send, group=group)
 
 
+#: auto's rule: recursive doubling's log N steps while the gathered vector is short, the ring
+#: (each byte once) beyond.
+AUTO = Auto(Rule("recursive_doubling", N * n < 80 * KiB), Rule("ring"), note="n: one block")
+
 PRIMITIVE = define(Primitive("allgather", run=run, api=(allgather,), methods=(Allgather,),
-                             call_arrays=call_arrays, spec=AllgatherSpec()))
+                             call_arrays=call_arrays, spec=AllgatherSpec(), auto=AUTO))

@@ -11,6 +11,7 @@ from ..args.buffers import (
 from ..args.bufspec import parse_bufspec, parse_vec, required, role
 from ..core.blocks import offsets
 from ..core.errors import ArgumentError
+from ..core.rules import Auto, KiB, N, Rule, n
 from ..device.arrays import empty
 from ..engine.launch import run_call
 from ..sched.inspect import Len
@@ -98,5 +99,11 @@ class AllgathervSpec(VCounts, AllgatherSpec):
         return lambda: comm.Allgatherv(c.send, recv)
 
 
+#: auto's rule. Bruck: ⌈log2 N⌉ messages, whatever the counts. The ring moves each byte once,
+#: without a temporary: long messages. Its steps last as long as the largest block, so very
+#: uneven counts favour Bruck longer than this rule (it sees only the mean block) says.
+AUTO = Auto(Rule("bruck", N * n < 80 * KiB), Rule("ring"), note="n: the mean block")
+
 PRIMITIVE = define(Primitive("allgatherv", run=run, api=(allgatherv,), methods=(Allgatherv,),
-                             call_arrays=call_arrays, spec=AllgathervSpec(), vspecs=True))
+                             call_arrays=call_arrays, spec=AllgathervSpec(), vspecs=True,
+                             auto=AUTO))

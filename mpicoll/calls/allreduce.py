@@ -5,6 +5,7 @@ from ..args.buffers import as_array, is_in_place, recv_array
 from ..args.bufspec import parse_bufspec, recv_spec
 from ..args.user_ops import wrap as wrap_user_op
 from ..core.ops import check_op
+from ..core.rules import SHORT, Auto, Rule, n, non_commutative
 from ..engine.launch import run_call
 from ..sched.inspect import Len
 from .primitive import Primitive, define
@@ -94,5 +95,10 @@ class AllreduceSpec(ReduceSpec):
         return run
 
 
+#: auto's rule (after the shm step, mpicoll.core.defaults.SHM_FROM): recursive doubling's
+#: log N latency for short vectors and for ops that must keep rank order, the ring beyond.
+AUTO = Auto(Rule("recursive_doubling", (n <= SHORT) | non_commutative), Rule("ring"))
+
 PRIMITIVE = define(Primitive("allreduce", run=run, api=(allreduce,), methods=(Allreduce,),
-                             call_arrays=call_arrays, spec=AllreduceSpec(), reduces=True))
+                             call_arrays=call_arrays, spec=AllreduceSpec(), reduces=True,
+                             auto=AUTO))

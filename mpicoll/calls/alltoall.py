@@ -1,6 +1,7 @@
 """alltoall: block j of every rank's buffer to rank j (``MPI_Alltoall``)."""
 from ..args.buffers import as_array, is_in_place, recv_array, snapshot, whole_blocks
 from ..args.bufspec import parse_bufspec, recv_spec
+from ..core.rules import Auto, N, Rule, n
 from ..engine.launch import run_call
 from ..sched.inspect import Len
 from .primitive import Primitive, define
@@ -91,5 +92,9 @@ class AlltoallSpec(Spec):
         return lambda: fn(recv, send, group=group)
 
 
+#: auto's rule: Bruck's log N messages for small blocks on many ranks, pairwise exchange
+#: beyond.
+AUTO = Auto(Rule("bruck", (n.named("blocks") <= 256) & (N >= 8)), Rule("pairwise"))
+
 PRIMITIVE = define(Primitive("alltoall", run=run, api=(alltoall,), methods=(Alltoall,),
-                             call_arrays=call_arrays, spec=AlltoallSpec()))
+                             call_arrays=call_arrays, spec=AlltoallSpec(), auto=AUTO))

@@ -12,6 +12,7 @@ from ..args.buffers import check_no_alias, is_in_place, same_dtype, same_memory,
 from ..args.bufspec import parse_vec, required, role
 from ..core.blocks import offsets
 from ..core.errors import ArgumentError
+from ..core.rules import Auto, N, Rule
 from ..engine.launch import run_call
 from ..sched.inspect import Len
 from ._vcommon import v_side
@@ -144,5 +145,11 @@ class AlltoallvSpec(VCounts, AlltoallSpec):
         return lambda: fn(recv, send, counts, counts, group=group)
 
 
+#: auto's rule: its counts are each rank's own, so it looks at N only (every rank must choose
+#: the same). MPICH posts everything at once (in batches of 32 peers): linear up to that
+#: many, then one peer per step so no rank floods the network.
+AUTO = Auto(Rule("linear", N <= 32), Rule("pairwise"))
+
 PRIMITIVE = define(Primitive("alltoallv", run=run, api=(alltoallv,), methods=(Alltoallv,),
-                             call_arrays=call_arrays, spec=AlltoallvSpec(), vspecs=True))
+                             call_arrays=call_arrays, spec=AlltoallvSpec(), vspecs=True,
+                             auto=AUTO))

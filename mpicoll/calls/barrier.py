@@ -1,4 +1,5 @@
 """barrier: no rank leaves before every rank has entered (``MPI_Barrier``)."""
+from ..core.rules import Auto, Rule
 from ..engine.launch import run_call
 from ..engine.nonblocking import empty_request
 from .primitive import Primitive, define
@@ -65,5 +66,8 @@ class BarrierSpec(Spec):
         return lambda: fn(group=group)
 
 
+#: auto's rule.
+AUTO = Auto(Rule("dissemination"))
+
 PRIMITIVE = define(Primitive("barrier", run=run, api=(barrier,), methods=(Barrier,),
-                             call_arrays=call_arrays, spec=BarrierSpec()))
+                             call_arrays=call_arrays, spec=BarrierSpec(), auto=AUTO))

@@ -3,6 +3,7 @@ from mpi4py import MPI
 
 from ..args.buffers import as_array, check_root
 from ..args.bufspec import is_rank, missing, parse_bufspec
+from ..core.rules import Auto, KiB, N, Rule, n
 from ..engine.launch import run_call
 from ..sched.inspect import Len
 from .primitive import Primitive, define
@@ -90,5 +91,9 @@ class BcastSpec(Spec):
         return lambda: fn(recv, src=c.root, group=group)
 
 
+#: auto's rule: the binomial tree's log N latency for short messages and few ranks, MPICH's
+#: scatter then ring allgather (bandwidth) beyond.
+AUTO = Auto(Rule("binomial", (n < 12 * KiB) | (N < 8)), Rule("scatter_allgather"))
+
 PRIMITIVE = define(Primitive("bcast", run=run, api=(bcast,), methods=(Bcast,),
-                             call_arrays=call_arrays, spec=BcastSpec()))
+                             call_arrays=call_arrays, spec=BcastSpec(), auto=AUTO))

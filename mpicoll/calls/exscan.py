@@ -3,6 +3,7 @@ from mpi4py import MPI
 
 from ..args.bufspec import reduction_bufs
 from ..args.user_ops import wrap as wrap_user_op
+from ..core.rules import Auto, Rule
 from .primitive import Primitive, define
 from .scan import ScanSpec, call_arrays, run
 
@@ -47,5 +48,8 @@ class ExscanSpec(ScanSpec):
         return lambda: comm.Exscan(c.send, c.recv, c.op)
 
 
+#: auto's rule: MPICH's only algorithm; log N latency, any op.
+AUTO = Auto(Rule("recursive_doubling"))
+
 PRIMITIVE = define(Primitive("exscan", run=run, api=(exscan,), methods=(Exscan,),
-                             call_arrays=call_arrays, spec=ExscanSpec(), reduces=True))
+                             call_arrays=call_arrays, spec=ExscanSpec(), reduces=True, auto=AUTO))

@@ -8,6 +8,7 @@ from ..args.buffers import (
     whole_blocks,
 )
 from ..args.bufspec import is_rank, parse_bufspec, recv_spec
+from ..core.rules import Auto, Rule
 from ..engine.launch import run_call
 from ..sched.inspect import Len
 from .primitive import Primitive, define
@@ -107,5 +108,8 @@ class GatherSpec(Spec):
         return lambda: fn(send, outs, dst=c.root, group=group)
 
 
+#: auto's rule.
+AUTO = Auto(Rule("binomial"))
+
 PRIMITIVE = define(Primitive("gather", run=run, api=(gather,), methods=(Gather,),
-                             call_arrays=call_arrays, spec=GatherSpec()))
+                             call_arrays=call_arrays, spec=GatherSpec(), auto=AUTO))

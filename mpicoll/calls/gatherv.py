@@ -13,6 +13,7 @@ from ..args.buffers import (
 from ..args.bufspec import is_rank, parse_bufspec, parse_vec, required, role
 from ..core.blocks import offsets
 from ..core.errors import ArgumentError
+from ..core.rules import Auto, Rule
 from ..device.arrays import empty
 from ..engine.launch import run_call
 from ..sched.inspect import Len
@@ -115,5 +116,8 @@ class GathervSpec(VCounts, GatherSpec):
         return lambda: comm.Gatherv(c.send, recv, c.root)
 
 
+#: auto's rule.
+AUTO = Auto(Rule("binomial"))
+
 PRIMITIVE = define(Primitive("gatherv", run=run, api=(gatherv,), methods=(Gatherv,),
-                             call_arrays=call_arrays, spec=GathervSpec(), vspecs=True))
+                             call_arrays=call_arrays, spec=GathervSpec(), vspecs=True, auto=AUTO))

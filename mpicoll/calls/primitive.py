@@ -24,6 +24,10 @@ algorithm (the algorithms live in :mod:`mpicoll.coll`):
   layout, exact input and expected output, bus-bandwidth factor, and how
   mpi4py, NCCL and torch.distributed run the same collective and what the MPI
   libraries call it (the bench's reference columns and ``--native-algorithm``).
+- ``auto``: the rule ``algorithm="auto"`` follows where the tuning table does not
+  decide (:class:`mpicoll.core.rules.Auto`: ordered ``Rule(algorithm, condition)``
+  entries whose description, :data:`mpicoll.DEFAULTS_TABLE`, is written from the
+  same thresholds). None: the first hand-written algorithm that takes the op.
 """
 import inspect
 
@@ -41,10 +45,11 @@ DEFINED = {}
 class Primitive:
     """One collective: see the module docstring for each part."""
 
-    __slots__ = ("name", "run", "api", "methods", "call_arrays", "spec", "vspecs", "reduces")
+    __slots__ = ("name", "run", "api", "methods", "call_arrays", "spec", "vspecs", "reduces",
+                 "auto")
 
     def __init__(self, name, *, run, api, call_arrays, methods=(), spec=None, vspecs=False,
-                 reduces=False):
+                 reduces=False, auto=None):
         self.name = name
         self.run = run
         self.api = tuple(api)
@@ -53,11 +58,13 @@ class Primitive:
         self.spec = spec
         self.vspecs = vspecs          # buffers are v-buffer specs: the memo keys on their parts
         self.reduces = reduces        # it takes an op
+        self.auto = auto              # auto's rule (core.rules.Auto), or None
 
 
 def define(primitive):
     """Define ``primitive`` (a :class:`Primitive`) in the registry; return it."""
-    registry.define(primitive.name, primitive.call_arrays, reduces=primitive.reduces)
+    registry.define(primitive.name, primitive.call_arrays, reduces=primitive.reduces,
+                    auto=primitive.auto)
     DEFINED[primitive.name] = primitive
     if primitive.spec is not None:
         primitive.spec.name = primitive.name

@@ -5,6 +5,7 @@ from ..args.buffers import as_array, check_root, is_in_place, not_in_place, recv
 from ..args.bufspec import is_rank, parse_bufspec, recv_spec
 from ..args.user_ops import wrap as wrap_user_op
 from ..core.ops import check_op
+from ..core.rules import POF2, SHORT, Auto, N, Rule, commutative, count, n
 from ..engine.launch import run_call
 from ..sched.inspect import Len
 from .primitive import Primitive, define
@@ -118,5 +119,10 @@ class ReduceSpec(Spec):
         return run
 
 
+#: auto's rule: Rabenseifner (reduce-scatter then gather) for long vectors with at least one
+#: element per power-of-two rank; it combines out of rank order, so commutative ops only.
+AUTO = Auto(Rule("rabenseifner", commutative & (n >= SHORT) & (count >= POF2) & (N > 1)),
+            Rule("binomial"))
+
 PRIMITIVE = define(Primitive("reduce", run=run, api=(reduce,), methods=(Reduce,),
-                             call_arrays=call_arrays, spec=ReduceSpec(), reduces=True))
+                             call_arrays=call_arrays, spec=ReduceSpec(), reduces=True, auto=AUTO))

@@ -11,6 +11,7 @@ from ..args.bufspec import parse_bufspec, recv_spec
 from ..args.user_ops import wrap as wrap_user_op
 from ..core.errors import ArgumentError
 from ..core.ops import check_op
+from ..core.rules import LONG, Auto, Rule, n, non_commutative
 from ..engine.launch import run_call
 from ..sched.inspect import Len
 from .primitive import Primitive, define
@@ -186,7 +187,14 @@ class ReduceScatterSpec(Spec):
         return lambda: fn(recv, send, op=op, group=group)
 
 
+#: auto's rule (after the shm step, mpicoll.core.defaults.SHM_FROM): reduce_scatterv keeps
+#: rank order for non-commutative ops; else recursive halving up to MPICH's long-message
+#: threshold, pairwise exchange beyond.
+AUTO = Auto(Rule("reduce_scatterv", non_commutative), Rule("recursive_halving", n <= LONG),
+            Rule("pairwise"))
+
 PRIMITIVE = define(Primitive("reduce_scatter", run=run,
                              api=(reduce_scatter_block, reduce_scatter),
                              methods=(Reduce_scatter_block, Reduce_scatter),
-                             call_arrays=call_arrays, spec=ReduceScatterSpec(), reduces=True))
+                             call_arrays=call_arrays, spec=ReduceScatterSpec(), reduces=True,
+                             auto=AUTO))

@@ -3,6 +3,7 @@ from mpi4py import MPI
 
 from ..args.bufspec import reduction_bufs
 from ..args.user_ops import wrap as wrap_user_op
+from ..core.rules import Auto, Rule
 from ..sched.inspect import Len
 from .allreduce import AllreduceSpec
 from .allreduce import run as allreduce_run
@@ -56,5 +57,8 @@ class ScanSpec(AllreduceSpec):
         return lambda: comm.Scan(c.send, c.recv, c.op)
 
 
+#: auto's rule: MPICH's only algorithm; log N latency, any op.
+AUTO = Auto(Rule("recursive_doubling"))
+
 PRIMITIVE = define(Primitive("scan", run=run, api=(scan,), methods=(Scan,),
-                             call_arrays=call_arrays, spec=ScanSpec(), reduces=True))
+                             call_arrays=call_arrays, spec=ScanSpec(), reduces=True, auto=AUTO))

@@ -14,6 +14,7 @@ from ..args.buffers import (
 )
 from ..args.bufspec import is_rank, missing, parse_bufspec
 from ..core.errors import ArgumentError
+from ..core.rules import Auto, Rule
 from ..engine.launch import run_call
 from ..sched.inspect import Len
 from .primitive import Primitive, define
@@ -127,5 +128,8 @@ class ScatterSpec(Spec):
         return lambda: fn(recv, ins, src=c.root, group=group)
 
 
+#: auto's rule.
+AUTO = Auto(Rule("binomial"))
+
 PRIMITIVE = define(Primitive("scatter", run=run, api=(scatter,), methods=(Scatter,),
-                             call_arrays=call_arrays, spec=ScatterSpec()))
+                             call_arrays=call_arrays, spec=ScatterSpec(), auto=AUTO))

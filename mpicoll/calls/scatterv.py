@@ -17,6 +17,7 @@ from ..args.buffers import (
 from ..args.bufspec import is_rank, parse_bufspec, parse_vec, required
 from ..core.blocks import offsets
 from ..core.errors import ArgumentError
+from ..core.rules import Auto, Rule
 from ..engine.launch import run_call
 from ..sched.inspect import Len
 from ._vcommon import check_counts_match, v_side
@@ -117,5 +118,8 @@ class ScattervSpec(VCounts, ScatterSpec):
         return lambda: comm.Scatterv(send, c.recv, c.root)
 
 
+#: auto's rule.
+AUTO = Auto(Rule("binomial"))
+
 PRIMITIVE = define(Primitive("scatterv", run=run, api=(scatterv,), methods=(Scatterv,),
-                             call_arrays=call_arrays, spec=ScattervSpec(), vspecs=True))
+                             call_arrays=call_arrays, spec=ScattervSpec(), vspecs=True, auto=AUTO))

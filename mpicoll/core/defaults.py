@@ -1,11 +1,15 @@
 """The documented default ("auto") algorithm of each primitive.
 
-Rules follow MPICH's classic thresholds, adjusted so that a non-commutative
-op always gets an algorithm that keeps rank order. ``nbytes`` is the size of
-one rank's contribution (the whole vector for reductions, scans and bcast,
-one block for gather/scatter/allgather/alltoall, the mean block Σcounts/N
-for gatherv/scatterv/allgatherv). Alltoallv's counts are each rank's own,
-so its rule looks at N only (every rank must choose the same).
+Each primitive's rule lives with it, on its :class:`mpicoll.Primitive`
+(``auto=`` in ``mpicoll/calls/<primitive>.py``, an
+:class:`mpicoll.core.rules.Auto`), and reaches this module through the
+registry; :data:`DEFAULTS_TABLE` is written from the rules themselves. Rules
+follow MPICH's classic thresholds, adjusted so that a non-commutative op
+always gets an algorithm that keeps rank order. ``nbytes`` is the size of one
+rank's contribution (the whole vector for reductions, scans and bcast, one
+block for gather/scatter/allgather/alltoall, the mean block Σcounts/N for
+gatherv/scatterv/allgatherv). Alltoallv's counts are each rank's own, so its
+rule looks at N only (every rank must choose the same).
 
 On one node with host arrays, allreduce from 8 MiB and reduce_scatter from
 4 MiB (the whole vector) take the ``shm`` algorithms (:data:`SHM_FROM`,
@@ -16,46 +20,62 @@ size and ``nbytes`` range. The table is the file named by ``MPICOLL_TUNING``
 shipped with the package and measured on a shared 2-core machine (its
 ``label`` says so). Where the table has no entry for the world size, names an
 algorithm this version lacks, or names a commutative-only algorithm for a
-non-commutative op, the rules below decide. Each file is read once per process.
+non-commutative op, the primitive's rule decides. Each file is read once per process.
 """
 import json
 import os
+from collections.abc import Mapping
 
 from .errors import ArgumentError
-from .registry import algorithms, lookup
+from .registry import PRIMITIVES, algorithms, info, lookup
+from .rules import Facts, N, Rule, one_node_host
+from .rules import n as n_bytes
 
-__all__ = ["default_algorithm", "DEFAULTS_TABLE", "SHM_FROM", "tuned_algorithm", "tuning_table",
-           "TABLE_FORMAT", "DEFAULT_TUNING_PATH"]
+__all__ = ["default_algorithm", "DEFAULTS_TABLE", "SHM_FROM", "shm_rule", "tuned_algorithm",
+           "tuning_table", "TABLE_FORMAT", "DEFAULT_TUNING_PATH"]
 
 TABLE_FORMAT = "mpicoll-tuning/1"
 DEFAULT_TUNING_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                    "tuning", "default.json")
 _tables = {}          # path -> rules, read once per process
 
-SHORT = 2048          # bytes: latency-bound below this
-LONG = 512 * 1024     # bytes: bandwidth-bound above this
+#: primitive -> bytes from which ``auto`` takes the shm algorithm on one node with host
+#: arrays (measured: benchmarks/shm.md).
+SHM_FROM = {"allreduce": 8 << 20, "reduce_scatter": 4 << 20}
 
-#: primitive -> human description of the rule (README and --help quote it).
-DEFAULTS_TABLE = {
-    "bcast": "binomial below 12 KiB or N < 8, else scatter_allgather",
-    "reduce": "rabenseifner for commutative ops from 2 KiB when count >= 2^⌊log2 N⌋, "
-              "else binomial",
-    "allreduce": "shm from 8 MiB on one node with host arrays; recursive_doubling up to "
-                 "2 KiB or for non-commutative ops, else ring",
-    "gather": "binomial",
-    "scatter": "binomial",
-    "allgather": "recursive_doubling when N·n < 80 KiB, else ring",
-    "reduce_scatter": "shm from 4 MiB on one node with host arrays; recursive_halving up to "
-                      "512 KiB, else pairwise; reduce_scatterv for non-commutative ops",
-    "alltoall": "bruck for blocks up to 256 B when N >= 8, else pairwise",
-    "barrier": "dissemination",
-    "gatherv": "binomial",
-    "scatterv": "binomial",
-    "allgatherv": "bruck when N·n < 80 KiB (n: the mean block), else ring",
-    "alltoallv": "linear up to 32 ranks, else pairwise",
-    "scan": "recursive_doubling",
-    "exscan": "recursive_doubling",
-}
+
+def shm_rule(primitive):
+    """``auto``'s shm step for ``primitive`` as a :class:`~mpicoll.core.rules.Rule`, or None."""
+    at = SHM_FROM.get(primitive)
+    return None if at is None else Rule("shm", (n_bytes >= at) & one_node_host & (N > 1))
+
+
+class _Descriptions(Mapping):
+    """primitive -> its ``auto`` rule in words, written from the rule (and :data:`SHM_FROM`).
+
+    Read-only and live: a primitive a plug-in defines with a rule appears in it.
+    """
+
+    def __getitem__(self, primitive):
+        auto = info(primitive).auto if primitive in PRIMITIVES else None
+        if auto is None:
+            raise KeyError(primitive)
+        shm = shm_rule(primitive)
+        return auto.text if shm is None else f"{shm.text()}; {auto.text}"
+
+    def __iter__(self):
+        return (p for p in PRIMITIVES if info(p).auto is not None)
+
+    def __len__(self):
+        return sum(1 for _ in self)
+
+    def __repr__(self):
+        return repr(dict(self))
+
+
+#: primitive -> human description of its ``auto`` rule (README, the docs' gallery and
+#: --help quote it), written from the rules in ``mpicoll/calls/<primitive>.py``.
+DEFAULTS_TABLE = _Descriptions()
 
 
 def _load(path, required):
@@ -116,11 +136,6 @@ def tuned_algorithm(primitive, *, size, nbytes=0, commutative=True):
     return name
 
 
-#: primitive -> bytes from which ``auto`` takes the shm algorithm on one node with host
-#: arrays (measured: benchmarks/shm.md).
-SHM_FROM = {"allreduce": 8 << 20, "reduce_scatter": 4 << 20}
-
-
 def default_algorithm(primitive, *, size, nbytes=0, count=0, commutative=True, table=True,
                       one_node_host=False):
     """Name of the algorithm ``auto`` resolves to for this call.
@@ -130,49 +145,18 @@ def default_algorithm(primitive, *, size, nbytes=0, count=0, commutative=True, t
     non-commutative op, a commutative one. ``one_node_host``: every rank on one node, host
     arrays (the shm algorithms can run).
     """
-    if one_node_host and size > 1 and nbytes >= SHM_FROM.get(primitive, 1 << 62) \
+    facts = Facts(size, nbytes, count, commutative, one_node_host)
+    if one_node_host and primitive in SHM_FROM and shm_rule(primitive).when.holds(facts) \
             and "shm" in algorithms(primitive):
         return "shm"
     tuned = table and tuned_algorithm(primitive, size=size, nbytes=nbytes,
                                       commutative=commutative)
     if tuned:
         return tuned
-    if primitive == "bcast":
-        return "binomial" if nbytes < 12288 or size < 8 else "scatter_allgather"
-    if primitive == "reduce":
-        pof2 = 1 << (size.bit_length() - 1)
-        if commutative and nbytes >= SHORT and count >= pof2 and size > 1:
-            return "rabenseifner"
-        return "binomial"
-    if primitive == "allreduce":
-        return "recursive_doubling" if nbytes <= SHORT or not commutative else "ring"
-    if primitive in ("gather", "scatter"):
-        return "binomial"
-    if primitive == "allgather":
-        return "recursive_doubling" if nbytes * size < 80 * 1024 else "ring"
-    if primitive == "reduce_scatter":
-        if not commutative:
-            return "reduce_scatterv"
-        return "recursive_halving" if nbytes <= LONG else "pairwise"
-    if primitive == "alltoall":
-        return "bruck" if nbytes <= 256 and size >= 8 else "pairwise"
-    if primitive == "barrier":
-        return "dissemination"
-    if primitive in ("gatherv", "scatterv"):
-        return "binomial"
-    if primitive == "allgatherv":
-        # Bruck: ⌈log2 N⌉ messages, whatever the counts. The ring moves each byte once,
-        # without a temporary: long messages. Its steps last as long as the largest
-        # block, so very uneven counts favour Bruck longer than this rule (it sees
-        # only the mean block) says.
-        return "bruck" if nbytes * size < 80 * 1024 else "ring"
-    if primitive == "alltoallv":
-        # MPICH posts everything at once (in batches of 32 peers): linear up to
-        # that many, then one peer per step so no rank floods the network.
-        return "linear" if size <= 32 else "pairwise"
-    if primitive in ("scan", "exscan"):
-        return "recursive_doubling"       # MPICH's only algorithm; log N latency, any op
-    # A primitive without rules here (a plug-in's): its first hand-written algorithm that
+    auto = info(primitive).auto
+    if auto is not None:
+        return auto.choose(facts)
+    # A primitive without a rule (a plug-in's): its first hand-written algorithm that
     # takes the op, else the MPI library's own.
     for name in algorithms(primitive):
         fn = lookup(primitive, name)

@@ -26,17 +26,19 @@ SEED_PRIMITIVES = ("bcast", "reduce", "allreduce", "gather", "allgather",
 
 
 class PrimitiveInfo:
-    """What the registry keeps of a primitive: its name and ``call_arrays``.
+    """What the registry keeps of a primitive: its name, ``call_arrays`` and ``auto`` rule.
 
     ``call_arrays(size, rank, count, root, counts, op)`` gives the arguments its algorithms
     get on one rank with arrays as lengths (:class:`mpicoll.sched.inspect.Len`), for
-    recording plans without a communicator.
+    recording plans without a communicator. ``auto``: the rule ``algorithm="auto"``
+    follows where the tuning table does not decide (:class:`mpicoll.core.rules.Auto`, or
+    None: :func:`mpicoll.core.defaults.default_algorithm`'s fallback).
     """
 
-    __slots__ = ("name", "call_arrays", "reduces")
+    __slots__ = ("name", "call_arrays", "reduces", "auto")
 
-    def __init__(self, name, call_arrays, reduces):
-        self.name, self.call_arrays, self.reduces = name, call_arrays, reduces
+    def __init__(self, name, call_arrays, reduces, auto=None):
+        self.name, self.call_arrays, self.reduces, self.auto = name, call_arrays, reduces, auto
 
 
 _DEFINED = {}            # name -> PrimitiveInfo, in definition order
@@ -94,11 +96,11 @@ PRIMITIVES = _Live(lambda p: True)
 EXTENDED_PRIMITIVES = _Live(lambda p: p not in SEED_PRIMITIVES)
 
 
-def define(name, call_arrays, *, reduces=False):
+def define(name, call_arrays, *, reduces=False, auto=None):
     """Define primitive ``name`` (once); see :class:`PrimitiveInfo`; ``reduces``: takes an op."""
     if name in _DEFINED:
         raise ArgumentError(f"define: primitive {name!r} is already defined")
-    _DEFINED[name] = PrimitiveInfo(name, call_arrays, reduces)
+    _DEFINED[name] = PrimitiveInfo(name, call_arrays, reduces, auto)
     _REGISTRY.setdefault(name, {})
     return _DEFINED[name]
 
