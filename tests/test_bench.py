@@ -17,7 +17,7 @@ from launch import run_mpi
 
 import mpicoll
 from mpicoll.bench import specs, units
-from mpicoll.bench.costs import COSTS
+from mpicoll.bench.formula_prices import COSTS
 
 PY = sys.executable
 BENCH = [PY, "-m", "mpicoll.bench"]

@@ -15,9 +15,9 @@ import pytest
 from launch import run_mpi
 
 import mpicoll
-from mpicoll.bench.costs import COSTS, cost2, link_split
+from mpicoll.bench.formula_prices import COSTS, cost2, link_split
 from mpicoll.bench.model import hand_written, model_time2
-from mpicoll.bench.plancost import (
+from mpicoll.bench.plan_prices import (
     Levels,
     block_layout,
     count_of,

@@ -18,8 +18,8 @@ from launch import run_mpi
 from test_demo import by_rank, check_table, check_walk, parse_printed, parse_table
 
 import mpicoll
-from mpicoll.bench.costs import COSTS, cost
-from mpicoll.bench.plancost import plan_cost
+from mpicoll.bench.formula_prices import COSTS, cost
+from mpicoll.bench.plan_prices import plan_cost
 from mpicoll.core.registry import _REGISTRY, register
 
 TIMEOUT = 300
@@ -175,7 +175,7 @@ def test_toy_algorithm_in_the_bench(toy):
     assert {r["model"] for r in rows if r["algorithm"] == "shm"} == {"none"}
     assert {r["model"] for r in rows if r["algorithm"] not in (
         "toy_linear", "direct_ring", "hierarchical", "shm")} == {"formula"}
-    planned = re.search(r"# model plan \(no formula in mpicoll/bench/costs.py\): ([^\n]*)", out)
+    planned = re.search(r"# model plan \(no declared formula\): ([^\n]*)", out)
     assert planned and "allreduce/toy_linear," in planned.group(1), out
 
     mpi(["mpicoll.bench", "tune", "-b", "8", "-e", "1K", "-f", "32", "-n", "2", "-w", "1",
@@ -190,7 +190,7 @@ def test_toy_algorithm_in_the_bench(toy):
                            "--json", "pred.json"], cwd=str(toy), capture_output=True, text=True,
                           timeout=TIMEOUT)
     assert proc.returncode == 0, proc.stderr
-    assert "toy_linear: no formula in mpicoll/bench/costs.py; modelled from the recorded plans " \
+    assert "toy_linear: no declared formula; modelled from the recorded plans " \
            "for N <= 64; left out above" in proc.stdout
     with open(toy / "pred.json") as f:
         pred = json.load(f)["primitives"]["allreduce"]

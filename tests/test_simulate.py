@@ -9,12 +9,12 @@ import os
 import pytest
 
 from mpicoll import PRIMITIVES, algorithms
-from mpicoll.bench.plancost import plannable
+from mpicoll.bench.plan_prices import plannable
 from mpicoll.coll.cost import Call
 from mpicoll.core.blocks import split
 from mpicoll.sched.inspect import plan_of
 from mpicoll.simulate import calibrate, job, native, platforms, replay, traces
-from mpicoll.verify.costs import cost_of
+from mpicoll.verify.declared import cost_of
 
 NO_SIMGRID = replay.available()
 needs_simgrid = pytest.mark.skipif(NO_SIMGRID is not None, reason=str(NO_SIMGRID))

@@ -32,7 +32,7 @@ import mpicoll
 from mpicoll.coll.cost import Phases
 from mpicoll.core.registry import _REGISTRY, lookup
 from mpicoll.verify.check import verify
-from mpicoll.verify.costs import call_of, cost_of
+from mpicoll.verify.declared import call_of, cost_of
 from mpicoll.verify.formula import terms
 from mpicoll.verify.mutations import MUTATIONS, run_mutations
 from mpicoll.verify.show import plan_lines
@@ -355,7 +355,7 @@ def test_regressions_for_the_declared_costs_the_verifier_corrected():
 
 
 def test_the_bench_model_reads_the_declarations():
-    from mpicoll.bench.costs import COSTS, cost
+    from mpicoll.bench.formula_prices import COSTS, cost
     from mpicoll.coll.cost import Call
     decl = mpicoll.algorithm_info("allreduce", "rabenseifner").cost
     for N in (3, 64, 1000, 1024):

@@ -10,12 +10,12 @@ skips (several peers in flight: SMPI shares the link), with the error of each.
 import statistics
 
 from mpicoll import PRIMITIVES, algorithms
-from mpicoll.bench.plancost import plannable
+from mpicoll.bench.plan_prices import plannable
 from mpicoll.coll.cost import Call
 from mpicoll.core.blocks import split
 from mpicoll.sched.inspect import plan_of
 from mpicoll.simulate import calibrate, job, platforms, traces
-from mpicoll.verify.costs import cost_of
+from mpicoll.verify.declared import cost_of
 
 GAMMA = 1 / 3e9
 

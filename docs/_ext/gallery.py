@@ -162,7 +162,7 @@ def _page(primitive, algorithm, captions, problems, simulated=None):
     if not images:
         lines += ["*No diagram*: this algorithm records no plan of messages. It runs "
                   "directly on the call's arrays, reading its peers' memory on the node "
-                  "(:mod:`mpicoll.device.shm`), synchronised by node barriers; "
+                  "(:mod:`mpicoll.device.peer_memory`), synchronised by node barriers; "
                   "``mpicoll.traffic()`` counts what it reads.", ""]
     # (no images for an algorithm without a plan: then no sizes are listed)
     for n, image in zip(SIZES, images, strict=False):

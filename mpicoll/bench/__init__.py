@@ -19,7 +19,7 @@ mpi4py call, no mpicoll layer, as the ``raw`` reference column), :mod:`.nccl`
 (NCCL's collectives as a reference column, ``--xp cupy``), :mod:`.provenance`,
 :mod:`.results` (JSON lines, CSV), :mod:`.report`, :mod:`.plot`,
 :mod:`.trace`, :mod:`.model` (the fit and predict commands: :mod:`.fit`,
-:mod:`.predict`; :mod:`.costs` the formulas,
-:mod:`.plancost` the plan-derived model of algorithms without one), :mod:`.tune`.
+:mod:`.predict`; :mod:`.formula_prices` the formulas,
+:mod:`.plan_prices` the plan-derived model of algorithms without one), :mod:`.tune`.
 The algorithms are the registry's: ``--import`` loads plug-ins.
 """

@@ -11,8 +11,8 @@ import numpy as np
 from mpicoll.sched.inspect import plan_of
 from mpicoll.sched.plan import NotSchedulable
 
-from .costs import cost
-from .plancost import Levels, combine, count_of, link_price, model_of, node_crossers
+from .formula_prices import cost
+from .plan_prices import Levels, combine, count_of, link_price, model_of, node_crossers
 from .predict import hand_written
 from .units import iterations, size_sweep
 
@@ -128,7 +128,7 @@ class _PlanPrices:
     sharing of node links and their prices are exchanged (two allgathers), so N
     plans are recorded once, not N times on every rank. None when some rank's
     plan cannot be recorded (the algorithm does more than ctx records). Both
-    times without the per-call overhead (:func:`.plancost.plan_time2`).
+    times without the per-call overhead (:func:`.plan_prices.plan_time2`).
     """
 
     def __init__(self, comm, itemsize, root, layout, lv):
@@ -276,16 +276,16 @@ def fit(args):
     if lay.n_nodes > 1:
         say(f"# two levels on {lay.describe()}: every message priced by its link "
             f"(formula at intra-node alpha/beta + what the plans add across nodes; "
-            f"mpicoll.bench.plancost.plan_time2)")
+            f"mpicoll.bench.plan_prices.plan_time2)")
     planned = sorted({f"{r['primitive']}/{r['algorithm']}" for r in rows if r["model"] == "plan"})
     if planned:
-        say(f"# model plan (no formula in mpicoll/bench/costs.py): {', '.join(planned)}, "
+        say(f"# model plan (no declared formula): {', '.join(planned)}, "
             f"predicted from the recorded plans (busiest rank's messages, bytes moved and "
-            f"bytes reduced; mpicoll.bench.plancost)")
+            f"bytes reduced; mpicoll.bench.plan_prices)")
     unmodelled = sorted({f"{r['primitive']}/{r['algorithm']}" for r in rows
                          if r["model"] == "none"})
     if unmodelled:
-        say(f"# model none: {', '.join(unmodelled)}: no formula in mpicoll/bench/costs.py and no "
+        say(f"# model none: {', '.join(unmodelled)}: no declared formula and no "
             f"plan to read one from (the algorithm does more than ctx records); measured only")
     errs = [abs(r["error"]) for r in rows if r["error"] is not None]
     if errs:

@@ -22,9 +22,9 @@
 - o: mpicoll's own per-call cost (validation, no message: a zero-element call);
 - then a small sweep of each algorithm, printed as predicted vs measured time
   with the relative error. Predicted on the run's layout: an algorithm with a
-  formula (:mod:`.costs`) costs o + formula(α_intra, β_intra, γ) plus, on two
+  formula (:mod:`.formula_prices`) costs o + formula(α_intra, β_intra, γ) plus, on two
   nodes or more, what its recorded plans add when every message is priced by
-  its link (:func:`.plancost.plan_time2` minus the same at α_intra, β_intra);
+  its link (:func:`.plan_prices.plan_time2` minus the same at α_intra, β_intra);
   one without (node-aware ``hierarchical`` ones included) costs o + the
   two-level price of its plans. On one node: the one-level model as before.
 
@@ -40,13 +40,13 @@ per node (the last node shorter when K does not divide N), and names where
 the node-aware (``hierarchical``) algorithms overtake the best flat one.
 Recording every rank's plan at N = 10^4 is too slow, so:
 
-- a flat algorithm with a formula costs :func:`.costs.cost2`: its formula
+- a flat algorithm with a formula costs :func:`.formula_prices.cost2`: its formula
   at intra-node α, β plus, for the messages of its busiest rank that cross
-  nodes (:func:`.costs.link_split`, from its message pattern on blocks),
+  nodes (:func:`.formula_prices.link_split`, from its message pattern on blocks),
   the inter-node price instead — exact against pricing every rank's plan
   where N and K are powers of two, an estimate elsewhere (a step counts as
   crossing when any of its pairs does);
-- a node-aware algorithm costs its phases (:func:`.plancost.hierarchical_time`):
+- a node-aware algorithm costs its phases (:func:`.plan_prices.hierarchical_time`):
   the flat algorithms it runs inside the largest node (L = K ranks, intra
   α, β) and among the M = ⌈N/K⌉ node leaders (inter α, β, one rank per node
   on the link), summed — exact on blocks, because the algorithm runs exactly
@@ -60,8 +60,8 @@ plus every power of two and K times every power of two, so crossovers are
 named to within about 2% of N there.
 
 Both take the algorithms from the registry (``--import`` adds plug-ins). One
-without a formula in :mod:`.costs` is modelled from its recorded plans
-(:mod:`.plancost`, model ``plan``); ``predict`` reads plans up to
+without a formula in :mod:`.formula_prices` is modelled from its recorded plans
+(:mod:`.plan_prices`, model ``plan``); ``predict`` reads plans up to
 ``PLAN_MAX_RANKS`` ranks and says which algorithms it left out above that.
 
 Here: the two commands' arguments (:func:`add_parsers`). ``fit`` lives in
@@ -69,7 +69,7 @@ Here: the two commands' arguments (:func:`add_parsers`). ``fit`` lives in
 public names are re-exported here.
 """
 from .fit import LINK_SHARED, fit, fit_line, level_pairs  # noqa: F401
-from .plancost import PLAN_MAX_RANKS
+from .plan_prices import PLAN_MAX_RANKS
 from .predict import (  # noqa: F401
     DEFAULT_MODEL,
     crossovers,

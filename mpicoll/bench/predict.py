@@ -13,8 +13,8 @@ from mpicoll import algorithms
 from mpicoll.core.plugins import PluginError, import_modules
 from mpicoll.core.registry import PRIMITIVES
 
-from .costs import cost, cost2, has_cost, has_link_split
-from .plancost import (
+from .formula_prices import cost, cost2, has_cost, has_link_split
+from .plan_prices import (
     HIERARCHICAL_PHASES,
     PLAN_MAX_RANKS,
     Levels,
@@ -118,12 +118,12 @@ def _plan_note(p, ns):
         return None, planned
     lost = [al for al in planned if not plannable(p, al)]
     planned = [al for al in planned if al not in lost]
-    lines = [f"# {p}: {', '.join(lost)}: no formula in mpicoll/bench/costs.py and no plan to "
+    lines = [f"# {p}: {', '.join(lost)}: no declared formula and no plan to "
              f"read one from (the algorithm does more than ctx records); left out"] if lost else []
     if not planned:
         return "\n".join(lines), planned
     what = ", ".join(planned)
-    text = f"# {p}: {what}: no formula in mpicoll/bench/costs.py; modelled from the recorded plans"
+    text = f"# {p}: {what}: no declared formula; modelled from the recorded plans"
     if ns[0] > PLAN_MAX_RANKS:
         text += (f"; left out: every N here is above {PLAN_MAX_RANKS}, where recording every "
                  f"rank's plan is too slow")
@@ -191,7 +191,7 @@ def _model(args):
 
 
 def levels_of(m):
-    """:class:`~.plancost.Levels` of a model dict (as ``predict`` reads it)."""
+    """:class:`~.plan_prices.Levels` of a model dict (as ``predict`` reads it)."""
     return Levels(m["alpha_intra_s"], m["beta_intra_s_per_byte"], m["alpha_inter_s"],
                   m["beta_inter_s_per_byte"], m["gamma_s_per_byte"],
                   m.get("link_alpha_s", 0.0), m.get("link_beta_s_per_byte", 0.0),
@@ -207,8 +207,8 @@ def _node_aware(p, al):
 def model_time2(p, al, N, K, nb, lv):
     """``o`` + the two-level cost at N ranks in blocks of K per node; inf where not modelled.
 
-    See the module doc: :func:`.costs.cost2` for flat algorithms with a formula,
-    :func:`.plancost.hierarchical_time` for the node-aware ones, every rank's plan
+    See the module doc: :func:`.formula_prices.cost2` for flat algorithms with a formula,
+    :func:`.plan_prices.hierarchical_time` for the node-aware ones, every rank's plan
     on the block layout (up to ``PLAN_MAX_RANKS``) for the others.
     """
     if al == "hierarchical" and p in HIERARCHICAL_PHASES:

@@ -112,7 +112,7 @@ def _platform(args, n):
 
 def _algorithms(primitive, requested):
     """The labels to simulate for ``primitive``: the requested names it has."""
-    from mpicoll.bench.plancost import plannable
+    from mpicoll.bench.plan_prices import plannable
     from mpicoll.simulate.native import PRIMITIVES as NATIVE_PRIMS
     hand = [a for a in algorithms(primitive) if a != "native"]
     natives = list(NATIVE) if primitive in NATIVE_PRIMS else []

@@ -29,7 +29,7 @@ the same as the functions); the functions take a :class:`Call` ``k``:
 - ``where``: the text's other symbols (``S`` segments, ``B`` blocks, ...)
   as functions of ``k``, so that the text can be read as a formula.
 
-The bench's cost model (:mod:`mpicoll.bench.costs`) prices an algorithm
+The bench's cost model (:mod:`mpicoll.bench.formula_prices`) prices an algorithm
 from these declarations, so a formula exists once, here, beside the code it
 describes.
 """

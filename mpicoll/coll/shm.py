@@ -3,7 +3,7 @@
 Every byte that crosses MPI's own shared-memory channel is copied twice (into
 the channel by the sender, out of it by the receiver). These algorithms copy
 it once: each rank reads the data it needs straight from its peers' memory
-(:mod:`mpicoll.device.shm`: their symmetric arrays in place, their ordinary
+(:mod:`mpicoll.device.peer_memory`: their symmetric arrays in place, their ordinary
 buffers by cross-memory attach, or through a scratch segment) and reduces it
 with NumPy's ufuncs into its own buffers, in cache-sized chunks.
 
@@ -19,7 +19,7 @@ identical on every rank and non-commutative ops are fine.
 Small calls (at most ``MAILBOX_BYTES`` = 16 KiB written per rank) take a
 shorter way: each rank copies its data into its slot of a double-buffered
 mailbox segment and one node barrier follows; then every rank reads the slots
-it needs in place (:class:`mpicoll.device.shm.Mailbox`): no exchange of
+it needs in place (:class:`mpicoll.device.peer_memory.Mailbox`): no exchange of
 addresses, no system call, one synchronisation. There every rank that needs a
 reduction computes all of it (``(N-1)·n`` read), which at these sizes costs
 less than a second barrier. Ranks decide by their own sizes: in ``local``
@@ -42,7 +42,7 @@ from ..core.blocks import offsets, split
 from ..core.errors import ArgumentError, NotSchedulable
 from ..core.ops import op_ufunc
 from ..core.registry import lookup, register
-from ..device.shm import CHUNK, MAILBOX_BYTES, Peers, TooBig, locate
+from ..device.peer_memory import CHUNK, MAILBOX_BYTES, Peers, TooBig, locate
 
 __all__ = ["check_layout", "Reads"]
 

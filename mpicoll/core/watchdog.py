@@ -658,9 +658,9 @@ def _describe(frame):
             return "the agreement step (the fingerprint Allgather on the private communicator)"
         if code.co_name == "run" and path.endswith("engine/memo.py") and "mine" in loc:
             return "the agreement step (the fingerprint Allgather on the private communicator)"
-        if path.endswith("device/shm.py"):
+        if path.endswith("device/peer_memory.py"):
             return ("a node barrier of a shared-memory algorithm "
-                    f"(mpicoll/device/shm.py:{f.f_lineno})")
+                    f"(mpicoll/device/peer_memory.py:{f.f_lineno})")
         req = loc.get("self")
         what = getattr(getattr(req, "_compiled", None), "what", None)
         if code.co_name == "Wait" and "blocking" in loc and "i" in loc:   # a program alone

@@ -30,8 +30,8 @@ from ..core.commcache import CommCache
 from ..core.topology import detect, layout
 from ..device import ipc as _ipc  # noqa: F401  (registers the ipc transport with _device)
 from ..device.arrays import data_ptr, empty, transport
+from ..device.peer_memory import node_shm
 from ..device.reduce import combine
-from ..device.shm import node_shm
 from .program import free_programs
 
 __all__ = ["private_comm", "Ctx", "traffic", "Traffic", "CallTraffic"]
@@ -301,7 +301,7 @@ class Ctx:
 
     # shared memory --------------------------------------------------------
     def node_memory(self, members=None):
-        """The shared memory of this rank's node (:class:`mpicoll.device.shm.NodeShm`).
+        """The shared memory of this rank's node (:class:`mpicoll.device.peer_memory.NodeShm`).
 
         ``members``: its ranks in this communicator (default: this rank's node's).
         """
@@ -313,7 +313,7 @@ class Ctx:
     def read_from(self, peers, q, i, lo, hi, dst=None, dtype=None):
         """Elements ``[lo, hi)`` of array ``i`` of node rank ``q``, from ``peers``.
 
-        ``peers``: a :class:`~mpicoll.device.shm.Peers` of this call. Copied into ``dst``
+        ``peers``: a :class:`~mpicoll.device.peer_memory.Peers` of this call. Copied into ``dst``
         and returned, or, where the peer's array is in shared memory and ``dst`` is None,
         a view of it as ``dtype`` (no copy).
         """
@@ -324,7 +324,7 @@ class Ctx:
     def read_box(self, box, q, k, lo, hi, dtype):
         """Bytes ``[lo, hi)`` of node rank ``q``'s mailbox slot ``k``, in place, as ``dtype``.
 
-        ``box``: a :class:`~mpicoll.device.shm.Mailbox`. Counted as read from a peer.
+        ``box``: a :class:`~mpicoll.device.peer_memory.Mailbox`. Counted as read from a peer.
         """
         got = box.read(q, k, lo, hi, dtype)
         if q != box.shm.rank:

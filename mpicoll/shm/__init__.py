@@ -20,7 +20,7 @@ import sys
 
 from mpi4py import MPI
 
-from ..device.shm import empty, free, probe, shm_max, stats, zeros
+from ..device.peer_memory import empty, free, probe, shm_max, stats, zeros
 
 __all__ = ["empty", "zeros", "free", "stats", "report", "main"]
 

@@ -388,8 +388,8 @@ def soak(comm=None, calls=10000, seed=1, max_count=20000, p2p=True, check=None,
     ``progress``: called as ``progress(i, summary_so_far)`` on rank 0 every tenth of the run.
     """
     from ..core.topology import layout
-    from ..device.shm import node_shm
-    from ..device.shm import stats as shm_stats
+    from ..device.peer_memory import node_shm
+    from ..device.peer_memory import stats as shm_stats
     from ..engine.call import set_check
     from ..engine.context import private_comm
     comm = MPI.COMM_WORLD if comm is None else comm

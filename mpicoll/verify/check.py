@@ -119,7 +119,7 @@ def verify(case, seed=0, costs=True):
         path = None
         status = "not checked"
         if costs:
-            from .costs import declared
+            from .declared import declared
             decl = declared(case)
             if decl is None:
                 status = "none"

@@ -1,6 +1,6 @@
 """One case in detail: what was checked, and the verified plan drawn step by step."""
 from .check import plans_for, verify
-from .costs import call_of, cost_of
+from .declared import call_of, cost_of
 from .executor import R_A, R_B, R_END, R_PEER, R_SEND, Executor, timing
 from .spec import Case, setup
 

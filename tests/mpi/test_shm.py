@@ -60,7 +60,7 @@ def check_primitives(c, make, expect_path, counts=COUNTS, dt="float64"):
         with mpicoll.traffic() as t:
             got = mpicoll.allreduce(x, op=MPI.SUM, comm=c, algorithm="shm")
         assert np.array_equal(got, red), f"allreduce n={n}"
-        from mpicoll.device.shm import MAILBOX_BYTES
+        from mpicoll.device.peer_memory import MAILBOX_BYTES
         want = "shm-mailbox" if n * np.dtype(dt).itemsize <= MAILBOX_BYTES else expect_path
         assert n == 0 or path_of(t) == want, f"path n={n}"
         for root in range(N):
@@ -161,7 +161,7 @@ def test_read_bytes_follow_the_cost_formulas(n):
     for small calls (through the mailbox: every reducing rank reads every peer's vector)
     and large ones (each rank reduces its slice).
     """
-    from mpicoll.device.shm import MAILBOX_BYTES
+    from mpicoll.device.peer_memory import MAILBOX_BYTES
     small = 8 * n <= MAILBOX_BYTES
     x = np.arange(n, dtype=np.float64) + RANK
     sizes = [len(p) for p in np.array_split(np.arange(n), N)]
@@ -225,7 +225,7 @@ def test_in_place_allreduce_equals_out_of_place_across_chunks():
     with a sum (rank order: the same bits as out of place) and a non-commutative user op
     (2x2 matrix products), on both read paths.
     """
-    from mpicoll.device.shm import CHUNK
+    from mpicoll.device.peer_memory import CHUNK
     n = N * (2 * CHUNK // 8 + 7) + 3                  # float64: > 2 chunks per rank's slice
     rng = np.random.default_rng(17 + RANK)
     mine = rng.standard_normal(n)

@@ -38,7 +38,7 @@ def main():
     if rank == bad and mode == "exit":
         sys.exit(3)
     if mode.startswith("shm-"):
-        from mpicoll.device import shm
+        from mpicoll.device import peer_memory as shm
         barrier = shm.Peers.barrier
 
         def dying(self):

@@ -1,6 +1,6 @@
 """A cost read off an algorithm's recorded plans: the model of algorithms without a formula.
 
-:mod:`.costs` holds each built-in algorithm's α-β-γ formula as its docstring
+:mod:`.formula_prices` holds each built-in algorithm's α-β-γ formula as its docstring
 states it. An algorithm registered without one (a plug-in, a new one) is not
 left out of ``fit`` and ``predict``: its cost is taken from the plans
 :func:`mpicoll.sched.inspect.plan_of` records for every rank, as the busiest
@@ -14,7 +14,7 @@ rank's load::
 - R: the most bytes one rank reduces.
 
 Each maximum is over the ranks separately. At powers of two it gives the
-built-in formulas of :mod:`.costs` (tests/test_registry.py checks that) but
+built-in formulas of :mod:`.formula_prices` (tests/test_registry.py checks that) but
 the pipeline's, whose fill time is waiting along a chain of ranks, which a
 per-rank load does not see.
 
@@ -40,7 +40,7 @@ from typing import NamedTuple
 from mpicoll.sched.inspect import plan_of
 from mpicoll.sched.plan import IRECV, ISEND, RECV, REDUCE, SEND, SENDRECV, NotSchedulable
 
-from .costs import cost, has_cost
+from .formula_prices import cost, has_cost
 
 __all__ = ["load", "busiest", "plan_cost", "model_cost", "model_of", "plannable",
            "PLAN_MAX_RANKS", "count_of", "Levels", "link_price", "node_crossers", "Messages",
@@ -109,7 +109,7 @@ def plan_cost(primitive, algorithm, nranks, nbytes, alpha, beta, gamma, itemsize
 
 
 def model_of(primitive, algorithm):
-    """``"formula"`` (a cost in :mod:`.costs`) or ``"plan"`` (read off the recorded plans)."""
+    """``"formula"`` (a declared cost, :mod:`.formula_prices`) or ``"plan"`` (its plans)."""
     return "formula" if has_cost(primitive, algorithm) else "plan"
 
 

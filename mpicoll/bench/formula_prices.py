@@ -1,4 +1,8 @@
-"""The α-β-γ cost of each hand-written algorithm, as its declaration states it.
+"""Prices from the declared formulas: each algorithm's α-β-γ ``Cost``, in seconds.
+
+Names: an algorithm *declares* its cost (:class:`mpicoll.coll.cost.Cost`); the bench
+*prices* it, from the formula here or from its recorded plans (:mod:`.plan_prices`); the
+verifier checks the declaration (:mod:`mpicoll.verify.declared`).
 
 The formulas are not written here: every algorithm declares its cost beside
 itself (``@register(..., cost=Cost(...))``, :mod:`mpicoll.coll.cost`), the
@@ -35,8 +39,8 @@ patterns of the algorithms with root 0:
 - linear roots send to or receive from N - K ranks of other nodes;
 - the fold of non-powers of two (pairs 2i, 2i+1) crosses nodes when K is odd.
 
-Exact (equal to pricing every rank's recorded plan: :func:`mpicoll.bench.
-plancost.plan_time2`) where N and K are powers of two and there is no
+Exact (equal to pricing every rank's recorded plan:
+:func:`mpicoll.bench.plan_prices.plan_time2`) where N and K are powers of two and there is no
 link sharing (tests/test_model_two_level.py checks it); for other N and K an
 estimate (a step counted across nodes when any of its pairs crosses).
 """
@@ -290,7 +294,7 @@ def link_split(primitive, algorithm, N, K, n):
 
 
 def cost2(primitive, algorithm, N, K, n, lv):
-    """Two-level seconds of one call (``lv``: :class:`mpicoll.bench.plancost.Levels`)."""
+    """Two-level seconds of one call (``lv``: :class:`mpicoll.bench.plan_prices.Levels`)."""
     one = cost(primitive, algorithm, N, n, lv.alpha_intra, lv.beta_intra, lv.gamma)
     ea, eb, c = link_split(primitive, algorithm, N, K, n)
     if not ea and not eb:
