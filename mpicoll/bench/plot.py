@@ -148,8 +148,6 @@ def plot_results(provs, results, path):
 
 def plot_predictions(out, ns, path):
     """Model time vs N per algorithm; one panel per (primitive, n); crossovers marked."""
-    import numpy as np
-
     from .units import fmt_size
     plt = need_matplotlib()
     panels = [(p, nb, curves) for p, res in out["primitives"].items()
@@ -167,18 +165,8 @@ def plot_predictions(out, ns, path):
         for alg, ts in curves.items():
             ax.plot(ns, [t * 1e6 for t in ts], label=alg, linewidth=1.3)
         seg = next(s for s in out["primitives"][p]["by_ranks"] if s["bytes"] == nb)
-        for x in seg["crossovers"]:
-            ax.axvline(x, color="grey", linestyle=":", linewidth=1)
-            ax.annotate(f"N={x}", (x, ax.get_ylim()[0]), fontsize=6, rotation=90,
-                        va="bottom", ha="right")
-        ax.set(xscale="log", yscale="log", xlabel="ranks N", ylabel="predicted time (µs)",
-               title=f"{p}, n = {fmt_size(nb)}")
-        ax.minorticks_off()          # log minor ticks over many decades are slow to lay out
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=6, loc="upper left")
-    for (r, c), ax in np.ndenumerate(axes):
-        if (r, c) not in used:
-            fig.delaxes(ax)
+        _finish_panel(ax, seg["crossovers"], f"{p}, n = {fmt_size(nb)}")
+    _drop_unused(fig, axes, used)
     m = out["model"]
     fig.suptitle(f"α-β-γ model ({m['source']}): α={m['alpha_s'] * 1e6:.3g} µs, "
                  f"β={m['beta_s_per_byte'] * 1e9:.3g} ns/B, "
@@ -190,14 +178,33 @@ def plot_predictions(out, ns, path):
     plt.close(fig)
 
 
+def _finish_panel(ax, marks, title):
+    """A predicted-time panel's marks (dotted lines at N = x), log axes, title and legend."""
+    for x in marks:
+        ax.axvline(x, color="grey", linestyle=":", linewidth=1)
+        ax.annotate(f"N={x}", (x, ax.get_ylim()[0]), fontsize=6, rotation=90,
+                    va="bottom", ha="right")
+    ax.set(xscale="log", yscale="log", xlabel="ranks N", ylabel="predicted time (µs)",
+           title=title)
+    ax.minorticks_off()          # log minor ticks over many decades are slow to lay out
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=6, loc="upper left")
+
+
+def _drop_unused(fig, axes, used):
+    """Remove the grid's panels not in ``used`` ((row, column) pairs)."""
+    for r, row in enumerate(axes):
+        for c, ax in enumerate(row):
+            if (r, c) not in used:
+                fig.delaxes(ax)
+
+
 def plot_two_level(out, ns, path):
     """Plot ``predict --ranks-per-node``: model time vs N.
 
     One row per (K, primitive), one column per n; flat algorithms thin, hierarchical thick
     black, where it overtakes marked.
     """
-    import numpy as np
-
     from .units import fmt_size
     plt = need_matplotlib()
     panels = [(K, p, nb, curves) for K, per_k in out["two_level"].items()
@@ -222,19 +229,9 @@ def plot_two_level(out, ns, path):
         entry = next(e for e in out["two_level"][K]["primitives"][p]["by_ranks"]
                      if e["bytes"] == nb)
         hv = entry.get("hierarchical_vs_flat", {})
-        for fam in ("pow2", "other"):
-            for x in hv.get(fam, {}).get("overtakes", {}):
-                ax.axvline(x, color="grey", linestyle=":", linewidth=1)
-                ax.annotate(f"N={x}", (x, ax.get_ylim()[0]), fontsize=6, rotation=90,
-                            va="bottom", ha="right")
-        ax.set(xscale="log", yscale="log", xlabel="ranks N", ylabel="predicted time (µs)",
-               title=f"{p}, n = {fmt_size(nb)}, {K} ranks/node")
-        ax.minorticks_off()
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=6, loc="upper left")
-    for (r, c), ax in np.ndenumerate(axes):
-        if (r, c) not in used:
-            fig.delaxes(ax)
+        marks = [x for fam in ("pow2", "other") for x in hv.get(fam, {}).get("overtakes", {})]
+        _finish_panel(ax, marks, f"{p}, n = {fmt_size(nb)}, {K} ranks/node")
+    _drop_unused(fig, axes, used)
     m = out["model"]
     fig.suptitle(f"two-level model ({m['source']}): intra α={m['alpha_intra_s'] * 1e6:.3g} µs, "
                  f"β={m['beta_intra_s_per_byte'] * 1e9:.3g} ns/B; inter "

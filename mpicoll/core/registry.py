@@ -18,7 +18,7 @@ from .errors import ArgumentError
 
 __all__ = ["env_var", "table", "PRIMITIVES", "SEED_PRIMITIVES", "EXTENDED_PRIMITIVES",
            "PrimitiveInfo", "define", "info", "register", "algorithms", "lookup", "env_choice",
-           "env_key"]
+           "env_key", "algorithm_pairs"]
 
 #: The seed's nine primitives, in its order.
 SEED_PRIMITIVES = ("bcast", "reduce", "allreduce", "gather", "allgather",
@@ -256,16 +256,27 @@ def _var(primitive):
     return var
 
 
-def _from_list(primitive):
-    text = getenv("MPICOLL_ALGORITHM", "")
-    found = None
-    for part in text.split(","):
+def algorithm_pairs(text, where):
+    """``"allreduce=ring,bcast=binomial"`` as [(primitive, algorithm), ...], names unchecked.
+
+    Empty items are skipped; an item without ``=`` or with an empty side raises
+    :class:`ArgumentError` naming ``where`` (the variable or argument read).
+    """
+    pairs = []
+    for part in str(text).split(","):
         key, eq, value = (x.strip() for x in part.partition("="))
         if not part.strip():
             continue
         if not eq or not key or not value:
-            raise ArgumentError(f"MPICOLL_ALGORITHM: expected 'primitive=algorithm,...' (e.g. "
+            raise ArgumentError(f"{where}: expected 'primitive=algorithm,...' (e.g. "
                                 f"allreduce=ring,bcast=binomial); got {text!r}")
+        pairs.append((key, value))
+    return pairs
+
+
+def _from_list(primitive):
+    found = None
+    for key, value in algorithm_pairs(getenv("MPICOLL_ALGORITHM", ""), "MPICOLL_ALGORITHM"):
         if key not in _DEFINED:
             raise ArgumentError(f"MPICOLL_ALGORITHM: {key!r} is not a primitive; expected "
                                 f"names among {', '.join(PRIMITIVES)}")

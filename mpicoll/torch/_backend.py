@@ -28,7 +28,7 @@ from mpi4py import MPI
 import mpicoll
 
 from ..core.errors import ArgumentError, ArgumentTypeError, describe
-from ..core.registry import PRIMITIVES, lookup
+from ..core.registry import PRIMITIVES, algorithm_pairs, lookup
 from ..engine.call import Call
 from ..engine.context import private_comm
 from . import _monitored, _ops, _sparse, _tensors
@@ -55,18 +55,7 @@ def parse_algorithms(text, where="algorithms"):
     """``"allreduce=ring,bcast=binomial"`` (or a dict) as {primitive: algorithm}, checked."""
     if not text:
         return {}
-    if isinstance(text, dict):
-        items = list(text.items())
-    else:
-        items = []
-        for part in str(text).split(","):
-            key, eq, value = (s.strip() for s in part.partition("="))
-            if not part.strip():
-                continue
-            if not eq or not key or not value:
-                raise ArgumentError(f"{where}: expected 'primitive=algorithm,...' (e.g. "
-                                    f"'allreduce=ring,bcast=binomial'); got {text!r}")
-            items.append((key, value))
+    items = list(text.items()) if isinstance(text, dict) else algorithm_pairs(text, where)
     out = {}
     for primitive, name in items:
         if primitive not in PRIMITIVES:
