@@ -27,8 +27,8 @@ def allgather_native(ctx, sendbuf, recvbuf):
 
 @register("allgather", "ring", cost=Cost(
     "(N-1)(α + nβ)", alpha=lambda k: k.N - 1, beta=lambda k: (k.N - 1) * k.n),
-          textbook=Textbook("(N-1)K/N", "each", "sent",
-                            lambda n, k: F((n - 1) * k, n), always))
+    textbook=Textbook("(N-1)K/N", "each", "sent",
+                      lambda n, k: F((n - 1) * k, n), always))
 def allgather_ring(ctx, sendbuf, recvbuf):
     """Ring: in step s every rank forwards block rank - s to its right neighbour.
 
@@ -52,8 +52,8 @@ def _carried(k):
     "⌈log2 p⌉α + (p-1)nβ, plus 2α + (N + 1 + F)nβ when N ≠ p", where={"F": _carried},
     alpha=lambda k: lg(k.p) + 2 * k.fold,
     beta=lambda k: (k.p - 1 + k.fold * (k.N + 1 + _carried(k))) * k.n),
-          textbook=Textbook("(N-1)K/N", "each", "sent",
-                            lambda n, k: F((n - 1) * k, n), pof2))
+    textbook=Textbook("(N-1)K/N", "each", "sent",
+                      lambda n, k: F((n - 1) * k, n), pof2))
 def allgather_recursive_doubling(ctx, sendbuf, recvbuf):
     """Recursive doubling: in step k, swap everything held with rank XOR 2^k.
 
@@ -91,8 +91,8 @@ def allgather_recursive_doubling(ctx, sendbuf, recvbuf):
 
 @register("allgather", "bruck", cost=Cost(
     "⌈log2 N⌉α + (N-1)nβ", alpha=lambda k: lg(k.N), beta=lambda k: (k.N - 1) * k.n),
-          textbook=Textbook("(N-1)K/N", "each", "sent",
-                            lambda n, k: F((n - 1) * k, n), always))
+    textbook=Textbook("(N-1)K/N", "each", "sent",
+                      lambda n, k: F((n - 1) * k, n), always))
 def allgather_bruck(ctx, sendbuf, recvbuf):
     """Bruck: in step k, send the first min(2^k, N-2^k) blocks held to rank - 2^k.
 
@@ -116,8 +116,8 @@ def allgather_bruck(ctx, sendbuf, recvbuf):
 @register("allgather", "gather_bcast", cost=Cost(
     "2⌈log2 N⌉α + (N-1)nβ + ⌈log2 N⌉Nnβ", alpha=lambda k: 2 * lg(k.N),
     beta=lambda k: (k.N - 1) * k.n + lg(k.N) * k.N * k.n),
-          textbook=Textbook("ceil(log2 N)K", "rank0", "sent",
-                            lambda n, k: F(ceil_log2(n) * k), always))
+    textbook=Textbook("ceil(log2 N)K", "rank0", "sent",
+                      lambda n, k: F(ceil_log2(n) * k), always))
 def allgather_gather_bcast(ctx, sendbuf, recvbuf):
     """Binomial gather to rank 0, then binomial broadcast of the N blocks.
 

@@ -30,8 +30,8 @@ def allreduce_native(ctx, sendbuf, recvbuf, op):
 @register("allreduce", "reduce_bcast", cost=Cost(
     "2⌈log2 N⌉(α + nβ) + ⌈log2 N⌉nγ", alpha=lambda k: 2 * lg(k.N),
     beta=lambda k: 2 * lg(k.N) * k.n, gamma=lambda k: lg(k.N) * k.n),
-          textbook=Textbook("2(N-1)K", "total", "sent",
-                            lambda n, k: F(2 * (n - 1) * k), always))
+    textbook=Textbook("2(N-1)K", "total", "sent",
+                      lambda n, k: F(2 * (n - 1) * k), always))
 def allreduce_reduce_bcast(ctx, sendbuf, recvbuf, op):
     """Binomial reduce to rank 0, then binomial broadcast.
 
@@ -85,8 +85,8 @@ def _fold_out(ctx, recvbuf, rem):
     "⌈log2 p⌉(α + nβ + nγ), plus 2(α + nβ) + nγ when N ≠ p",
     alpha=lambda k: lg(k.p) + 2 * k.fold, beta=lambda k: (lg(k.p) + 2 * k.fold) * k.n,
     gamma=lambda k: (lg(k.p) + k.fold) * k.n),
-          textbook=Textbook("K log2 N", "each", "sent",
-                            lambda n, k: F(k * ceil_log2(n)), pof2))
+    textbook=Textbook("K log2 N", "each", "sent",
+                      lambda n, k: F(k * ceil_log2(n)), pof2))
 def allreduce_recursive_doubling(ctx, sendbuf, recvbuf, op):
     """Recursive doubling: in step k, exchange the whole vector with rank XOR 2^k.
 
@@ -118,8 +118,8 @@ def allreduce_recursive_doubling(ctx, sendbuf, recvbuf, op):
     "2(N-1)α + 2(N-1)/N·nβ + (N-1)/N·nγ", alpha=lambda k: 2 * (k.N - 1),
     beta=lambda k: 2 * (k.N - 1) * k.n / k.N, gamma=lambda k: (k.N - 1) * k.n / k.N,
     exact=even),
-          textbook=Textbook("2(N-1)K/N", "each", "sent",
-                            lambda n, k: F(2 * (n - 1) * k, n), even_or_mean))
+    textbook=Textbook("2(N-1)K/N", "each", "sent",
+                      lambda n, k: F(2 * (n - 1) * k, n), even_or_mean))
 def allreduce_ring(ctx, sendbuf, recvbuf, op):
     """Ring: a reduce-scatter ring then an allgather ring, as in the seed.
 
@@ -165,8 +165,8 @@ def _rab_exact(k):
     alpha=lambda k: 2 * lg(k.p) + 2 * k.fold,
     beta=lambda k: 2 * (k.p - 1) * k.n / k.p + 2 * k.fold * k.n,
     gamma=lambda k: (k.p - 1) * k.n / k.p + k.fold * k.n, exact=_rab_exact),
-          textbook=Textbook("2(N-1)K/N", "each", "sent",
-                            lambda n, k: F(2 * (n - 1) * k, n), pof2_even_or_mean))
+    textbook=Textbook("2(N-1)K/N", "each", "sent",
+                      lambda n, k: F(2 * (n - 1) * k, n), pof2_even_or_mean))
 def allreduce_rabenseifner(ctx, sendbuf, recvbuf, op):
     """Rabenseifner: recursive-halving reduce-scatter + recursive-doubling allgather.
 

@@ -25,8 +25,8 @@ def alltoall_native(ctx, sendbuf, recvbuf):
 
 @register("alltoall", "pairwise", cost=Cost(
     "(N-1)(α + nβ)", alpha=lambda k: k.N - 1, beta=lambda k: (k.N - 1) * k.n),
-          textbook=Textbook("(N-1)K/N", "each", "sent",
-                            lambda n, k: F((n - 1) * k, n), always))
+    textbook=Textbook("(N-1)K/N", "each", "sent",
+                      lambda n, k: F((n - 1) * k, n), always))
 def alltoall_pairwise(ctx, sendbuf, recvbuf):
     """Pairwise exchange: in step i, send to rank+i and receive from rank-i.
 
@@ -43,8 +43,8 @@ def alltoall_pairwise(ctx, sendbuf, recvbuf):
 @register("alltoall", "bruck", cost=Cost(
     "⌈log2 N⌉α + B·nβ", where={"B": _bruck_blocks}, alpha=lambda k: lg(k.N),
     beta=lambda k: _bruck_blocks(k) * k.n),
-          textbook=Textbook("(K/2) log2 N", "each", "sent",
-                            lambda n, k: F(k * ceil_log2(n), 2), pof2))
+    textbook=Textbook("(K/2) log2 N", "each", "sent",
+                      lambda n, k: F(k * ceil_log2(n), 2), pof2))
 def alltoall_bruck(ctx, sendbuf, recvbuf):
     """Bruck: in step k, forward every block whose index has bit k set to rank+2^k.
 

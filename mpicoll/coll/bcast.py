@@ -25,8 +25,8 @@ def bcast_native(ctx, buf, root):
 
 @register("bcast", "linear", cost=Cost(
     "(N-1)(α + nβ)", alpha=lambda k: k.N - 1, beta=lambda k: (k.N - 1) * k.n),
-          textbook=Textbook("(N-1)K", "root", "sent",
-                            lambda n, k: F((n - 1) * k), always))
+    textbook=Textbook("(N-1)K", "root", "sent",
+                      lambda n, k: F((n - 1) * k), always))
 def bcast_linear(ctx, buf, root):
     """Root sends the whole buffer to every other rank.
 
@@ -58,8 +58,8 @@ def binomial_bcast(ctx, buf, root):
 
 @register("bcast", "binomial", cost=Cost(
     "⌈log2 N⌉(α + nβ)", alpha=lambda k: lg(k.N), beta=lambda k: lg(k.N) * k.n),
-          textbook=Textbook("ceil(log2 N)K", "root", "sent",
-                            lambda n, k: F(ceil_log2(n) * k), always))
+    textbook=Textbook("ceil(log2 N)K", "root", "sent",
+                      lambda n, k: F(ceil_log2(n) * k), always))
 def bcast_binomial(ctx, buf, root):
     """Binomial tree: in step k, every rank holding the data sends to rank + 2^k.
 
@@ -72,8 +72,8 @@ def bcast_binomial(ctx, buf, root):
 @register("bcast", "scatter_allgather", cost=Cost(
     "(⌈log2 N⌉ + N - 1)α + 2(N-1)/N·nβ", alpha=lambda k: lg(k.N) + k.N - 1,
     beta=lambda k: 2 * (k.N - 1) * k.n / k.N, exact=even),
-          textbook=Textbook("2(N-1)K/N", "root", "sent",
-                            lambda n, k: F(2 * (n - 1) * k, n), even_chunks))
+    textbook=Textbook("2(N-1)K/N", "root", "sent",
+                      lambda n, k: F(2 * (n - 1) * k, n), even_chunks))
 def bcast_scatter_allgather(ctx, buf, root):
     """Van de Geijn: binomial scatter of N chunks, then a ring allgather.
 
@@ -129,8 +129,8 @@ def _pipeline_exact(k):
     # the busiest rank is a middle one: it receives and forwards every segment
     msgs=lambda k: (2 if k.N > 2 else 1) * _segments(k),
     elems=lambda k: (2 if k.N > 2 else 1) * k.n, exact=_pipeline_exact),
-          textbook=Textbook("(N-1)K", "total", "sent",
-                            lambda n, k: F((n - 1) * k), always))
+    textbook=Textbook("(N-1)K", "total", "sent",
+                      lambda n, k: F((n - 1) * k), always))
 def bcast_pipeline(ctx, buf, root):
     """Segmented chain root -> root+1 -> ... : segments flow like a pipeline.
 

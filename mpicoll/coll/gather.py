@@ -25,8 +25,8 @@ def gather_native(ctx, sendbuf, recvbuf, root):
 
 @register("gather", "linear", cost=Cost(
     "(N-1)α + (N-1)nβ", alpha=lambda k: k.N - 1, beta=lambda k: (k.N - 1) * k.n),
-          textbook=Textbook("(N-1)K/N", "root", "recv",
-                            lambda n, k: F((n - 1) * k, n), always))
+    textbook=Textbook("(N-1)K/N", "root", "recv",
+                      lambda n, k: F((n - 1) * k, n), always))
 def gather_linear(ctx, sendbuf, recvbuf, root):
     """Every rank sends its block straight to the root (receives posted at once).
 
@@ -73,8 +73,8 @@ def binomial_gather(ctx, sendbuf, recvbuf, root):
 
 @register("gather", "binomial", cost=Cost(
     "⌈log2 N⌉α + (N-1)nβ", alpha=lambda k: lg(k.N), beta=lambda k: (k.N - 1) * k.n),
-          textbook=Textbook("(N-1)K/N", "root", "recv",
-                            lambda n, k: F((n - 1) * k, n), always))
+    textbook=Textbook("(N-1)K/N", "root", "recv",
+                      lambda n, k: F((n - 1) * k, n), always))
 def gather_binomial(ctx, sendbuf, recvbuf, root):
     """Binomial tree: subtrees forward their collected blocks up the tree.
 

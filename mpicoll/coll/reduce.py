@@ -26,8 +26,8 @@ def reduce_native(ctx, sendbuf, recvbuf, op, root):
 @register("reduce", "linear", cost=Cost(
     "(N-1)(α + nβ + nγ)", alpha=lambda k: k.N - 1, beta=lambda k: (k.N - 1) * k.n,
     gamma=lambda k: (k.N - 1) * k.n),
-          textbook=Textbook("(N-1)K", "root", "recv",
-                            lambda n, k: F((n - 1) * k), always))
+    textbook=Textbook("(N-1)K", "root", "recv",
+                      lambda n, k: F((n - 1) * k), always))
 def reduce_linear(ctx, sendbuf, recvbuf, op, root):
     """Every rank sends to the root, which combines in descending rank order.
 
@@ -100,8 +100,8 @@ def _forwarded(k):
     "⌈log2 N⌉(α + nβ + nγ), plus α + nβ when root ≠ 0 and the op does not commute",
     alpha=lambda k: lg(k.N) + _forwarded(k), beta=lambda k: (lg(k.N) + _forwarded(k)) * k.n,
     gamma=lambda k: lg(k.N) * k.n),
-          textbook=Textbook("(N-1)K", "total", "sent",
-                            lambda n, k: F((n - 1) * k), always))
+    textbook=Textbook("(N-1)K", "total", "sent",
+                      lambda n, k: F((n - 1) * k), always))
 def reduce_binomial(ctx, sendbuf, recvbuf, op, root):
     """Binomial tree: in step k, rank r receives from r + 2^k and combines.
 
@@ -157,9 +157,9 @@ def _root_folded(k):
     gamma=lambda k: (k.p - 1) * k.n / k.p + k.fold * k.n, exact=_rab_exact,
     load_exact=lambda k: None if k.fold == 0 or k.root < 2 * (k.N - k.p) else
     "the critical path crosses from the folding ranks to the root's"),
-          textbook=Textbook("(p-1)K/p", "root", "sent",
-                            lambda n, k: F((pof2_below(n) - 1) * k, pof2_below(n)),
-                            rabenseifner_root))
+    textbook=Textbook("(p-1)K/p", "root", "sent",
+                      lambda n, k: F((pof2_below(n) - 1) * k, pof2_below(n)),
+                      rabenseifner_root))
 def reduce_rabenseifner(ctx, sendbuf, recvbuf, op, root):
     """Rabenseifner: recursive-halving reduce-scatter, then a binomial gather.
 

@@ -40,8 +40,8 @@ def reduce_scatter_native(ctx, sendbuf, recvbuf, counts, op):
     "(N-1)(α + (n/N)β + (n/N)γ)", alpha=lambda k: k.N - 1,
     beta=lambda k: (k.N - 1) * k.n / k.N, gamma=lambda k: (k.N - 1) * k.n / k.N,
     exact=_equal),
-          textbook=Textbook("(N-1)K/N", "each", "sent",
-                            lambda n, k: F((n - 1) * k, n), even_or_mean))
+    textbook=Textbook("(N-1)K/N", "each", "sent",
+                      lambda n, k: F((n - 1) * k, n), even_or_mean))
 def reduce_scatter_ring(ctx, sendbuf, recvbuf, counts, op):
     """Ring: partial sums of block rank-s-1 travel rightwards, one hop a step.
 
@@ -78,8 +78,8 @@ def reduce_scatter_ring(ctx, sendbuf, recvbuf, counts, op):
     alpha=lambda k: lg(k.p) + 2 * k.fold,
     beta=lambda k: (k.p - 1) * k.n / k.p + k.fold * (k.N + 1) * k.n / k.N,
     gamma=lambda k: (k.p - 1) * k.n / k.p + k.fold * k.n, exact=_equal_pow2),
-          textbook=Textbook("(N-1)K/N", "each", "sent",
-                            lambda n, k: F((n - 1) * k, n), pof2_even_or_mean))
+    textbook=Textbook("(N-1)K/N", "each", "sent",
+                      lambda n, k: F((n - 1) * k, n), pof2_even_or_mean))
 def reduce_scatter_recursive_halving(ctx, sendbuf, recvbuf, counts, op):
     """Recursive halving: in step k, swap half of the live range with rank XOR p/2^k.
 
@@ -133,8 +133,8 @@ def reduce_scatter_recursive_halving(ctx, sendbuf, recvbuf, counts, op):
     "(N-1)α + (N-1)/N·nβ + (N-1)/N·nγ", alpha=lambda k: k.N - 1,
     beta=lambda k: (k.N - 1) * k.n / k.N, gamma=lambda k: (k.N - 1) * k.n / k.N,
     exact=_equal),
-          textbook=Textbook("(N-1)K/N", "each", "sent",
-                            lambda n, k: F((n - 1) * k, n), even_or_mean))
+    textbook=Textbook("(N-1)K/N", "each", "sent",
+                      lambda n, k: F((n - 1) * k, n), even_or_mean))
 def reduce_scatter_pairwise(ctx, sendbuf, recvbuf, counts, op):
     """Pairwise exchange: in step i, send block rank+i, receive from rank-i.
 
@@ -156,8 +156,8 @@ def reduce_scatter_pairwise(ctx, sendbuf, recvbuf, counts, op):
     "⌈log2 N⌉(α + nβ + nγ) + (N-1)α + (N-1)/N·nβ", alpha=lambda k: lg(k.N) + k.N - 1,
     beta=lambda k: lg(k.N) * k.n + (k.N - 1) * k.n / k.N, gamma=lambda k: lg(k.N) * k.n,
     exact=_equal),
-          textbook=Textbook("(N-1)K + (N-1)K/N", "total", "sent",
-                            lambda n, k: F((n - 1) * k) + F((n - 1) * k, n), even_chunks))
+    textbook=Textbook("(N-1)K + (N-1)K/N", "total", "sent",
+                      lambda n, k: F((n - 1) * k) + F((n - 1) * k, n), even_chunks))
 def reduce_scatter_reduce_scatterv(ctx, sendbuf, recvbuf, counts, op):
     """Binomial reduce of the whole vector to rank 0, then a linear scatterv.
 

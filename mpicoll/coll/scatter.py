@@ -20,8 +20,8 @@ def scatter_native(ctx, sendbuf, recvbuf, root):
 
 @register("scatter", "linear", cost=Cost(
     "(N-1)(α + nβ)", alpha=lambda k: k.N - 1, beta=lambda k: (k.N - 1) * k.n),
-          textbook=Textbook("(N-1)K/N", "root", "sent",
-                            lambda n, k: F((n - 1) * k, n), always))
+    textbook=Textbook("(N-1)K/N", "root", "sent",
+                      lambda n, k: F((n - 1) * k, n), always))
 def scatter_linear(ctx, sendbuf, recvbuf, root):
     """The root sends each rank its block directly (sends posted at once).
 
@@ -38,8 +38,8 @@ def scatter_linear(ctx, sendbuf, recvbuf, root):
 
 @register("scatter", "binomial", cost=Cost(
     "⌈log2 N⌉α + (N-1)nβ", alpha=lambda k: lg(k.N), beta=lambda k: (k.N - 1) * k.n),
-          textbook=Textbook("(N-1)K/N", "root", "sent",
-                            lambda n, k: F((n - 1) * k, n), always))
+    textbook=Textbook("(N-1)K/N", "root", "sent",
+                      lambda n, k: F((n - 1) * k, n), always))
 def scatter_binomial(ctx, sendbuf, recvbuf, root):
     """Binomial tree: each rank passes the blocks of its subtree's halves down.
 

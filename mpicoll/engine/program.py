@@ -184,19 +184,18 @@ def compile_plan(plan, arrays, op, comm, tag):
     slots = {}                     # a plan's request slot -> (request, is receive)
     peers = {}                     # id(request) -> (is receive, peer), for the reports
 
-    def send(sym, peer):
-        req = comm.Send_init(msg(sym), peer, tag)
+    def message(sym, peer, receive):
+        req = (comm.Recv_init if receive else comm.Send_init)(msg(sym), peer, tag)
         requests.append(req)
-        peers[id(req)] = (False, peer)
-        b.message(req, False, _region(sym), peer)
+        peers[id(req)] = (receive, peer)
+        b.message(req, receive, _region(sym), peer)
         return req
 
+    def send(sym, peer):
+        return message(sym, peer, False)
+
     def recv(sym, peer):
-        req = comm.Recv_init(msg(sym), peer, tag)
-        requests.append(req)
-        peers[id(req)] = (True, peer)
-        b.message(req, True, _region(sym), peer)
-        return req
+        return message(sym, peer, True)
 
     try:
         for o in plan.ops:
