@@ -41,7 +41,12 @@ def _in(sendbuf, recvbuf):
 @register("scan", "native")
 def scan_native(ctx, sendbuf, recvbuf, op):
     """The MPI library's own ``MPI_Scan``."""
-    native(ctx, "Scan", MPI.IN_PLACE if sendbuf is None else sendbuf, recvbuf, op,
+    _native(ctx, "Scan", sendbuf, recvbuf, op)
+
+
+def _native(ctx, name, sendbuf, recvbuf, op):
+    # A user op runs on the host (MPI calls it on host memory); sendbuf None: in place.
+    native(ctx, name, MPI.IN_PLACE if sendbuf is None else sendbuf, recvbuf, op,
            outputs=(1,), host=op_ufunc(op) is None)
 
 
@@ -145,8 +150,7 @@ def scan_binomial(ctx, sendbuf, recvbuf, op):
 @register("exscan", "native")
 def exscan_native(ctx, sendbuf, recvbuf, op):
     """The MPI library's own ``MPI_Exscan``."""
-    native(ctx, "Exscan", MPI.IN_PLACE if sendbuf is None else sendbuf, recvbuf, op,
-           outputs=(1,), host=op_ufunc(op) is None)
+    _native(ctx, "Exscan", sendbuf, recvbuf, op)
 
 
 @register("exscan", "linear", cost=Cost(
