@@ -35,6 +35,7 @@ import time
 import numpy as np
 from mpi4py import MPI
 
+from .core.commcache import CommCache
 from .core.errors import ArgumentError, ArgumentTypeError, describe
 
 __all__ = ["monitored_barrier", "BarrierTimeoutError"]
@@ -72,9 +73,6 @@ class _State:
         self.setup = None        # the MPI_Comm_idup request while it is pending
 
 
-_keyval = None
-
-
 def _channel(comm, deadline):
     """The private duplicate of ``comm`` for monitored barriers; None if not ready by ``deadline``.
 
@@ -83,14 +81,11 @@ def _channel(comm, deadline):
     monitored barrier). A pending Idup is kept and completes when the missing
     ranks call ``monitored_barrier`` too. Cached on ``comm``; freed with it.
     """
-    global _keyval
-    if _keyval is None:
-        _keyval = MPI.Comm.Create_keyval(delete_fn=_free)
-    state = comm.Get_attr(_keyval)
-    if state is None:
+    def start():
         state = _State()
         state.dup, state.setup = MPI.Intracomm(comm).Idup()
-        comm.Set_attr(_keyval, state)
+        return state
+    state = _CACHE.get_or_create(comm, start)
     if state.setup is not None:
         if not _wait([state.setup], deadline)[0]:
             return None, state
@@ -98,7 +93,7 @@ def _channel(comm, deadline):
     return state.dup, state
 
 
-def _free(comm, keyval, state):
+def _free(state):
     if not MPI.Is_finalized():
         for req, _ in state.pending:
             if req != MPI.REQUEST_NULL:
@@ -106,6 +101,10 @@ def _free(comm, keyval, state):
         state.pending.clear()
         if state.setup is None and state.dup is not None:
             state.dup.Free()
+
+
+#: The monitored barriers' private channel of each communicator, freed with it.
+_CACHE = CommCache(on_free=_free)
 
 
 def _seconds(timeout):

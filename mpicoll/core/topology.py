@@ -26,11 +26,13 @@ import os
 
 from mpi4py import MPI
 
+from .commcache import CommCache
 from .errors import ArgumentError
 
 __all__ = ["Layout", "detect", "layout", "parse_nodes"]
 
-_keyval = None
+#: The node layout of each private communicator (freed with it).
+_LAYOUTS = CommCache()
 
 
 class Layout:
@@ -181,7 +183,6 @@ def _memory_domains(pcomm):
 
 def detect(pcomm):
     """Find the layout of ``pcomm`` (collective over it) and attach it; return it."""
-    global _keyval
     size = pcomm.Get_size()
     spec = _agreed_spec(pcomm)
     memory = _memory_domains(pcomm) if size > 1 else [0]
@@ -189,15 +190,13 @@ def detect(pcomm):
         lay = Layout(_simulated(spec, pcomm), f"MPICOLL_NODES={spec}", memory)
     else:
         lay = Layout(memory)
-    if _keyval is None:
-        _keyval = MPI.Comm.Create_keyval()
-    pcomm.Set_attr(_keyval, lay)
+    _LAYOUTS.set(pcomm, lay)
     return lay
 
 
 def layout(pcomm):
     """The layout attached to private communicator ``pcomm`` (one rank, no MPI traffic)."""
-    lay = pcomm.Get_attr(_keyval) if _keyval is not None else None
+    lay = _LAYOUTS.get(pcomm)
     if lay is None:
         raise RuntimeError("mpicoll: no node layout on this communicator (not a private one?)")
     return lay
