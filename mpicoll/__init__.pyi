@@ -262,8 +262,8 @@ class CallTraffic:
 
 class Primitive:
     def __init__(self, name: str, *, run: Any, api: Any, call_arrays: Any, methods: Any = ...,
-                 spec: Any = ..., vspecs: Any = ..., reduces: Any = ...,
-                 auto: Any = ...) -> None: ...
+                 spec: Any = ..., vspecs: Any = ..., reduces: Any = ..., auto: Any = ...,
+                 symbolic: Any = ...) -> None: ...
     api: Any
     auto: Any
     call_arrays: Any
@@ -272,6 +272,7 @@ class Primitive:
     reduces: Any
     run: Any
     spec: Any
+    symbolic: Any
     vspecs: Any
 
 class P2PComm(MPI.Intracomm):

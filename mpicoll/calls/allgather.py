@@ -4,7 +4,7 @@ from ..args.bufspec import parse_bufspec, recv_spec
 from ..core.rules import Auto, KiB, N, Rule, n
 from ..engine.launch import run_call
 from ..sched.inspect import Len
-from .gather import GatherSpec
+from .gather import GatherSpec, gathered
 from .primitive import Primitive, define
 
 
@@ -83,9 +83,15 @@ class AllgatherSpec(GatherSpec):
         return lambda: fn(recv, send, group=group)
 
 
+def symbolic(k):
+    """The verifier's spec: block i of every recvbuf ends as rank i's input."""
+    return gathered(k, rooted=False)
+
+
 #: auto's rule: recursive doubling's log N steps while the gathered vector is short, the ring
 #: (each byte once) beyond.
 AUTO = Auto(Rule("recursive_doubling", N * n < 80 * KiB), Rule("ring"), note="n: one block")
 
 PRIMITIVE = define(Primitive("allgather", run=run, api=(allgather,), methods=(Allgather,),
-                             call_arrays=call_arrays, spec=AllgatherSpec(), auto=AUTO))
+                             call_arrays=call_arrays, spec=AllgatherSpec(),
+                             auto=AUTO, symbolic=symbolic))

@@ -99,6 +99,34 @@ class AllgathervSpec(VCounts, AllgatherSpec):
         return lambda: comm.Allgatherv(c.send, recv)
 
 
+def symbolic(k):
+    """The verifier's spec: block i of every recvbuf ends as rank i's input; gaps kept.
+
+    Each rank has its own displacements (odd ranks' gaps rotated).
+    """
+    counts = k.v_counts()
+    total = sum(counts)
+    N = k.N
+    ranks = []
+    for r in range(N):
+        mine = counts[r]
+        x = k.mode.inp(r, k.ar(mine))
+        pat = (k.case.displs if r % 2 == 0
+               else ("gaps" if k.case.displs == "gaps" else "packed"))
+        displs, ext = k.displs_of(counts, shift=r if pat == "gaps" else 0, pattern=pat)
+        recv, want = k.mode.orig(ext), k.mode.orig(ext)
+        for i in range(N):
+            want[displs[i]:displs[i] + counts[i]] = k.mode.inp(i, k.ar(counts[i]))
+        if k.inplace:
+            recv[displs[r]:displs[r] + mine] = x
+            ranks.append(k.Rank((None, k.Len(ext), counts, displs), [recv], [want], ["out"],
+                                calls=bool(total)))
+        else:
+            ranks.append(k.Rank((k.Len(mine), k.Len(ext), counts, displs), [x, recv],
+                                [x, want], ["in", "out"], calls=bool(total)))
+    return ranks
+
+
 #: auto's rule. Bruck: ⌈log2 N⌉ messages, whatever the counts. The ring moves each byte once,
 #: without a temporary: long messages. Its steps last as long as the largest block, so very
 #: uneven counts favour Bruck longer than this rule (it sees only the mean block) says.
@@ -106,4 +134,4 @@ AUTO = Auto(Rule("bruck", N * n < 80 * KiB), Rule("ring"), note="n: the mean blo
 
 PRIMITIVE = define(Primitive("allgatherv", run=run, api=(allgatherv,), methods=(Allgatherv,),
                              call_arrays=call_arrays, spec=AllgathervSpec(), vspecs=True,
-                             auto=AUTO))
+                             auto=AUTO, symbolic=symbolic))

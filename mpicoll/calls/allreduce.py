@@ -95,10 +95,25 @@ class AllreduceSpec(ReduceSpec):
         return run
 
 
+def symbolic(k):
+    """The verifier's spec: every recvbuf ends as all ranks' inputs reduced, in rank order."""
+    n = k.n
+    full = k.mode.reduction(0, k.N, k.ar(n))
+    ranks = []
+    for r in range(k.N):
+        x = k.mode.inp(r, k.ar(n))
+        if k.inplace:
+            ranks.append(k.Rank((None, k.Len(n), k.op), [x], [full], ["inout"]))
+        else:
+            ranks.append(k.Rank((k.Len(n), k.Len(n), k.op), [x, k.mode.orig(n)], [x, full],
+                                ["in", "out"]))
+    return ranks
+
+
 #: auto's rule (after the shm step, mpicoll.core.defaults.SHM_FROM): recursive doubling's
 #: log N latency for short vectors and for ops that must keep rank order, the ring beyond.
 AUTO = Auto(Rule("recursive_doubling", (n <= SHORT) | non_commutative), Rule("ring"))
 
 PRIMITIVE = define(Primitive("allreduce", run=run, api=(allreduce,), methods=(Allreduce,),
                              call_arrays=call_arrays, spec=AllreduceSpec(), reduces=True,
-                             auto=AUTO))
+                             auto=AUTO, symbolic=symbolic))

@@ -92,9 +92,23 @@ class AlltoallSpec(Spec):
         return lambda: fn(recv, send, group=group)
 
 
+def symbolic(k):
+    """The verifier's spec: block i of rank r's recvbuf ends as block r of rank i's sendbuf."""
+    c, N = k.n, k.N
+    ranks = []
+    for r in range(N):
+        x = k.mode.inp(r, k.ar(N * c))
+        want = k.concat([k.mode.inp(i, k.ar(r * c, (r + 1) * c)) for i in range(N)]) \
+            if c else k.mode.orig(0)
+        ranks.append(k.Rank((k.Len(N * c), k.Len(N * c)), [x, k.mode.orig(N * c)], [x, want],
+                            ["in", "out"]))
+    return ranks
+
+
 #: auto's rule: Bruck's log N messages for small blocks on many ranks, pairwise exchange
 #: beyond.
 AUTO = Auto(Rule("bruck", (n.named("blocks") <= 256) & (N >= 8)), Rule("pairwise"))
 
 PRIMITIVE = define(Primitive("alltoall", run=run, api=(alltoall,), methods=(Alltoall,),
-                             call_arrays=call_arrays, spec=AlltoallSpec(), auto=AUTO))
+                             call_arrays=call_arrays, spec=AlltoallSpec(),
+                             auto=AUTO, symbolic=symbolic))

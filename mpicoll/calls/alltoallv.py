@@ -145,6 +145,34 @@ class AlltoallvSpec(VCounts, AlltoallSpec):
         return lambda: fn(recv, send, counts, counts, group=group)
 
 
+def symbolic(k):
+    """The verifier's spec: block i of rank r's recvbuf ends as block r of rank i's sendbuf.
+
+    Ragged counts: rank i sends (n + i + 2j) mod (n + 2) elements to rank j.
+    """
+    n, N = k.n, k.N
+    if k.case.vcounts == "even":
+        S = [[n] * N for _ in range(N)]
+    else:
+        S = [[(n + i + 2 * j) % (n + 2) for j in range(N)] for i in range(N)]
+    sd = [k.displs_of(S[i], shift=i) for i in range(N)]
+    ranks = []
+    for r in range(N):
+        scounts = S[r]
+        rcounts = [S[i][r] for i in range(N)]
+        sdispls, sext = sd[r]
+        rdispls, rext = k.displs_of(rcounts, shift=N - 1 - r)
+        x = k.mode.inp(r, k.ar(sext))
+        want = k.mode.orig(rext)
+        for i in range(N):
+            a = sd[i][0][r]
+            want[rdispls[i]:rdispls[i] + rcounts[i]] = k.mode.inp(i, k.ar(a, a + rcounts[i]))
+        calls = bool(sum(scounts) + sum(rcounts))
+        ranks.append(k.Rank((k.Len(sext), k.Len(rext), scounts, sdispls, rcounts, rdispls),
+                            [x, k.mode.orig(rext)], [x, want], ["in", "out"], calls=calls))
+    return ranks
+
+
 #: auto's rule: its counts are each rank's own, so it looks at N only (every rank must choose
 #: the same). MPICH posts everything at once (in batches of 32 peers): linear up to that
 #: many, then one peer per step so no rank floods the network.
@@ -152,4 +180,4 @@ AUTO = Auto(Rule("linear", N <= 32), Rule("pairwise"))
 
 PRIMITIVE = define(Primitive("alltoallv", run=run, api=(alltoallv,), methods=(Alltoallv,),
                              call_arrays=call_arrays, spec=AlltoallvSpec(), vspecs=True,
-                             auto=AUTO))
+                             auto=AUTO, symbolic=symbolic))

@@ -66,8 +66,14 @@ class BarrierSpec(Spec):
         return lambda: fn(group=group)
 
 
+def symbolic(k):
+    """The verifier's spec: no buffers; every exit follows every entry (its executor checks)."""
+    return [k.Rank((), [], [], []) for _ in range(k.N)]
+
+
 #: auto's rule.
 AUTO = Auto(Rule("dissemination"))
 
 PRIMITIVE = define(Primitive("barrier", run=run, api=(barrier,), methods=(Barrier,),
-                             call_arrays=call_arrays, spec=BarrierSpec(), auto=AUTO))
+                             call_arrays=call_arrays, spec=BarrierSpec(),
+                             auto=AUTO, symbolic=symbolic))

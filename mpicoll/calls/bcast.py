@@ -91,9 +91,18 @@ class BcastSpec(Spec):
         return lambda: fn(recv, src=c.root, group=group)
 
 
+def symbolic(k):
+    """The verifier's spec: every rank's buffer ends as the root's input."""
+    want = k.mode.inp(k.root, k.ar(k.n))
+    return [k.Rank((k.Len(k.n), k.root), [want], [want], ["in"]) if r == k.root
+            else k.Rank((k.Len(k.n), k.root), [k.mode.orig(k.n)], [want], ["out"])
+            for r in range(k.N)]
+
+
 #: auto's rule: the binomial tree's log N latency for short messages and few ranks, MPICH's
 #: scatter then ring allgather (bandwidth) beyond.
 AUTO = Auto(Rule("binomial", (n < 12 * KiB) | (N < 8)), Rule("scatter_allgather"))
 
 PRIMITIVE = define(Primitive("bcast", run=run, api=(bcast,), methods=(Bcast,),
-                             call_arrays=call_arrays, spec=BcastSpec(), auto=AUTO))
+                             call_arrays=call_arrays, spec=BcastSpec(),
+                             auto=AUTO, symbolic=symbolic))

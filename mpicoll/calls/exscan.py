@@ -5,7 +5,7 @@ from ..args.bufspec import reduction_bufs
 from ..args.user_ops import wrap as wrap_user_op
 from ..core.rules import Auto, Rule
 from .primitive import Primitive, define
-from .scan import ScanSpec, call_arrays, run
+from .scan import ScanSpec, call_arrays, prefixed, run
 
 
 def exscan(sendbuf, recvbuf=None, op=MPI.SUM):
@@ -48,8 +48,14 @@ class ExscanSpec(ScanSpec):
         return lambda: comm.Exscan(c.send, c.recv, c.op)
 
 
+def symbolic(k):
+    """The verifier's spec: rank r's recvbuf ends as ranks 0..r-1's reduced; rank 0's kept."""
+    return prefixed(k, exclusive=True)
+
+
 #: auto's rule: MPICH's only algorithm; log N latency, any op.
 AUTO = Auto(Rule("recursive_doubling"))
 
 PRIMITIVE = define(Primitive("exscan", run=run, api=(exscan,), methods=(Exscan,),
-                             call_arrays=call_arrays, spec=ExscanSpec(), reduces=True, auto=AUTO))
+                             call_arrays=call_arrays, spec=ExscanSpec(), reduces=True,
+                             auto=AUTO, symbolic=symbolic))

@@ -108,8 +108,36 @@ class GatherSpec(Spec):
         return lambda: fn(send, outs, dst=c.root, group=group)
 
 
+def gathered(k, rooted):
+    """Gather's and allgather's spec: block i of the (root's) recvbuf is rank i's input."""
+    c, N = k.n, k.N
+    blocks = k.concat([k.mode.inp(i, k.ar(c)) for i in range(N)]) if c else k.mode.orig(0)
+    ranks = []
+    for r in range(N):
+        x = k.mode.inp(r, k.ar(c))
+        has = not rooted or r == k.root
+        args = (k.Len(c), k.Len(N * c) if has else None) + ((k.root,) if rooted else ())
+        if not has:
+            ranks.append(k.Rank(args, [x], [x], ["in"]))
+            continue
+        recv = k.mode.orig(N * c)
+        if k.inplace:
+            recv[r * c:(r + 1) * c] = x
+            ranks.append(k.Rank(args, [recv[r * c:(r + 1) * c], recv], [None, blocks],
+                                ["in", "out"], alias={0: (1, r * c)}))
+        else:
+            ranks.append(k.Rank(args, [x, recv], [x, blocks], ["in", "out"]))
+    return ranks
+
+
+def symbolic(k):
+    """The verifier's spec: block i of the root's recvbuf ends as rank i's input."""
+    return gathered(k, rooted=True)
+
+
 #: auto's rule.
 AUTO = Auto(Rule("binomial"))
 
 PRIMITIVE = define(Primitive("gather", run=run, api=(gather,), methods=(Gather,),
-                             call_arrays=call_arrays, spec=GatherSpec(), auto=AUTO))
+                             call_arrays=call_arrays, spec=GatherSpec(),
+                             auto=AUTO, symbolic=symbolic))

@@ -116,8 +116,36 @@ class GathervSpec(VCounts, GatherSpec):
         return lambda: comm.Gatherv(c.send, recv, c.root)
 
 
+def symbolic(k):
+    """The verifier's spec: block i of the root's recvbuf ends as rank i's input; gaps kept."""
+    counts = k.v_counts()
+    total = sum(counts)
+    N, root = k.N, k.root
+    ranks = []
+    for r in range(N):
+        mine = counts[r]
+        x = k.mode.inp(r, k.ar(mine))
+        if r != root:
+            ranks.append(k.Rank((k.Len(mine), None, counts, None, root), [x], [x], ["in"],
+                                calls=bool(total)))
+            continue
+        displs, ext = k.displs_of(counts)
+        recv, want = k.mode.orig(ext), k.mode.orig(ext)
+        for i in range(N):
+            want[displs[i]:displs[i] + counts[i]] = k.mode.inp(i, k.ar(counts[i]))
+        if k.inplace:
+            recv[displs[r]:displs[r] + mine] = x
+            ranks.append(k.Rank((None, k.Len(ext), counts, displs, root), [recv], [want],
+                                ["out"], calls=bool(total)))
+        else:
+            ranks.append(k.Rank((k.Len(mine), k.Len(ext), counts, displs, root), [x, recv],
+                                [x, want], ["in", "out"], calls=bool(total)))
+    return ranks
+
+
 #: auto's rule.
 AUTO = Auto(Rule("binomial"))
 
 PRIMITIVE = define(Primitive("gatherv", run=run, api=(gatherv,), methods=(Gatherv,),
-                             call_arrays=call_arrays, spec=GathervSpec(), vspecs=True, auto=AUTO))
+                             call_arrays=call_arrays, spec=GathervSpec(), vspecs=True,
+                             auto=AUTO, symbolic=symbolic))

@@ -28,6 +28,10 @@ algorithm (the algorithms live in :mod:`mpicoll.coll`):
   decide (:class:`mpicoll.core.rules.Auto`: ordered ``Rule(algorithm, condition)``
   entries whose description, :data:`mpicoll.DEFAULTS_TABLE`, is written from the
   same thresholds). None: the first hand-written algorithm that takes the op.
+- ``symbolic(k)``: what a call must leave, for ``python -m mpicoll.verify``: given
+  a :class:`mpicoll.verify.spec.Symbolic` (the case, its symbolic values, helpers),
+  every rank's algorithm arguments, its buffers' initial and expected final values
+  and their roles. None: the verifier cannot check this primitive's algorithms.
 """
 import inspect
 
@@ -46,10 +50,10 @@ class Primitive:
     """One collective: see the module docstring for each part."""
 
     __slots__ = ("name", "run", "api", "methods", "call_arrays", "spec", "vspecs", "reduces",
-                 "auto")
+                 "auto", "symbolic")
 
     def __init__(self, name, *, run, api, call_arrays, methods=(), spec=None, vspecs=False,
-                 reduces=False, auto=None):
+                 reduces=False, auto=None, symbolic=None):
         self.name = name
         self.run = run
         self.api = tuple(api)
@@ -59,6 +63,7 @@ class Primitive:
         self.vspecs = vspecs          # buffers are v-buffer specs: the memo keys on their parts
         self.reduces = reduces        # it takes an op
         self.auto = auto              # auto's rule (core.rules.Auto), or None
+        self.symbolic = symbolic      # the verifier's spec (see the module docstring)
 
 
 def define(primitive):

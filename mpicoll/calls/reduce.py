@@ -119,10 +119,26 @@ class ReduceSpec(Spec):
         return run
 
 
+def symbolic(k):
+    """The verifier's spec: the root's recvbuf ends as all ranks' inputs reduced, in rank order."""
+    n = k.n
+    full = k.mode.reduction(0, k.N, k.ar(n))
+    ranks = []
+    for r in range(k.N):
+        x = k.mode.inp(r, k.ar(n))
+        if r == k.root:
+            ranks.append(k.Rank((k.Len(n), k.Len(n), k.op, k.root), [x, k.mode.orig(n)],
+                                [x, full], ["in", "out"]))
+        else:
+            ranks.append(k.Rank((k.Len(n), None, k.op, k.root), [x], [x], ["in"]))
+    return ranks
+
+
 #: auto's rule: Rabenseifner (reduce-scatter then gather) for long vectors with at least one
 #: element per power-of-two rank; it combines out of rank order, so commutative ops only.
 AUTO = Auto(Rule("rabenseifner", commutative & (n >= SHORT) & (count >= POF2) & (N > 1)),
             Rule("binomial"))
 
 PRIMITIVE = define(Primitive("reduce", run=run, api=(reduce,), methods=(Reduce,),
-                             call_arrays=call_arrays, spec=ReduceSpec(), reduces=True, auto=AUTO))
+                             call_arrays=call_arrays, spec=ReduceSpec(), reduces=True,
+                             auto=AUTO, symbolic=symbolic))

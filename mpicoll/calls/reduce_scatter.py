@@ -187,6 +187,21 @@ class ReduceScatterSpec(Spec):
         return lambda: fn(recv, send, op=op, group=group)
 
 
+def symbolic(k):
+    """The verifier's spec: rank r's recvbuf ends as block r of all ranks' inputs reduced."""
+    counts = k.split(k.n, k.N) if k.case.vcounts == "even" else k.v_counts()
+    total = sum(counts)
+    off = k.offsets(counts)
+    full = k.mode.reduction(0, k.N, k.ar(total))
+    ranks = []
+    for r in range(k.N):
+        x = k.mode.inp(r, k.ar(total))
+        ranks.append(k.Rank((k.Len(total), k.Len(counts[r]), list(counts), k.op),
+                            [x, k.mode.orig(counts[r])], [x, full[off[r]:off[r + 1]]],
+                            ["in", "out"]))
+    return ranks
+
+
 #: auto's rule (after the shm step, mpicoll.core.defaults.SHM_FROM): reduce_scatterv keeps
 #: rank order for non-commutative ops; else recursive halving up to MPICH's long-message
 #: threshold, pairwise exchange beyond.
@@ -197,4 +212,4 @@ PRIMITIVE = define(Primitive("reduce_scatter", run=run,
                              api=(reduce_scatter_block, reduce_scatter),
                              methods=(Reduce_scatter_block, Reduce_scatter),
                              call_arrays=call_arrays, spec=ReduceScatterSpec(), reduces=True,
-                             auto=AUTO))
+                             auto=AUTO, symbolic=symbolic))

@@ -57,8 +57,34 @@ class ScanSpec(AllreduceSpec):
         return lambda: comm.Scan(c.send, c.recv, c.op)
 
 
+def prefixed(k, exclusive):
+    """Scan's and exscan's spec: rank r ends with ranks 0..r (exclusive: 0..r-1) reduced."""
+    pre = list(k.mode.prefixes(k.N, k.ar(k.n)))
+    ranks = []
+    for r in range(k.N):
+        x = k.mode.inp(r, k.ar(k.n))
+        if not exclusive:
+            want = pre[r]
+        else:
+            want = None if r == 0 else pre[r - 1]      # exscan's rank 0 keeps its recvbuf
+        if k.inplace:
+            ranks.append(k.Rank((None, k.Len(k.n), k.op), [x], [x if want is None else want],
+                                ["inout"]))
+        else:
+            o = k.mode.orig(k.n)
+            ranks.append(k.Rank((k.Len(k.n), k.Len(k.n), k.op), [x, o],
+                                [x, o if want is None else want], ["in", "out"]))
+    return ranks
+
+
+def symbolic(k):
+    """The verifier's spec: rank r's recvbuf ends as ranks 0..r's inputs reduced."""
+    return prefixed(k, exclusive=False)
+
+
 #: auto's rule: MPICH's only algorithm; log N latency, any op.
 AUTO = Auto(Rule("recursive_doubling"))
 
 PRIMITIVE = define(Primitive("scan", run=run, api=(scan,), methods=(Scan,),
-                             call_arrays=call_arrays, spec=ScanSpec(), reduces=True, auto=AUTO))
+                             call_arrays=call_arrays, spec=ScanSpec(), reduces=True,
+                             auto=AUTO, symbolic=symbolic))

@@ -128,8 +128,24 @@ class ScatterSpec(Spec):
         return lambda: fn(recv, ins, src=c.root, group=group)
 
 
+def symbolic(k):
+    """The verifier's spec: rank r's recvbuf ends as block r of the root's sendbuf."""
+    c, N = k.n, k.N
+    src = k.mode.inp(k.root, k.ar(N * c))
+    ranks = []
+    for r in range(N):
+        mine = src[r * c:(r + 1) * c]
+        if r == k.root:
+            ranks.append(k.Rank((k.Len(N * c), k.Len(c), k.root), [src, k.mode.orig(c)],
+                                [src, mine], ["in", "out"]))
+        else:
+            ranks.append(k.Rank((None, k.Len(c), k.root), [k.mode.orig(c)], [mine], ["out"]))
+    return ranks
+
+
 #: auto's rule.
 AUTO = Auto(Rule("binomial"))
 
 PRIMITIVE = define(Primitive("scatter", run=run, api=(scatter,), methods=(Scatter,),
-                             call_arrays=call_arrays, spec=ScatterSpec(), auto=AUTO))
+                             call_arrays=call_arrays, spec=ScatterSpec(),
+                             auto=AUTO, symbolic=symbolic))

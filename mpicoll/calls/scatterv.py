@@ -118,8 +118,35 @@ class ScattervSpec(VCounts, ScatterSpec):
         return lambda: comm.Scatterv(send, c.recv, c.root)
 
 
+def symbolic(k):
+    """The verifier's spec: rank r's recvbuf ends as block r of the root's sendbuf."""
+    counts = k.v_counts()
+    total = sum(counts)
+    N, root = k.N, k.root
+    ranks = []
+    for r in range(N):
+        mine = counts[r]
+        displs, ext = k.displs_of(counts)       # the root's displacements decide what r gets
+        if r == root:
+            src = k.mode.inp(root, k.ar(ext))
+            if k.inplace:
+                ranks.append(k.Rank((k.Len(ext), None, counts, displs, root), [src], [src],
+                                    ["in"], calls=bool(total)))
+            else:
+                got = src[displs[r]:displs[r] + mine]
+                ranks.append(k.Rank((k.Len(ext), k.Len(mine), counts, displs, root),
+                                    [src, k.mode.orig(mine)], [src, got], ["in", "out"],
+                                    calls=bool(total)))
+        else:
+            got = k.mode.inp(root, k.ar(displs[r], displs[r] + mine))
+            ranks.append(k.Rank((None, k.Len(mine), counts, None, root), [k.mode.orig(mine)],
+                                [got], ["out"], calls=bool(total)))
+    return ranks
+
+
 #: auto's rule.
 AUTO = Auto(Rule("binomial"))
 
 PRIMITIVE = define(Primitive("scatterv", run=run, api=(scatterv,), methods=(Scatterv,),
-                             call_arrays=call_arrays, spec=ScattervSpec(), vspecs=True, auto=AUTO))
+                             call_arrays=call_arrays, spec=ScattervSpec(), vspecs=True,
+                             auto=AUTO, symbolic=symbolic))

@@ -4,6 +4,7 @@ Everything else in :mod:`mpicoll.verify` imports from here, so that moving
 those modules means editing this file only.
 """
 from mpicoll import PRIMITIVES, algorithms
+from mpicoll.calls import DEFINED
 from mpicoll.core.blocks import offsets, pof2_below, split
 from mpicoll.core.plugins import PluginError, import_modules
 from mpicoll.core.registry import lookup, table
@@ -24,8 +25,9 @@ from mpicoll.sched.plan import (  # noqa: F401
     Sym,
 )
 
-__all__ = ["algorithms", "PRIMITIVES", "Builder", "NotSchedulable", "Sym", "lookup", "Layout",
-           "import_modules", "PluginError", "split", "offsets", "pof2_below", "registry_table"]
+__all__ = ["algorithms", "PRIMITIVES", "DEFINED", "Builder", "NotSchedulable", "Sym", "lookup",
+           "Layout", "import_modules", "PluginError", "split", "offsets", "pof2_below",
+           "registry_table"]
 
 
 def registry_table(primitive):

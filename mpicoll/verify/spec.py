@@ -4,22 +4,12 @@ A :class:`Case` names one call of one algorithm: N, count, root, op kind,
 item size, in place or not, the v-counts and displacement patterns, and the
 node layout of a node-aware algorithm. :func:`setup` turns it into what the
 executor needs for every rank: the arguments the algorithm is recorded with
-(arrays as lengths, exactly as :mod:`mpicoll.collectives` and
-:mod:`mpicoll.vcollectives` pass them), the initial symbolic value of each
-call buffer, and its expected final value -- the primitive's specification:
-
-=================  ==========================================================
-bcast              every rank's buffer = the root's input
-reduce             the root's recvbuf = all ranks reduced (rank order)
-allreduce          every recvbuf = all ranks reduced
-gather(v)          block i of the root's recvbuf = rank i's input; gaps kept
-allgather(v)       block i of every recvbuf = rank i's input; gaps kept
-scatter(v)         rank r's recvbuf = block r of the root's sendbuf
-reduce_scatter     rank r's recvbuf = block r of all ranks reduced
-alltoall(v)        block i of rank r's recvbuf = block r of rank i's sendbuf
-scan / exscan      rank r = ranks 0..r (0..r-1) reduced; exscan's rank 0 kept
-barrier            every rank's exit follows every rank's entry (executor)
-=================  ==========================================================
+(arrays as lengths, exactly as the primitives in :mod:`mpicoll.calls` pass
+them), the initial symbolic value of each
+call buffer, and its expected final value -- the primitive's specification,
+declared with the primitive (``symbolic`` in ``mpicoll/calls/<primitive>.py``,
+given a :class:`Symbolic`; its docstring says what the call must leave, e.g.
+"every recvbuf ends as all ranks' inputs reduced, in rank order").
 
 Buffers that are only read (a sendbuf, the root's bcast buffer) have their
 initial value as the expected one, so a write that changes them fails as an
@@ -31,10 +21,10 @@ from functools import lru_cache
 import numpy as np
 from mpi4py import MPI
 
-from ._mpicoll import Layout, lookup, offsets, split
+from ._mpicoll import DEFINED, Layout, lookup, offsets, split
 from .values import mode_for
 
-__all__ = ["Case", "Setup", "setup", "REDUCING", "ROOTED", "V_PRIMITIVES", "op_object",
+__all__ = ["Case", "Setup", "Symbolic", "setup", "REDUCING", "ROOTED", "V_PRIMITIVES", "op_object",
            "layout_of", "v_counts", "displs_of"]
 
 #: Primitives whose algorithms take an op.
@@ -229,181 +219,54 @@ class Setup:
     ranks: list
 
 
+class Symbolic:
+    """What a primitive's symbolic spec (``Primitive(symbolic=...)``) is given.
+
+    The case's numbers (``N``, ``n``: its count, ``root``, ``inplace``, and ``case``
+    itself for its count and displacement patterns), its value encoding ``mode``
+    (:mod:`.values`: ``inp(rank, idx)``, ``orig(n)``, ``reduction(lo, hi, idx)``,
+    ``prefixes(N, idx)``), the MPI ``op`` standing for its op kind, and the
+    verifier's types and helpers, so that the primitive's module needs no import
+    from the verifier: ``Rank`` (:class:`RankSetup`), ``Len`` (an array's length
+    while a plan is recorded), ``ar`` (``np.arange``), ``concat``, ``split``,
+    ``offsets``, :meth:`v_counts` and :meth:`displs_of`.
+    """
+
+    Rank = RankSetup
+    Len = _Len
+    ar = staticmethod(np.arange)
+    concat = staticmethod(np.concatenate)
+    split = staticmethod(split)
+    offsets = staticmethod(offsets)
+
+    def __init__(self, case, mode, op):
+        self.case, self.mode, self.op = case, mode, op
+        self.N, self.n, self.root, self.inplace = case.N, case.count, case.root, case.inplace
+
+    def v_counts(self):
+        """Per-rank counts of the case's pattern (:func:`v_counts`)."""
+        return v_counts(self.case.vcounts, self.n, self.N)
+
+    def displs_of(self, counts, shift=0, pattern=None):
+        """Displacements and length for ``counts`` (:func:`displs_of`; the case's pattern)."""
+        return displs_of(pattern or self.case.displs, counts, shift)
+
+
 def setup(case, seed=0):
-    """Every rank's arguments, initial and expected values for ``case``."""
-    p, N, n, root = case.primitive, case.N, case.count, case.root
+    """Every rank's arguments, initial and expected values for ``case``.
+
+    The expected values are the primitive's own spec (its ``symbolic``, declared with the
+    primitive in ``mpicoll/calls/``).
+    """
+    p, N = case.primitive, case.N
     fn = lookup(p, case.algorithm)
     opk = case.op if p in REDUCING else None
     mode = mode_for(N, opk, seed)
     op = op_object(opk) if opk else None
     lay = layout_of(case.layout, N)
-    ar = np.arange
-    ranks = []
-    A = _Len
-    ip = case.inplace
-    if p == "bcast":
-        want = mode.inp(root, ar(n))
-        for r in range(N):
-            if r == root:
-                ranks.append(RankSetup((A(n), root), [want], [want], ["in"]))
-            else:
-                ranks.append(RankSetup((A(n), root), [mode.orig(n)], [want], ["out"]))
-    elif p == "reduce":
-        full = mode.reduction(0, N, ar(n))
-        for r in range(N):
-            x = mode.inp(r, ar(n))
-            if r == root:
-                ranks.append(RankSetup((A(n), A(n), op, root), [x, mode.orig(n)], [x, full],
-                                       ["in", "out"]))
-            else:
-                ranks.append(RankSetup((A(n), None, op, root), [x], [x], ["in"]))
-    elif p == "allreduce":
-        full = mode.reduction(0, N, ar(n))
-        for r in range(N):
-            x = mode.inp(r, ar(n))
-            if ip:
-                ranks.append(RankSetup((None, A(n), op), [x], [full], ["inout"]))
-            else:
-                ranks.append(RankSetup((A(n), A(n), op), [x, mode.orig(n)], [x, full],
-                                       ["in", "out"]))
-    elif p in ("gather", "allgather"):
-        c = n
-        blocks = np.concatenate([mode.inp(i, ar(c)) for i in range(N)]) if c else mode.orig(0)
-        for r in range(N):
-            x = mode.inp(r, ar(c))
-            has = p == "allgather" or r == root
-            args = (A(c), A(N * c) if has else None) + ((root,) if p == "gather" else ())
-            if not has:
-                ranks.append(RankSetup(args, [x], [x], ["in"]))
-                continue
-            recv = mode.orig(N * c)
-            if ip:
-                recv[r * c:(r + 1) * c] = x
-                ranks.append(RankSetup(args, [recv[r * c:(r + 1) * c], recv], [None, blocks],
-                                       ["in", "out"], alias={0: (1, r * c)}))
-            else:
-                ranks.append(RankSetup(args, [x, recv], [x, blocks], ["in", "out"]))
-    elif p == "scatter":
-        c = n
-        src = mode.inp(root, ar(N * c))
-        for r in range(N):
-            mine = src[r * c:(r + 1) * c]
-            if r == root:
-                ranks.append(RankSetup((A(N * c), A(c), root), [src, mode.orig(c)], [src, mine],
-                                       ["in", "out"]))
-            else:
-                ranks.append(RankSetup((None, A(c), root), [mode.orig(c)], [mine], ["out"]))
-    elif p == "reduce_scatter":
-        counts = split(n, N) if case.vcounts == "even" else v_counts(case.vcounts, n, N)
-        total = sum(counts)
-        off = offsets(counts)
-        full = mode.reduction(0, N, ar(total))
-        for r in range(N):
-            x = mode.inp(r, ar(total))
-            ranks.append(RankSetup((A(total), A(counts[r]), list(counts), op),
-                                   [x, mode.orig(counts[r])], [x, full[off[r]:off[r + 1]]],
-                                   ["in", "out"]))
-    elif p == "alltoall":
-        c = n
-        for r in range(N):
-            x = mode.inp(r, ar(N * c))
-            want = np.concatenate([mode.inp(i, ar(r * c, (r + 1) * c)) for i in range(N)]) \
-                if c else mode.orig(0)
-            ranks.append(RankSetup((A(N * c), A(N * c)), [x, mode.orig(N * c)], [x, want],
-                                   ["in", "out"]))
-    elif p == "barrier":
-        ranks = [RankSetup((), [], [], []) for _ in range(N)]
-    elif p in ("scan", "exscan"):
-        pre = list(mode.prefixes(N, ar(n)))
-        for r in range(N):
-            x = mode.inp(r, ar(n))
-            if p == "scan":
-                want = pre[r]
-            else:
-                want = None if r == 0 else pre[r - 1]
-            if ip:
-                ranks.append(RankSetup((None, A(n), op), [x], [x if want is None else want],
-                                       ["inout"]))
-            else:
-                o = mode.orig(n)
-                ranks.append(RankSetup((A(n), A(n), op), [x, o], [x, o if want is None else want],
-                                       ["in", "out"]))
-    elif p in ("gatherv", "scatterv", "allgatherv"):
-        counts = v_counts(case.vcounts, n, N)
-        total = sum(counts)
-        for r in range(N):
-            mine = counts[r]
-            x = mode.inp(r, ar(mine))
-            if p == "gatherv":
-                if r != root:
-                    ranks.append(RankSetup((A(mine), None, counts, None, root), [x], [x], ["in"],
-                                           calls=bool(total)))
-                    continue
-                displs, ext = displs_of(case.displs, counts)
-                recv, want = mode.orig(ext), mode.orig(ext)
-                for i in range(N):
-                    want[displs[i]:displs[i] + counts[i]] = mode.inp(i, ar(counts[i]))
-                if ip:
-                    recv[displs[r]:displs[r] + mine] = x
-                    ranks.append(RankSetup((None, A(ext), counts, displs, root), [recv], [want],
-                                           ["out"], calls=bool(total)))
-                else:
-                    ranks.append(RankSetup((A(mine), A(ext), counts, displs, root), [x, recv],
-                                           [x, want], ["in", "out"], calls=bool(total)))
-            elif p == "scatterv":
-                if r == root:
-                    displs, ext = displs_of(case.displs, counts)
-                    src = mode.inp(root, ar(ext))
-                    if ip:
-                        ranks.append(RankSetup((A(ext), None, counts, displs, root), [src], [src],
-                                               ["in"], calls=bool(total)))
-                    else:
-                        got = src[displs[r]:displs[r] + mine]
-                        ranks.append(RankSetup((A(ext), A(mine), counts, displs, root),
-                                               [src, mode.orig(mine)], [src, got], ["in", "out"],
-                                               calls=bool(total)))
-                else:
-                    # the root's displacements decide what rank r gets
-                    displs, ext = displs_of(case.displs, counts)
-                    got = mode.inp(root, ar(displs[r], displs[r] + mine))
-                    ranks.append(RankSetup((None, A(mine), counts, None, root), [mode.orig(mine)],
-                                           [got], ["out"], calls=bool(total)))
-            else:       # allgatherv: each rank its own displacements (odd ranks: rotated gaps)
-                pat = (case.displs if r % 2 == 0
-                       else ("gaps" if case.displs == "gaps" else "packed"))
-                displs, ext = displs_of(pat, counts, shift=r if pat == "gaps" else 0)
-                recv, want = mode.orig(ext), mode.orig(ext)
-                for i in range(N):
-                    want[displs[i]:displs[i] + counts[i]] = mode.inp(i, ar(counts[i]))
-                if ip:
-                    recv[displs[r]:displs[r] + mine] = x
-                    ranks.append(RankSetup((None, A(ext), counts, displs), [recv], [want],
-                                           ["out"], calls=bool(total)))
-                else:
-                    ranks.append(RankSetup((A(mine), A(ext), counts, displs), [x, recv],
-                                           [x, want], ["in", "out"], calls=bool(total)))
-    elif p == "alltoallv":
-        if case.vcounts == "even":
-            S = [[n] * N for _ in range(N)]
-        else:
-            S = [[(n + i + 2 * j) % (n + 2) for j in range(N)] for i in range(N)]
-        sd = []
-        for i in range(N):
-            d, ext = displs_of(case.displs, S[i], shift=i)
-            sd.append((d, ext))
-        for r in range(N):
-            scounts = S[r]
-            rcounts = [S[i][r] for i in range(N)]
-            sdispls, sext = sd[r]
-            rdispls, rext = displs_of(case.displs, rcounts, shift=N - 1 - r)
-            x = mode.inp(r, ar(sext))
-            want = mode.orig(rext)
-            for i in range(N):
-                a = sd[i][0][r]
-                want[rdispls[i]:rdispls[i] + rcounts[i]] = mode.inp(i, ar(a, a + rcounts[i]))
-            calls = bool(sum(scounts) + sum(rcounts))
-            ranks.append(RankSetup((A(sext), A(rext), scounts, sdispls, rcounts, rdispls),
-                                   [x, mode.orig(rext)], [x, want], ["in", "out"], calls=calls))
-    else:
-        raise ValueError(f"primitive: unknown {p!r}")
+    primitive = DEFINED.get(p)
+    spec = getattr(primitive, "symbolic", None)
+    if spec is None:
+        raise ValueError(f"primitive: {p!r} declares no symbolic spec (Primitive(symbolic=...))")
+    ranks = spec(Symbolic(case, mode, op))
     return Setup(case, fn, mode, op, lay, ranks)
