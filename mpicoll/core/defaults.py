@@ -44,10 +44,15 @@ _tables = {}          # path -> rules, read once per process
 SHM_FROM = {"allreduce": 8 << 20, "reduce_scatter": 4 << 20}
 
 
+#: primitive -> ``auto``'s shm step as a rule, made once (``default_algorithm`` reads it on
+#: every choice; the descriptions write it).
+_SHM_RULES = {p: Rule("shm", (n_bytes >= at) & one_node_host & (N > 1))
+              for p, at in SHM_FROM.items()}
+
+
 def shm_rule(primitive):
     """``auto``'s shm step for ``primitive`` as a :class:`~mpicoll.core.rules.Rule`, or None."""
-    at = SHM_FROM.get(primitive)
-    return None if at is None else Rule("shm", (n_bytes >= at) & one_node_host & (N > 1))
+    return _SHM_RULES.get(primitive)
 
 
 class _Descriptions(Mapping):
@@ -146,8 +151,8 @@ def default_algorithm(primitive, *, size, nbytes=0, count=0, commutative=True, t
     arrays (the shm algorithms can run).
     """
     facts = Facts(size, nbytes, count, commutative, one_node_host)
-    if one_node_host and primitive in SHM_FROM and shm_rule(primitive).when.holds(facts) \
-            and "shm" in algorithms(primitive):
+    shm = _SHM_RULES.get(primitive) if one_node_host else None
+    if shm is not None and shm.when.holds(facts) and "shm" in algorithms(primitive):
         return "shm"
     tuned = table and tuned_algorithm(primitive, size=size, nbytes=nbytes,
                                       commutative=commutative)
