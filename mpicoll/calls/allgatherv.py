@@ -114,9 +114,8 @@ def symbolic(k):
         pat = (k.case.displs if r % 2 == 0
                else ("gaps" if k.case.displs == "gaps" else "packed"))
         displs, ext = k.displs_of(counts, shift=r if pat == "gaps" else 0, pattern=pat)
-        recv, want = k.mode.orig(ext), k.mode.orig(ext)
-        for i in range(N):
-            want[displs[i]:displs[i] + counts[i]] = k.mode.inp(i, k.ar(counts[i]))
+        recv = k.mode.orig(ext)
+        want = k.placed(counts, displs, ext)
         if k.inplace:
             recv[displs[r]:displs[r] + mine] = x
             ranks.append(k.Rank((None, k.Len(ext), counts, displs), [recv], [want], ["out"],

@@ -130,9 +130,8 @@ def symbolic(k):
                                 calls=bool(total)))
             continue
         displs, ext = k.displs_of(counts)
-        recv, want = k.mode.orig(ext), k.mode.orig(ext)
-        for i in range(N):
-            want[displs[i]:displs[i] + counts[i]] = k.mode.inp(i, k.ar(counts[i]))
+        recv = k.mode.orig(ext)
+        want = k.placed(counts, displs, ext)
         if k.inplace:
             recv[displs[r]:displs[r] + mine] = x
             ranks.append(k.Rank((None, k.Len(ext), counts, displs, root), [recv], [want],

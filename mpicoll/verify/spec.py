@@ -229,7 +229,7 @@ class Symbolic:
     verifier's types and helpers, so that the primitive's module needs no import
     from the verifier: ``Rank`` (:class:`RankSetup`), ``Len`` (an array's length
     while a plan is recorded), ``ar`` (``np.arange``), ``concat``, ``split``,
-    ``offsets``, :meth:`v_counts` and :meth:`displs_of`.
+    ``offsets``, :meth:`v_counts`, :meth:`displs_of` and :meth:`placed`.
     """
 
     Rank = RankSetup
@@ -246,6 +246,16 @@ class Symbolic:
     def v_counts(self):
         """Per-rank counts of the case's pattern (:func:`v_counts`)."""
         return v_counts(self.case.vcounts, self.n, self.N)
+
+    def placed(self, counts, displs, ext):
+        """A buffer of ``ext`` whose block i (at ``displs[i]``) holds rank i's input.
+
+        Elsewhere (the gaps) it keeps its original value: a gathered v-buffer's spec.
+        """
+        want = self.mode.orig(ext)
+        for i, (c, d) in enumerate(zip(counts, displs, strict=True)):
+            want[d:d + c] = self.mode.inp(i, self.ar(c))
+        return want
 
     def displs_of(self, counts, shift=0, pattern=None):
         """Displacements and length for ``counts`` (:func:`displs_of`; the case's pattern)."""
