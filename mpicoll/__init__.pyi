@@ -263,10 +263,12 @@ class CallTraffic:
 class Primitive:
     def __init__(self, name: str, *, run: Any, api: Any, call_arrays: Any, methods: Any = ...,
                  spec: Any = ..., vspecs: Any = ..., reduces: Any = ..., auto: Any = ...,
-                 symbolic: Any = ...) -> None: ...
+                 symbolic: Any = ..., count_kind: Any = ..., in_place: Any = ...) -> None: ...
     api: Any
     auto: Any
     call_arrays: Any
+    count_kind: Any
+    in_place: Any
     methods: Any
     name: Any
     reduces: Any

@@ -474,3 +474,26 @@ def test_register_is_public_and_the_sizes_reach_1024():
     assert mpicoll.register is register
     assert sizes(1024) == list(range(1, 66)) + [127, 128, 129, 255, 256, 257, 511, 512, 513,
                                                 1023, 1024]
+
+
+def test_the_sweep_reads_each_primitive_s_kind_from_the_primitive():
+    """The verifier's kinds of primitive are the primitives' own declarations.
+
+    Reference: the MPI standard's collectives (4.1, ch. 6): which take a root, an op,
+    per-rank counts and displacements, no data; and the list the sweep was written with for
+    the in-place forms the faces hand to the algorithms as such.
+    """
+    from mpicoll.verify.spec import COUNTED, DATALESS, IN_PLACE, V_PRIMITIVES, VECTOR
+    builtin = set(mpicoll.PRIMITIVES)
+    assert set(ROOTED) & builtin == {"bcast", "reduce", "gather", "scatter", "gatherv",
+                                     "scatterv"}
+    assert set(REDUCING) & builtin == {"reduce", "allreduce", "reduce_scatter", "scan",
+                                       "exscan"}
+    assert set(V_PRIMITIVES) & builtin == {"gatherv", "scatterv", "allgatherv", "alltoallv"}
+    assert set(COUNTED) & builtin == set(V_PRIMITIVES) & builtin | {"reduce_scatter"}
+    assert set(VECTOR) & builtin == {"bcast", "reduce", "allreduce", "reduce_scatter", "scan",
+                                     "exscan"}
+    assert set(DATALESS) & builtin == {"barrier"}
+    assert set(IN_PLACE) & builtin == {"allreduce", "gather", "allgather", "gatherv",
+                                       "scatterv", "allgatherv", "scan", "exscan"}
+    assert "no_such_primitive" not in ROOTED

@@ -93,5 +93,6 @@ def symbolic(k):
 AUTO = Auto(Rule("recursive_doubling", N * n < 80 * KiB), Rule("ring"), note="n: one block")
 
 PRIMITIVE = define(Primitive("allgather", run=run, api=(allgather,), methods=(Allgather,),
+                             in_place=True,
                              call_arrays=call_arrays, spec=AllgatherSpec(),
                              auto=AUTO, symbolic=symbolic))

@@ -132,5 +132,6 @@ def symbolic(k):
 AUTO = Auto(Rule("bruck", N * n < 80 * KiB), Rule("ring"), note="n: the mean block")
 
 PRIMITIVE = define(Primitive("allgatherv", run=run, api=(allgatherv,), methods=(Allgatherv,),
+                             in_place=True,
                              call_arrays=call_arrays, spec=AllgathervSpec(), vspecs=True,
                              auto=AUTO, symbolic=symbolic))

@@ -115,5 +115,6 @@ def symbolic(k):
 AUTO = Auto(Rule("recursive_doubling", (n <= SHORT) | non_commutative), Rule("ring"))
 
 PRIMITIVE = define(Primitive("allreduce", run=run, api=(allreduce,), methods=(Allreduce,),
+                             count_kind="vector", in_place=True,
                              call_arrays=call_arrays, spec=AllreduceSpec(), reduces=True,
                              auto=AUTO, symbolic=symbolic))

@@ -75,5 +75,6 @@ def symbolic(k):
 AUTO = Auto(Rule("dissemination"))
 
 PRIMITIVE = define(Primitive("barrier", run=run, api=(barrier,), methods=(Barrier,),
+                             count_kind=None,
                              call_arrays=call_arrays, spec=BarrierSpec(),
                              auto=AUTO, symbolic=symbolic))

@@ -104,5 +104,6 @@ def symbolic(k):
 AUTO = Auto(Rule("binomial", (n < 12 * KiB) | (N < 8)), Rule("scatter_allgather"))
 
 PRIMITIVE = define(Primitive("bcast", run=run, api=(bcast,), methods=(Bcast,),
+                             count_kind="vector",
                              call_arrays=call_arrays, spec=BcastSpec(),
                              auto=AUTO, symbolic=symbolic))

@@ -57,5 +57,6 @@ def symbolic(k):
 AUTO = Auto(Rule("recursive_doubling"))
 
 PRIMITIVE = define(Primitive("exscan", run=run, api=(exscan,), methods=(Exscan,),
+                             count_kind="vector", in_place=True,
                              call_arrays=call_arrays, spec=ExscanSpec(), reduces=True,
                              auto=AUTO, symbolic=symbolic))

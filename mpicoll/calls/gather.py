@@ -139,5 +139,6 @@ def symbolic(k):
 AUTO = Auto(Rule("binomial"))
 
 PRIMITIVE = define(Primitive("gather", run=run, api=(gather,), methods=(Gather,),
+                             in_place=True,
                              call_arrays=call_arrays, spec=GatherSpec(),
                              auto=AUTO, symbolic=symbolic))

@@ -146,5 +146,6 @@ def symbolic(k):
 AUTO = Auto(Rule("binomial"))
 
 PRIMITIVE = define(Primitive("gatherv", run=run, api=(gatherv,), methods=(Gatherv,),
+                             in_place=True,
                              call_arrays=call_arrays, spec=GathervSpec(), vspecs=True,
                              auto=AUTO, symbolic=symbolic))

@@ -32,6 +32,14 @@ algorithm (the algorithms live in :mod:`mpicoll.coll`):
   a :class:`mpicoll.verify.spec.Symbolic` (the case, its symbolic values, helpers),
   every rank's algorithm arguments, its buffers' initial and expected final values
   and their roles. None: the verifier cannot check this primitive's algorithms.
+- ``count_kind``: what ``count`` means to ``call_arrays`` and the algorithms:
+  ``"block"`` (one rank's block: gather, scatter, alltoall and the v primitives'
+  even counts), ``"vector"`` (every rank's whole vector, reduced or split among
+  the ranks: bcast, reduce, allreduce, reduce_scatter, the scans), None (no
+  data: barrier). The verifier picks its counts by it.
+- ``in_place``: its algorithms take the in-place form themselves (the in-place
+  buffer passed as None); otherwise the face runs them on a copy, and the
+  verifier does not try it.
 """
 import inspect
 
@@ -50,10 +58,10 @@ class Primitive:
     """One collective: see the module docstring for each part."""
 
     __slots__ = ("name", "run", "api", "methods", "call_arrays", "spec", "vspecs", "reduces",
-                 "auto", "symbolic")
+                 "auto", "symbolic", "count_kind", "in_place")
 
     def __init__(self, name, *, run, api, call_arrays, methods=(), spec=None, vspecs=False,
-                 reduces=False, auto=None, symbolic=None):
+                 reduces=False, auto=None, symbolic=None, count_kind="block", in_place=False):
         self.name = name
         self.run = run
         self.api = tuple(api)
@@ -64,6 +72,8 @@ class Primitive:
         self.reduces = reduces        # it takes an op
         self.auto = auto              # auto's rule (core.rules.Auto), or None
         self.symbolic = symbolic      # the verifier's spec (see the module docstring)
+        self.count_kind = count_kind  # "block", "vector" or None (see the module docstring)
+        self.in_place = in_place      # its algorithms take the in-place form themselves
 
 
 def define(primitive):

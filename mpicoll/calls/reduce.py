@@ -140,5 +140,6 @@ AUTO = Auto(Rule("rabenseifner", commutative & (n >= SHORT) & (count >= POF2) & 
             Rule("binomial"))
 
 PRIMITIVE = define(Primitive("reduce", run=run, api=(reduce,), methods=(Reduce,),
+                             count_kind="vector",
                              call_arrays=call_arrays, spec=ReduceSpec(), reduces=True,
                              auto=AUTO, symbolic=symbolic))

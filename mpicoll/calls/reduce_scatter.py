@@ -209,6 +209,7 @@ AUTO = Auto(Rule("reduce_scatterv", non_commutative), Rule("recursive_halving", 
             Rule("pairwise"))
 
 PRIMITIVE = define(Primitive("reduce_scatter", run=run,
+                             count_kind="vector",
                              api=(reduce_scatter_block, reduce_scatter),
                              methods=(Reduce_scatter_block, Reduce_scatter),
                              call_arrays=call_arrays, spec=ReduceScatterSpec(), reduces=True,

@@ -86,5 +86,6 @@ def symbolic(k):
 AUTO = Auto(Rule("recursive_doubling"))
 
 PRIMITIVE = define(Primitive("scan", run=run, api=(scan,), methods=(Scan,),
+                             count_kind="vector", in_place=True,
                              call_arrays=call_arrays, spec=ScanSpec(), reduces=True,
                              auto=AUTO, symbolic=symbolic))

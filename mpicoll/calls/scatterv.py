@@ -148,5 +148,6 @@ def symbolic(k):
 AUTO = Auto(Rule("binomial"))
 
 PRIMITIVE = define(Primitive("scatterv", run=run, api=(scatterv,), methods=(Scatterv,),
+                             in_place=True,
                              call_arrays=call_arrays, spec=ScattervSpec(), vspecs=True,
                              auto=AUTO, symbolic=symbolic))

@@ -5,6 +5,7 @@ those modules means editing this file only.
 """
 from mpicoll import PRIMITIVES, algorithms
 from mpicoll.calls import DEFINED
+from mpicoll.calls.primitive import binder_parts
 from mpicoll.core.blocks import offsets, pof2_below, split
 from mpicoll.core.plugins import PluginError, import_modules
 from mpicoll.core.registry import lookup, table
@@ -27,7 +28,7 @@ from mpicoll.sched.plan import (  # noqa: F401
 
 __all__ = ["algorithms", "PRIMITIVES", "DEFINED", "Builder", "NotSchedulable", "Sym", "lookup",
            "Layout", "import_modules", "PluginError", "split", "offsets", "pof2_below",
-           "registry_table"]
+           "registry_table", "binder_parts"]
 
 
 def registry_table(primitive):

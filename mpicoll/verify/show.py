@@ -2,7 +2,7 @@
 from .check import plans_for, verify
 from .declared import call_of, cost_of
 from .executor import R_A, R_B, R_END, R_PEER, R_SEND, Executor, timing
-from .spec import Case, setup
+from .spec import DATALESS, Case, setup
 
 __all__ = ["show_case", "plan_lines"]
 
@@ -16,7 +16,7 @@ def plan_lines(case, seed=0, max_ranks=16):
     s = setup(case, seed)
     plans = plans_for(s)
     ex = Executor(plans, s.ranks, s.mode, case.op in ("user", "noncomm"), case.itemsize,
-                  case.eager, know=case.primitive == "barrier")
+                  case.eager, know=case.primitive in DATALESS)
     ex.run()
     timing(ex)
     N = min(case.N, max_ranks)

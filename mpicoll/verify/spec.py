@@ -21,21 +21,50 @@ from functools import lru_cache
 import numpy as np
 from mpi4py import MPI
 
-from ._mpicoll import DEFINED, Layout, lookup, offsets, split
+from ._mpicoll import DEFINED, Layout, binder_parts, lookup, offsets, split
 from .values import mode_for
 
-__all__ = ["Case", "Setup", "Symbolic", "setup", "REDUCING", "ROOTED", "V_PRIMITIVES", "op_object",
-           "layout_of", "v_counts", "displs_of"]
+__all__ = ["Case", "Setup", "Symbolic", "setup", "Having", "REDUCING", "ROOTED", "V_PRIMITIVES",
+           "COUNTED", "IN_PLACE", "VECTOR", "DATALESS", "op_object", "layout_of", "v_counts",
+           "displs_of"]
 
-#: Primitives whose algorithms take an op.
-REDUCING = ("reduce", "allreduce", "reduce_scatter", "scan", "exscan")
-#: Primitives with a root.
-ROOTED = ("bcast", "reduce", "gather", "scatter", "gatherv", "scatterv")
-#: Primitives whose count is a per-rank count pattern.
-V_PRIMITIVES = ("gatherv", "scatterv", "allgatherv", "alltoallv")
-#: In-place forms the API hands to the algorithms as such (the others get a copy).
-IN_PLACE = ("allreduce", "gather", "allgather", "gatherv", "scatterv", "allgatherv", "scan",
-            "exscan")
+class Having:
+    """The defined primitives with a property, read from the primitives (plug-ins included).
+
+    A live view: ``name in ROOTED``, ``list(ROOTED)``. The property is what the primitive
+    declares in ``mpicoll/calls/<primitive>.py`` (see :class:`mpicoll.calls.Primitive`).
+    """
+
+    def __init__(self, doc, test):
+        self.__doc__, self._test = doc, test
+
+    def __contains__(self, name):
+        primitive = DEFINED.get(name)
+        return primitive is not None and bool(self._test(primitive))
+
+    def __iter__(self):
+        return (name for name, p in DEFINED.items() if self._test(p))
+
+    def __repr__(self):
+        return f"Having({tuple(self)})"
+
+
+def _takes_counts(p):
+    return p.vspecs or any(q.name == "recvcounts" for f in p.api for q in binder_parts(f)[0])
+
+
+REDUCING = Having("Primitives whose algorithms take an op.", lambda p: p.reduces)
+ROOTED = Having("Primitives with a root.", lambda p: p.spec is not None and p.spec.rooted)
+V_PRIMITIVES = Having("Primitives whose buffers are v-buffer specs (counts and displacements).",
+                      lambda p: p.vspecs)
+#: Primitives taking per-rank counts (the v ones, reduce_scatter's ``recvcounts``).
+COUNTED = Having("Primitives taking per-rank counts.", _takes_counts)
+IN_PLACE = Having("In-place forms the API hands to the algorithms as such (the others get a "
+                  "copy).", lambda p: p.in_place)
+VECTOR = Having("Vector primitives: the count is the length of every rank's vector.",
+                lambda p: p.count_kind == "vector")
+DATALESS = Having("Primitives that move no data (barrier).", lambda p: p.count_kind is None)
+
 
 _OPS = {}
 
@@ -86,7 +115,7 @@ class Case:
             parts.append(f"itemsize={self.itemsize}")
         if self.inplace:
             parts.append("inplace")
-        if self.primitive in V_PRIMITIVES or self.primitive == "reduce_scatter":
+        if self.primitive in COUNTED:
             if self.vcounts != "even":
                 parts.append(f"vcounts={self.vcounts}")
         if self.primitive in V_PRIMITIVES and self.displs != "packed":

@@ -46,12 +46,10 @@ from ._mpicoll import PRIMITIVES, lookup
 from ._mpicoll import algorithms as registered
 from .check import Result, record, verify
 from .executor import Failure
-from .spec import IN_PLACE, REDUCING, ROOTED, V_PRIMITIVES, Case, setup
+from .spec import COUNTED, DATALESS, IN_PLACE, REDUCING, ROOTED, V_PRIMITIVES, VECTOR, Case, setup
 
 __all__ = ["algorithms", "cases", "run", "report", "sizes", "Summary", "BIG"]
 
-#: Vector primitives: the count is the length of every rank's vector.
-VECTOR = ("bcast", "reduce", "allreduce", "reduce_scatter", "scan", "exscan")
 #: Above N = 64, algorithms with more plan operations than this in all (at the next power
 #: of two) are swept at fewer counts and ops.
 BIG = 150_000
@@ -98,7 +96,7 @@ def _prime_above(x):
 
 
 def counts(primitive, N, small):
-    if primitive == "barrier":
+    if primitive in DATALESS:
         return [0]
     if primitive in VECTOR:
         return sorted({0, 1, max(0, N - 1), N + 1, _prime_above(3 * N / 2), 8 * N + 5})
@@ -192,7 +190,7 @@ def _secondary(primitive, algorithm, N, small, variant):
     inplace = [False, True] if primitive in IN_PLACE and small else [False]
     if primitive in V_PRIMITIVES:
         vshapes = [("even", "packed"), ("ragged", "gaps")] if small else [("ragged", "gaps")]
-    elif primitive == "reduce_scatter":
+    elif primitive in COUNTED:
         vshapes = [("even", "packed"), ("ragged", "packed")] if small else [("even", "packed")]
     else:
         vshapes = [("even", "packed")]
