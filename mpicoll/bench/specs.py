@@ -7,7 +7,6 @@ plug-in is measured like the others. :class:`Case` holds one primitive at one
 size on this rank and makes its call through the public face.
 """
 import contextlib
-from collections.abc import Mapping
 
 import numpy as np
 
@@ -15,6 +14,7 @@ import mpicoll
 from mpicoll.calls import DEFINED
 from mpicoll.calls.spec import cap as _cap
 from mpicoll.calls.spec import sentinel as _sentinel
+from mpicoll.core.views import LiveView
 
 __all__ = ["SPECS", "Declared", "Case", "busbw_factor", "ArrayModule"]
 
@@ -345,56 +345,14 @@ class Case:
         return bad
 
 
-class _Specs:
-    """primitive -> spec, read from the registry at each use (plug-ins included)."""
-
-    def __getitem__(self, primitive):
-        return DEFINED[primitive].spec
-
-    def __contains__(self, primitive):
-        return primitive in DEFINED and DEFINED[primitive].spec is not None
-
-    def __iter__(self):
-        return (p for p, d in DEFINED.items() if d.spec is not None)
-
-    def __len__(self):
-        return sum(1 for _ in self)
-
-    def keys(self):
-        return list(self)
-
-    def values(self):
-        return [self[p] for p in self]
-
-    def items(self):
-        return [(p, self[p]) for p in self]
+#: primitive name -> spec, in mpicoll.PRIMITIVES order, read from the registry at each use
+#: (plug-ins included).
+SPECS = LiveView(lambda: DEFINED, lambda p: getattr(DEFINED.get(p), "spec", None))
 
 
-#: primitive name -> spec, in mpicoll.PRIMITIVES order.
-SPECS = _Specs()
-
-
-class Declared(Mapping):
-    """primitive -> what its spec declares as ``attr``, read from the registry at each use.
+def Declared(attr):
+    """A view: primitive -> what its spec declares as ``attr``, read at each use.
 
     Primitives whose spec leaves it None are not in it (a plug-in's that declares it is).
     """
-
-    def __init__(self, attr):
-        self.attr = attr
-
-    def __getitem__(self, primitive):
-        spec = SPECS[primitive] if primitive in SPECS else None
-        value = getattr(spec, self.attr, None)
-        if value is None:
-            raise KeyError(primitive)
-        return value
-
-    def __iter__(self):
-        return (p for p, spec in SPECS.items() if getattr(spec, self.attr, None) is not None)
-
-    def __len__(self):
-        return sum(1 for _ in self)
-
-    def __repr__(self):
-        return f"Declared({self.attr!r}: {dict(self)!r})"
+    return LiveView(lambda: SPECS, lambda p: getattr(SPECS.get(p), attr, None))

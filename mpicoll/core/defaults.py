@@ -24,12 +24,12 @@ non-commutative op, the primitive's rule decides. Each file is read once per pro
 """
 import json
 import os
-from collections.abc import Mapping
 
 from .errors import ArgumentError
 from .registry import PRIMITIVES, algorithms, info, lookup
 from .rules import Facts, N, Rule, one_node_host
 from .rules import n as n_bytes
+from .views import LiveView
 
 __all__ = ["default_algorithm", "DEFAULTS_TABLE", "SHM_FROM", "shm_rule", "tuned_algorithm",
            "tuning_table", "TABLE_FORMAT", "DEFAULT_TUNING_PATH"]
@@ -55,32 +55,18 @@ def shm_rule(primitive):
     return _SHM_RULES.get(primitive)
 
 
-class _Descriptions(Mapping):
-    """primitive -> its ``auto`` rule in words, written from the rule (and :data:`SHM_FROM`).
-
-    Read-only and live: a primitive a plug-in defines with a rule appears in it.
-    """
-
-    def __getitem__(self, primitive):
-        auto = info(primitive).auto if primitive in PRIMITIVES else None
-        if auto is None:
-            raise KeyError(primitive)
-        shm = shm_rule(primitive)
-        return auto.text if shm is None else f"{shm.text()}; {auto.text}"
-
-    def __iter__(self):
-        return (p for p in PRIMITIVES if info(p).auto is not None)
-
-    def __len__(self):
-        return sum(1 for _ in self)
-
-    def __repr__(self):
-        return repr(dict(self))
+def _description(primitive):
+    """A primitive's ``auto`` rule in words, written from the rule (and :data:`SHM_FROM`)."""
+    auto = info(primitive).auto if primitive in PRIMITIVES else None
+    if auto is None:
+        return None
+    shm = shm_rule(primitive)
+    return auto.text if shm is None else f"{shm.text()}; {auto.text}"
 
 
 #: primitive -> human description of its ``auto`` rule (README, the docs' gallery and
 #: --help quote it), written from the rules in ``mpicoll/calls/<primitive>.py``.
-DEFAULTS_TABLE = _Descriptions()
+DEFAULTS_TABLE = LiveView(lambda: PRIMITIVES, _description)
 
 
 def _load(path, required):

@@ -14,12 +14,12 @@ Sizes: ``k`` is the length of each rank's vector (bcast, reduce, allreduce,
 reduce_scatter) or of the full N-block vector (gather, allgather, scatter,
 alltoall, whose blocks have ``k // n`` elements).
 """
-from collections.abc import Mapping
 from fractions import Fraction as F
 
 from ..coll.textbook import Textbook, ceil_log2, chunks_text
 from ..core.errors import ArgumentError
 from ..core.registry import PRIMITIVES, algorithms, lookup
+from ..core.views import LiveView
 
 __all__ = ["TEXTBOOK", "Textbook", "check_textbook", "block_primitive", "chunks_text",
            "ceil_log2"]
@@ -33,35 +33,21 @@ def block_primitive(primitive):
     return primitive in BLOCK_PRIMITIVES
 
 
-class _Claims(Mapping):
-    """``"primitive/algorithm"`` -> its registered :class:`Textbook`, read from the registry."""
+def _claim_keys():
+    return (f"{p}/{a}" for p in PRIMITIVES for a in algorithms(p))
 
-    def _items(self):
-        for p in PRIMITIVES:
-            for a in algorithms(p):
-                book = getattr(lookup(p, a), "textbook", None)
-                if book is not None:
-                    yield f"{p}/{a}", book
 
-    def __getitem__(self, key):
-        p, _, a = key.partition("/")
-        try:
-            book = getattr(lookup(p, a), "textbook", None)
-        except ArgumentError:          # no such primitive or algorithm
-            book = None
-        if book is None:
-            raise KeyError(key)
-        return book
-
-    def __iter__(self):
-        return (k for k, _ in self._items())
-
-    def __len__(self):
-        return sum(1 for _ in self._items())
+def _claim(key):
+    """The :class:`Textbook` registered with ``"primitive/algorithm"``, or None."""
+    p, _, a = key.partition("/")
+    try:
+        return getattr(lookup(p, a), "textbook", None)
+    except ArgumentError:          # no such primitive or algorithm
+        return None
 
 
 #: ``"primitive/algorithm"`` -> its :class:`Textbook` claim (those the algorithms declare).
-TEXTBOOK = _Claims()
+TEXTBOOK = LiveView(_claim_keys, _claim)
 
 
 def check_textbook(book, counts, n, k, root):

@@ -10,6 +10,7 @@ from mpicoll.core.blocks import offsets, pof2_below, split
 from mpicoll.core.plugins import PluginError, import_modules
 from mpicoll.core.registry import lookup, table
 from mpicoll.core.topology import Layout
+from mpicoll.core.views import LiveView
 from mpicoll.sched import inspect as _inspect  # noqa: F401  (fills the registry)
 from mpicoll.sched.plan import (  # noqa: F401
     COPY,
@@ -28,7 +29,7 @@ from mpicoll.sched.plan import (  # noqa: F401
 
 __all__ = ["algorithms", "PRIMITIVES", "DEFINED", "Builder", "NotSchedulable", "Sym", "lookup",
            "Layout", "import_modules", "PluginError", "split", "offsets", "pof2_below",
-           "registry_table", "binder_parts"]
+           "registry_table", "binder_parts", "LiveView"]
 
 
 def registry_table(primitive):

@@ -21,32 +21,21 @@ from functools import lru_cache
 import numpy as np
 from mpi4py import MPI
 
-from ._mpicoll import DEFINED, Layout, binder_parts, lookup, offsets, split
+from ._mpicoll import DEFINED, Layout, LiveView, binder_parts, lookup, offsets, split
 from .values import mode_for
 
 __all__ = ["Case", "Setup", "Symbolic", "setup", "Having", "REDUCING", "ROOTED", "V_PRIMITIVES",
            "COUNTED", "IN_PLACE", "VECTOR", "DATALESS", "op_object", "layout_of", "v_counts",
            "displs_of"]
 
-class Having:
+def Having(doc, test):
     """The defined primitives with a property, read from the primitives (plug-ins included).
 
     A live view: ``name in ROOTED``, ``list(ROOTED)``. The property is what the primitive
     declares in ``mpicoll/calls/<primitive>.py`` (see :class:`mpicoll.calls.Primitive`).
     """
-
-    def __init__(self, doc, test):
-        self.__doc__, self._test = doc, test
-
-    def __contains__(self, name):
-        primitive = DEFINED.get(name)
-        return primitive is not None and bool(self._test(primitive))
-
-    def __iter__(self):
-        return (name for name, p in DEFINED.items() if self._test(p))
-
-    def __repr__(self):
-        return f"Having({tuple(self)})"
+    return LiveView(lambda: DEFINED,
+                    lambda name: True if name in DEFINED and test(DEFINED[name]) else None, doc)
 
 
 def _takes_counts(p):
