@@ -15,12 +15,11 @@ from functools import partial
 
 import numpy as np
 from mpi4py import MPI
-from mpi4py.util import dtlib
 
 from ..core.errors import ArgumentError, ArgumentTypeError, describe, non_negative
 from .datatypes import is_derived, type_info
 from .protocols import as_base_array
-from .vbuffers import VSpec, parse_vspec
+from .vbuffers import VSpec, from_code, numpy_dtype, parse_vspec, retyped
 
 __all__ = ["parse_bufspec", "parse_vec", "recv_spec", "is_rank", "missing", "required", "role",
            "reduction_bufs"]
@@ -28,25 +27,11 @@ __all__ = ["parse_bufspec", "parse_vec", "recv_spec", "is_rank", "missing", "req
 
 def _as_datatype(argname, datatype):
     """A datatype argument (an ``MPI.Datatype`` or a type code such as ``'d'``) -> MPI.Datatype."""
-    if isinstance(datatype, str):
-        try:
-            datatype = MPI.Datatype.fromcode(datatype)
-        except (ValueError, KeyError):
-            raise ArgumentTypeError(f"{argname}: unknown datatype code {datatype!r}") from None
+    datatype = from_code(argname, datatype)
     if not isinstance(datatype, MPI.Datatype) or datatype == MPI.DATATYPE_NULL:
         raise ArgumentTypeError(
             f"{argname}: expected an MPI datatype (e.g. MPI.DOUBLE); got {describe(datatype)}")
     return datatype
-
-
-def _to_dtype(argname, datatype):
-    """A predefined MPI datatype -> its NumPy dtype."""
-    try:
-        return dtlib.to_numpy_dtype(datatype)
-    except (ValueError, KeyError, TypeError):
-        raise ArgumentError(
-            f"{argname}: datatype {datatype.Get_name()} has no NumPy equivalent",
-            MPI.ERR_TYPE) from None
 
 
 _index = non_negative   # one rule for counts and displacements (mpicoll.core.errors)
@@ -118,7 +103,7 @@ def _no_buffer(argname, buf, count, displ, datatype, bnd):
         if bnd is not None:
             bnd.types[argname] = info
         return np.empty(0, info.elem)
-    return np.empty(0, _to_dtype(argname, datatype))
+    return np.empty(0, numpy_dtype(argname, datatype))
 
 
 def parse_bufspec(argname, spec, *, blocks=1, bnd=None, role="send"):
@@ -156,13 +141,7 @@ def parse_bufspec(argname, spec, *, blocks=1, bnd=None, role="send"):
     else:
         return base    # as_array reports it
     if datatype is not None:
-        dtype = _to_dtype(argname, datatype)
-        if dtype != flat.dtype:
-            if flat.nbytes % dtype.itemsize:
-                raise ArgumentError(
-                    f"{argname}: buffer of {flat.nbytes} bytes is not a whole number of "
-                    f"{datatype.Get_name()} elements", MPI.ERR_BUFFER)
-            flat = flat.view(np.uint8).view(dtype)
+        flat = retyped(argname, flat, numpy_dtype(argname, datatype), datatype.Get_name())
     start = 0 if displ is None else _index(f"{argname} displacement", displ)
     if count is not None:
         n = _index(f"{argname} count", count) * blocks

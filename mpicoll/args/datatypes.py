@@ -60,6 +60,7 @@ from ..core.errors import ArgumentError, ArgumentTypeError, describe, non_negati
 from ..device.arrays import adapter_of, empty
 from .buffers import ENTRIES
 from .user_ops import EntryOp
+from .vbuffers import per_rank
 
 __all__ = ["is_derived", "TypeInfo", "type_info", "byte_view", "Boundary"]
 
@@ -247,18 +248,6 @@ def _integer(argname, value, what):
                                 MPI.ERR_ARG) from None
 
 
-def _per_rank(argname, values, size, what, check):
-    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
-        raise ArgumentTypeError(
-            f"{argname}: expected {size} {what}s (one per rank) or one integer for all; got "
-            f"{describe(values)}", MPI.ERR_COUNT)
-    seq = list(values.tolist() if hasattr(values, "tolist") else values)
-    if len(seq) != size:
-        raise ArgumentError(f"{argname}: expected {size} {what}s (one per rank); got {len(seq)}",
-                            MPI.ERR_COUNT)
-    return [check(f"{argname}[{i}]", v, what) for i, v in enumerate(seq)]
-
-
 def _is_int(x):
     return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
 
@@ -399,13 +388,13 @@ class Boundary:
         elif _is_int(counts):
             counts = [_index(f"{argname} counts", counts)] * size
         else:
-            counts = _per_rank(f"{argname} counts", counts, size, "count", _index)
+            counts = per_rank(f"{argname} counts", counts, size, "count", _index)
         if displs is None:
             displs = offsets(counts)[:-1]
         elif _is_int(displs):
             displs = [operator.index(displs) * i for i in range(size)]
         else:
-            displs = _per_rank(f"{argname} displs", displs, size, "displacement", _integer)
+            displs = per_rank(f"{argname} displs", displs, size, "displacement", _integer)
         if extent <= 0 and any(counts):
             raise ArgumentError(f"{argname}: {info.name} has extent {extent}; mpicoll needs a "
                                 f"positive extent to place v-blocks", MPI.ERR_TYPE)

@@ -26,7 +26,8 @@ from ..core.blocks import offsets, split
 from ..core.errors import ArgumentError, ArgumentTypeError, describe, non_negative
 from .buffers import is_device
 
-__all__ = ["VSpec", "parse_vspec", "layout"]
+__all__ = ["VSpec", "parse_vspec", "layout", "per_rank", "from_code", "numpy_dtype",
+           "retyped"]
 
 _FORMS = ("buf, [buf, counts], [buf, (counts, displs)], [buf, counts, displs], "
           "[buf, counts, datatype], [buf, (counts, displs), datatype] or "
@@ -109,29 +110,33 @@ def parse_vspec(argname, spec, *, bufspec=None, derived=None):
     flat = buf.reshape(-1) if buf.flags.c_contiguous else buf     # else as_array reports it
     if datatype is not None and flat.ndim == 1:
         dtype = _to_dtype(argname, datatype)
-        if dtype != flat.dtype:
-            if flat.nbytes % dtype.itemsize:
-                raise ArgumentError(
-                    f"{argname}: buffer of {flat.nbytes} bytes is not a whole number of "
-                    f"{dtype} elements", MPI.ERR_BUFFER)
-            flat = flat.view(np.uint8).view(dtype)
+        flat = retyped(argname, flat, dtype, dtype)
     return VSpec(user, flat, counts, displs)
 
 
-def _to_dtype(argname, datatype):
-    """A predefined MPI datatype (or its type code) -> NumPy dtype."""
+def retyped(argname, flat, dtype, name):
+    """The 1-D array ``flat`` viewed as ``dtype`` (``name``: the type in the error)."""
+    if dtype != flat.dtype:
+        if flat.nbytes % dtype.itemsize:
+            raise ArgumentError(
+                f"{argname}: buffer of {flat.nbytes} bytes is not a whole number of "
+                f"{name} elements", MPI.ERR_BUFFER)
+        flat = flat.view(np.uint8).view(dtype)
+    return flat
+
+
+def from_code(argname, datatype):
+    """A type code such as ``'d'`` -> its MPI datatype; anything else is returned as given."""
     if isinstance(datatype, str):
         try:
-            datatype = MPI.Datatype.fromcode(datatype)
+            return MPI.Datatype.fromcode(datatype)
         except (ValueError, KeyError):
             raise ArgumentTypeError(f"{argname}: unknown datatype code {datatype!r}") from None
-    if not isinstance(datatype, MPI.Datatype):
-        raise ArgumentTypeError(
-            f"{argname}: expected an MPI datatype (e.g. MPI.DOUBLE) as the last item; got "
-            f"{describe(datatype)}")
-    if datatype == MPI.DATATYPE_NULL or not datatype.is_predefined:
-        raise ArgumentError(f"{argname}: expected a predefined MPI datatype; got "
-                            f"{datatype.Get_name() or 'a derived datatype'}", MPI.ERR_TYPE)
+    return datatype
+
+
+def numpy_dtype(argname, datatype):
+    """A predefined MPI datatype -> its NumPy dtype (an error naming it where none is)."""
     try:
         return dtlib.to_numpy_dtype(datatype)
     except (ValueError, KeyError, TypeError):
@@ -139,11 +144,27 @@ def _to_dtype(argname, datatype):
                             f"equivalent", MPI.ERR_TYPE) from None
 
 
+def _to_dtype(argname, datatype):
+    """A predefined MPI datatype (or its type code) -> NumPy dtype."""
+    datatype = from_code(argname, datatype)
+    if not isinstance(datatype, MPI.Datatype):
+        raise ArgumentTypeError(
+            f"{argname}: expected an MPI datatype (e.g. MPI.DOUBLE) as the last item; got "
+            f"{describe(datatype)}")
+    if datatype == MPI.DATATYPE_NULL or not datatype.is_predefined:
+        raise ArgumentError(f"{argname}: expected a predefined MPI datatype; got "
+                            f"{datatype.Get_name() or 'a derived datatype'}", MPI.ERR_TYPE)
+    return numpy_dtype(argname, datatype)
+
+
 _index = non_negative   # mpicoll.core.errors: one rule for counts and displacements
 
 
-def _per_rank(argname, values, size, what):
-    """One non-negative integer per rank -> list of int."""
+def per_rank(argname, values, size, what, check=non_negative):
+    """One integer per rank -> list of int, each passed through ``check(name, value, what)``.
+
+    ``values``: a sequence (or array) of ``size`` integers; ``what`` names one ("count").
+    """
     if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
         raise ArgumentTypeError(
             f"{argname}: expected {size} {what}s (one per rank) or one integer for all; "
@@ -152,7 +173,7 @@ def _per_rank(argname, values, size, what):
     if len(seq) != size:
         raise ArgumentError(
             f"{argname}: expected {size} {what}s (one per rank); got {len(seq)}", MPI.ERR_COUNT)
-    return [_index(f"{argname}[{i}]", v, what) for i, v in enumerate(seq)]
+    return [check(f"{argname}[{i}]", v, what) for i, v in enumerate(seq)]
 
 
 def layout(argname, vspec, size, *, receive):
@@ -168,14 +189,14 @@ def layout(argname, vspec, size, *, receive):
     elif isinstance(counts, (int, np.integer)) and not isinstance(counts, (bool, np.bool_)):
         counts = [_index(f"{argname} counts", counts, "count")] * size
     else:
-        counts = _per_rank(f"{argname} counts", counts, size, "count")
+        counts = per_rank(f"{argname} counts", counts, size, "count")
     if displs is None:
         displs = offsets(counts)[:-1]
     elif isinstance(displs, (int, np.integer)) and not isinstance(displs, (bool, np.bool_)):
         d = _index(f"{argname} displs", displs, "displacement")
         displs = [d * i for i in range(size)]
     else:
-        displs = _per_rank(f"{argname} displs", displs, size, "displacement")
+        displs = per_rank(f"{argname} displs", displs, size, "displacement")
     for i in range(size):
         if counts[i] and displs[i] + counts[i] > flat.size:
             raise ArgumentError(
