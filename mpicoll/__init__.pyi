@@ -263,7 +263,7 @@ class CallTraffic:
 class Primitive:
     def __init__(self, name: str, *, run: Any, api: Any, call_arrays: Any, methods: Any = ...,
                  spec: Any = ..., vspecs: Any = ..., reduces: Any = ..., auto: Any = ...,
-                 symbolic: Any = ...) -> None: ...
+                 symbolic: Any = ..., soak: Any = ...) -> None: ...
     api: Any
     auto: Any
     call_arrays: Any
@@ -271,6 +271,7 @@ class Primitive:
     name: Any
     reduces: Any
     run: Any
+    soak: Any
     spec: Any
     symbolic: Any
     vspecs: Any

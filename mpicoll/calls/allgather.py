@@ -88,10 +88,18 @@ def symbolic(k):
     return gathered(k, rooted=False)
 
 
+def soak(k):
+    """The soak's case: as ``comm.Allgather``."""
+    got = k.run(k.api.allgather, k.mine, None, inout=k.own_row)
+    want = k.empty(k.size, k.c)
+    k.comm.Allgather(k.mine, want)
+    return got, want
+
+
 #: auto's rule: recursive doubling's log N steps while the gathered vector is short, the ring
 #: (each byte once) beyond.
 AUTO = Auto(Rule("recursive_doubling", N * n < 80 * KiB), Rule("ring"), note="n: one block")
 
 PRIMITIVE = define(Primitive("allgather", run=run, api=(allgather,), methods=(Allgather,),
                              call_arrays=call_arrays, spec=AllgatherSpec(),
-                             auto=AUTO, symbolic=symbolic))
+                             auto=AUTO, symbolic=symbolic, soak=soak))

@@ -4,6 +4,7 @@ Two functions share the primitive: ``reduce_scatter_block`` (N equal blocks,
 ``MPI_Reduce_scatter_block``) and ``reduce_scatter`` (``recvcounts[i]``
 elements to rank i).
 """
+import numpy as np
 from mpi4py import MPI
 
 from ..args.buffers import as_array, check_counts, check_size, is_in_place, recv_array, snapshot
@@ -202,6 +203,30 @@ def symbolic(k):
     return ranks
 
 
+def soak(k):
+    """The soak's case: as ``comm.Reduce_scatter``; sendbuf kept.
+
+    Random counts (equal ones in place); equal counts not in place run as
+    ``reduce_scatter_block`` for an even root.
+    """
+    c, n = k.c, k.size
+    counts = [c] * n if k.in_place else [int(x) for x in k.rng(n, 3).integers(0, c + 1, n)]
+    full = k.data([k.rank, 5], sum(counts), k.opname)
+    keep = full.copy()
+    if k.in_place:
+        got = k.api.reduce_scatter(MPI.IN_PLACE, full.copy(), counts, k.op, **k.kw)
+        got = got[:counts[k.rank]]
+    elif counts == [c] * n and k.root % 2 == 0:
+        got = k.api.reduce_scatter_block(full, None, k.op, **k.kw)
+    else:
+        got = k.api.reduce_scatter(full, None, counts, k.op, **k.kw)
+    want = k.empty(counts[k.rank])
+    k.comm.Reduce_scatter(full, want, counts, k.op)
+    if not np.array_equal(full, keep):
+        return "reduce_scatter modified sendbuf"
+    return got, want
+
+
 #: auto's rule (after the shm step, mpicoll.core.defaults.SHM_FROM): reduce_scatterv keeps
 #: rank order for non-commutative ops; else recursive halving up to MPICH's long-message
 #: threshold, pairwise exchange beyond.
@@ -212,4 +237,4 @@ PRIMITIVE = define(Primitive("reduce_scatter", run=run,
                              api=(reduce_scatter_block, reduce_scatter),
                              methods=(Reduce_scatter_block, Reduce_scatter),
                              call_arrays=call_arrays, spec=ReduceScatterSpec(), reduces=True,
-                             auto=AUTO, symbolic=symbolic))
+                             auto=AUTO, symbolic=symbolic, soak=soak))
