@@ -16,7 +16,11 @@ pending across the collective and are checked after it (mpicoll's own
 messages must never match them). The mpicoll result is compared bitwise
 with the native collective (mpi4py on the user communicator) on data chosen
 so that every order of reduction gives the same bits; the caller's input
-must be unchanged.
+must be unchanged. What a case runs is its primitive's: ``Primitive.soak``
+(in ``calls/<primitive>.py``), given a :class:`SoakCase` (the drawn case and
+helpers making its seeded data), runs it both ways; whether an op is drawn
+follows ``Primitive.reduces``. A primitive defined without a soak case (a
+plug-in's ``Primitive(soak=None)``) is not drawn.
 
 Counted and reported: mismatches, requests left active by mpicoll calls
 (every request the algorithms create is tracked), stray messages left on the
@@ -34,7 +38,7 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-__all__ = ["soak", "main"]
+__all__ = ["soak", "main", "SoakCase"]
 
 DTYPES = ["float64", "float32", "int32", "int64", "int16", "uint8", "uint32", "complex128", "bool"]
 _VALID = {"SUM": "iufc", "PROD": "iufc", "MIN": "iuf", "MAX": "iuf", "LAND": "iub",
@@ -124,22 +128,26 @@ class SoakCase:
     The case: ``comm``, ``rank``, ``size``, ``c`` (the count), ``dt`` (the dtype name),
     ``root``, ``op`` (an ``MPI.Op``, or None where the primitive takes none), ``opname``,
     ``in_place``, ``kw`` (``comm=`` and ``algorithm=`` for mpicoll's call) and ``mine``
-    (this rank's vector of ``c`` elements, which must come back unchanged); ``api`` is
-    :mod:`mpicoll.api` (the public functions). Every random value comes from a generator
+    (this rank's vector of ``c`` elements, which must come back unchanged); :attr:`api`
+    is :mod:`mpicoll.api` (the public functions). Every random value comes from a generator
     seeded by the call's seed and a tag (:meth:`rng`), so that it is the same on every
     rank whatever else was drawn.
     """
 
     def __init__(self, comm, case, rng, rank, size):
-        from .. import api
         self.comm, self.case, self.seed, self.rank, self.size = comm, case, list(rng), rank, size
         self.c, self.dt, self.root, self.in_place = (case[k] for k in (
             "count", "dtype", "root", "in_place"))
         self.opname = case["op"]
         self.op = _op(self.opname) if self.opname else None
         self.kw = dict(comm=comm, algorithm=case["algorithm"])
-        self.api = api
         self.mine = self.data([rank], self.c, self.opname or "SUM")
+
+    @property
+    def api(self):
+        """:mod:`mpicoll.api`: the public functions."""
+        from .. import api
+        return api
 
     @property
     def is_root(self):
