@@ -128,8 +128,9 @@ class SoakCase:
     The case: ``comm``, ``rank``, ``size``, ``c`` (the count), ``dt`` (the dtype name),
     ``root``, ``op`` (an ``MPI.Op``, or None where the primitive takes none), ``opname``,
     ``in_place``, ``kw`` (``comm=`` and ``algorithm=`` for mpicoll's call) and ``mine``
-    (this rank's vector of ``c`` elements, which must come back unchanged); :attr:`api`
-    is :mod:`mpicoll.api` (the public functions). Every random value comes from a generator
+    (this rank's vector of ``c`` elements, which must come back unchanged; so must every
+    buffer passed through :meth:`kept`); :attr:`api` is :mod:`mpicoll.api` (the public
+    functions). Every random value comes from a generator
     seeded by the call's seed and a tag (:meth:`rng`), so that it is the same on every
     rank whatever else was drawn.
     """
@@ -142,6 +143,7 @@ class SoakCase:
         self.op = _op(self.opname) if self.opname else None
         self.kw = dict(comm=comm, algorithm=case["algorithm"])
         self.mine = self.data([rank], self.c, self.opname or "SUM")
+        self.kept_bufs = []
 
     @property
     def api(self):
@@ -185,6 +187,11 @@ class SoakCase:
             return fn(MPI.IN_PLACE, send.copy() if inout is None else inout(), *args, **self.kw)
         return fn(send, recv, *args, **self.kw)
 
+    def kept(self, buf, failure):
+        """``buf``, remembered: the case fails with ``failure`` if the call changes it."""
+        self.kept_bufs.append((buf, buf.copy(), failure))
+        return buf
+
     def own_row(self):
         """An N x c zero buffer with ``mine`` in this rank's row (a gather's in-place input)."""
         buf = self.zeros(self.size, self.c)
@@ -223,6 +230,9 @@ def _one(comm, case, rng, rank, size):
     if isinstance(res, str):
         return False, res
     got, want = res
+    for buf, copy, failure in k.kept_bufs:
+        if not np.array_equal(buf, copy):
+            return False, failure
     if not np.array_equal(k.mine, keep):
         return False, "the caller's input was modified"
     got = np.asarray(got).reshape(-1)
