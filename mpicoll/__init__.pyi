@@ -263,7 +263,8 @@ class CallTraffic:
 class Primitive:
     def __init__(self, name: str, *, run: Any, api: Any, call_arrays: Any, methods: Any = ...,
                  spec: Any = ..., vspecs: Any = ..., reduces: Any = ..., auto: Any = ...,
-                 symbolic: Any = ..., count_kind: Any = ..., in_place: Any = ...) -> None: ...
+                 symbolic: Any = ..., soak: Any = ..., count_kind: Any = ...,
+                 in_place: Any = ...) -> None: ...
     api: Any
     auto: Any
     call_arrays: Any
@@ -273,6 +274,7 @@ class Primitive:
     name: Any
     reduces: Any
     run: Any
+    soak: Any
     spec: Any
     symbolic: Any
     vspecs: Any

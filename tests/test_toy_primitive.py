@@ -4,8 +4,9 @@
 method, its call arguments and spec, two algorithms) and nothing else changes:
 the generated test matrix runs and checks it (and catches a wrong algorithm
 added beside it), the demo's traffic table measures it against its plan, the
-bench sweeps it, ``bench fit`` models it from its plans, and its functional,
-nonblocking, persistent and ``P2PComm`` faces all work.
+bench sweeps it, ``bench fit`` models it from its plans, its functional,
+nonblocking, persistent and ``P2PComm`` faces all work, and the soak draws it
+(not without its soak case).
 """
 import json
 import os
@@ -97,3 +98,26 @@ if r == 0:
 def test_every_face_of_it_works():
     out = _ok(run_mpi(3, [PY, "-c", FACES, TOY], timeout=TIMEOUT))
     assert "faces ok 0 1 2" in out, out[-2000:]
+
+
+SOAK = r"""
+import runpy, sys
+import numpy as np
+from mpi4py import MPI
+runpy.run_path(sys.argv[1])
+from mpicoll.calls.primitive import DEFINED
+from mpicoll.testing.soak import _draw, clean, soak
+s = soak(calls=150, seed=5, max_count=500)
+assert clean(s, rss_limit=64 << 20), s
+assert s["calls_per_primitive"].get("allgather_twin", 0) > 0, s
+DEFINED["allgather_twin"].soak = None          # a primitive without a soak case is not drawn
+drawn = {_draw(np.random.default_rng([5, i]), 3, 500)["primitive"] for i in range(300)}
+assert "allgather_twin" not in drawn and len(drawn) == len(DEFINED) - 1, drawn
+if MPI.COMM_WORLD.Get_rank() == 0:
+    print("soak ok", s["calls_per_primitive"]["allgather_twin"])
+"""
+
+
+def test_the_soak_draws_it_with_its_soak_case_only():
+    out = _ok(run_mpi(3, [PY, "-c", SOAK, TOY], timeout=TIMEOUT))
+    assert "soak ok" in out, out[-2000:]

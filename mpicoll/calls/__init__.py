@@ -4,8 +4,9 @@ A primitive's module holds its public signature (the *binder* of each of its
 functions, from which :mod:`mpicoll.api` makes the blocking, nonblocking and
 persistent forms), its one implementation (validation, agreement, launch),
 mpi4py's methods of it (from which :mod:`mpicoll.comm` makes ``P2PComm``'s),
-how its algorithms are called (for plans without a communicator) and its
-bench and test spec (:mod:`.spec`). The algorithms themselves live in
+how its algorithms are called (for plans without a communicator), its
+bench and test spec (:mod:`.spec`), the verifier's symbolic spec and the
+soak's case. The algorithms themselves live in
 :mod:`mpicoll.coll`. A new primitive is one more module defining one more
 :class:`~.primitive.Primitive` (``mpicoll.define_primitive`` for plug-ins).
 

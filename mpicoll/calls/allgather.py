@@ -88,6 +88,14 @@ def symbolic(k):
     return gathered(k, rooted=False)
 
 
+def soak(k):
+    """The soak's case: as ``comm.Allgather``."""
+    got = k.run(k.api.allgather, k.mine, None, inout=k.own_row)
+    want = k.empty(k.size, k.c)
+    k.comm.Allgather(k.mine, want)
+    return got, want
+
+
 #: auto's rule: recursive doubling's log N steps while the gathered vector is short, the ring
 #: (each byte once) beyond.
 AUTO = Auto(Rule("recursive_doubling", N * n < 80 * KiB), Rule("ring"), note="n: one block")
@@ -95,4 +103,4 @@ AUTO = Auto(Rule("recursive_doubling", N * n < 80 * KiB), Rule("ring"), note="n:
 PRIMITIVE = define(Primitive("allgather", run=run, api=(allgather,), methods=(Allgather,),
                              in_place=True,
                              call_arrays=call_arrays, spec=AllgatherSpec(),
-                             auto=AUTO, symbolic=symbolic))
+                             auto=AUTO, symbolic=symbolic, soak=soak))

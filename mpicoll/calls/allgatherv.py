@@ -126,6 +126,17 @@ def symbolic(k):
     return ranks
 
 
+def soak(k):
+    """The soak's case: as ``comm.Allgatherv``, random counts and gaps."""
+    counts, displs, n = k.v_layout()
+    block = k.v_block(counts)
+    want = k.zeros(n)
+    k.comm.Allgatherv(block, [want, (counts, displs)])
+    got = k.v_placed(n, counts, displs, k.rank, block) if k.in_place else k.zeros(n)
+    k.api.allgatherv(MPI.IN_PLACE if k.in_place else block, [got, (counts, displs)], **k.kw)
+    return got, want
+
+
 #: auto's rule. Bruck: ⌈log2 N⌉ messages, whatever the counts. The ring moves each byte once,
 #: without a temporary: long messages. Its steps last as long as the largest block, so very
 #: uneven counts favour Bruck longer than this rule (it sees only the mean block) says.
@@ -134,4 +145,4 @@ AUTO = Auto(Rule("bruck", N * n < 80 * KiB), Rule("ring"), note="n: the mean blo
 PRIMITIVE = define(Primitive("allgatherv", run=run, api=(allgatherv,), methods=(Allgatherv,),
                              in_place=True,
                              call_arrays=call_arrays, spec=AllgathervSpec(), vspecs=True,
-                             auto=AUTO, symbolic=symbolic))
+                             auto=AUTO, symbolic=symbolic, soak=soak))

@@ -110,6 +110,14 @@ def symbolic(k):
     return ranks
 
 
+def soak(k):
+    """The soak's case: as ``comm.Allreduce``."""
+    got = k.run(k.api.allreduce, k.mine, None, k.op)
+    want = k.empty(k.c)
+    k.comm.Allreduce(k.mine, want, k.op)
+    return got, want
+
+
 #: auto's rule (after the shm step, mpicoll.core.defaults.SHM_FROM): recursive doubling's
 #: log N latency for short vectors and for ops that must keep rank order, the ring beyond.
 AUTO = Auto(Rule("recursive_doubling", (n <= SHORT) | non_commutative), Rule("ring"))
@@ -117,4 +125,4 @@ AUTO = Auto(Rule("recursive_doubling", (n <= SHORT) | non_commutative), Rule("ri
 PRIMITIVE = define(Primitive("allreduce", run=run, api=(allreduce,), methods=(Allreduce,),
                              count_kind="vector", in_place=True,
                              call_arrays=call_arrays, spec=AllreduceSpec(), reduces=True,
-                             auto=AUTO, symbolic=symbolic))
+                             auto=AUTO, symbolic=symbolic, soak=soak))

@@ -1,4 +1,6 @@
 """alltoall: block j of every rank's buffer to rank j (``MPI_Alltoall``)."""
+import numpy as np
+
 from ..args.buffers import as_array, is_in_place, recv_array, snapshot, whole_blocks
 from ..args.bufspec import parse_bufspec, recv_spec
 from ..core.rules import Auto, N, Rule, n
@@ -105,10 +107,22 @@ def symbolic(k):
     return ranks
 
 
+def soak(k):
+    """The soak's case: as ``comm.Alltoall``; sendbuf kept."""
+    send = k.data([k.rank, 11], k.size * k.c)
+    keep = send.copy()
+    got = k.run(k.api.alltoall, send, None)
+    want = k.empty(k.size * k.c)
+    k.comm.Alltoall(send, want)
+    if not np.array_equal(send, keep):
+        return "alltoall modified sendbuf"
+    return got, want
+
+
 #: auto's rule: Bruck's log N messages for small blocks on many ranks, pairwise exchange
 #: beyond.
 AUTO = Auto(Rule("bruck", (n.named("blocks") <= 256) & (N >= 8)), Rule("pairwise"))
 
 PRIMITIVE = define(Primitive("alltoall", run=run, api=(alltoall,), methods=(Alltoall,),
                              call_arrays=call_arrays, spec=AlltoallSpec(),
-                             auto=AUTO, symbolic=symbolic))
+                             auto=AUTO, symbolic=symbolic, soak=soak))

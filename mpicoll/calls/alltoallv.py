@@ -173,6 +173,24 @@ def symbolic(k):
     return ranks
 
 
+def soak(k):
+    """The soak's case: as ``comm.Alltoallv``; sendbuf kept.
+
+    ``counts[(i + j) % N]`` from rank i to rank j: symmetric, so in place works too.
+    """
+    counts = k.v_layout()[0]
+    sc = [counts[(k.rank + j) % k.size] for j in range(k.size)]
+    sd = offsets(sc)[:-1]
+    send = k.kept(k.data([k.rank, 23], sum(sc)), "alltoallv modified sendbuf")
+    want = k.zeros(sum(sc))
+    k.comm.Alltoallv([send, (sc, sd)], [want, (sc, sd)])
+    if k.in_place:
+        got = k.api.alltoallv(MPI.IN_PLACE, [send.copy(), (sc, sd)], **k.kw)
+    else:
+        got = k.api.alltoallv([send, (sc, sd)], [k.zeros(sum(sc)), (sc, sd)], **k.kw)
+    return got, want
+
+
 #: auto's rule: its counts are each rank's own, so it looks at N only (every rank must choose
 #: the same). MPICH posts everything at once (in batches of 32 peers): linear up to that
 #: many, then one peer per step so no rank floods the network.
@@ -180,4 +198,4 @@ AUTO = Auto(Rule("linear", N <= 32), Rule("pairwise"))
 
 PRIMITIVE = define(Primitive("alltoallv", run=run, api=(alltoallv,), methods=(Alltoallv,),
                              call_arrays=call_arrays, spec=AlltoallvSpec(), vspecs=True,
-                             auto=AUTO, symbolic=symbolic))
+                             auto=AUTO, symbolic=symbolic, soak=soak))

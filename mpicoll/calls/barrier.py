@@ -71,10 +71,17 @@ def symbolic(k):
     return [k.Rank((), [], [], []) for _ in range(k.N)]
 
 
+def soak(k):
+    """The soak's case: the barrier, then ``comm.Barrier``; nothing to compare."""
+    k.api.barrier(**k.kw)
+    k.comm.Barrier()
+    return k.nothing()
+
+
 #: auto's rule.
 AUTO = Auto(Rule("dissemination"))
 
 PRIMITIVE = define(Primitive("barrier", run=run, api=(barrier,), methods=(Barrier,),
                              count_kind=None,
                              call_arrays=call_arrays, spec=BarrierSpec(),
-                             auto=AUTO, symbolic=symbolic))
+                             auto=AUTO, symbolic=symbolic, soak=soak))

@@ -99,6 +99,14 @@ def symbolic(k):
             for r in range(k.N)]
 
 
+def soak(k):
+    """The soak's case: the root's vector, as ``comm.Bcast`` leaves it."""
+    got = k.api.bcast(k.mine.copy() if k.is_root else k.zeros(k.c), k.root, **k.kw)
+    want = k.mine.copy()
+    k.comm.Bcast(want, k.root)
+    return got, want
+
+
 #: auto's rule: the binomial tree's log N latency for short messages and few ranks, MPICH's
 #: scatter then ring allgather (bandwidth) beyond.
 AUTO = Auto(Rule("binomial", (n < 12 * KiB) | (N < 8)), Rule("scatter_allgather"))
@@ -106,4 +114,4 @@ AUTO = Auto(Rule("binomial", (n < 12 * KiB) | (N < 8)), Rule("scatter_allgather"
 PRIMITIVE = define(Primitive("bcast", run=run, api=(bcast,), methods=(Bcast,),
                              count_kind="vector",
                              call_arrays=call_arrays, spec=BcastSpec(),
-                             auto=AUTO, symbolic=symbolic))
+                             auto=AUTO, symbolic=symbolic, soak=soak))

@@ -5,7 +5,7 @@ from ..args.bufspec import reduction_bufs
 from ..args.user_ops import wrap as wrap_user_op
 from ..core.rules import Auto, Rule
 from .primitive import Primitive, define
-from .scan import ScanSpec, call_arrays, prefixed, run
+from .scan import ScanSpec, call_arrays, prefix_soak, prefixed, run
 
 
 def exscan(sendbuf, recvbuf=None, op=MPI.SUM):
@@ -53,10 +53,16 @@ def symbolic(k):
     return prefixed(k, exclusive=True)
 
 
+def soak(k):
+    """The soak's case: as ``comm.Exscan``; rank 0's result (undefined) not compared."""
+    got, want = prefix_soak(k, k.api.exscan, k.comm.Exscan)
+    return k.nothing() if k.rank == 0 else (got, want)
+
+
 #: auto's rule: MPICH's only algorithm; log N latency, any op.
 AUTO = Auto(Rule("recursive_doubling"))
 
 PRIMITIVE = define(Primitive("exscan", run=run, api=(exscan,), methods=(Exscan,),
                              count_kind="vector", in_place=True,
                              call_arrays=call_arrays, spec=ExscanSpec(), reduces=True,
-                             auto=AUTO, symbolic=symbolic))
+                             auto=AUTO, symbolic=symbolic, soak=soak))

@@ -135,10 +135,19 @@ def symbolic(k):
     return gathered(k, rooted=True)
 
 
+def soak(k):
+    """The soak's case: as ``comm.Gather``; nothing returned off the root."""
+    got = k.run(k.api.gather, k.mine, None, k.root, in_place=k.in_place and k.is_root,
+                inout=k.own_row)
+    want = k.empty(k.size, k.c) if k.is_root else None
+    k.comm.Gather(k.mine, want, k.root)
+    return k.rooted(got, want, "gather")
+
+
 #: auto's rule.
 AUTO = Auto(Rule("binomial"))
 
 PRIMITIVE = define(Primitive("gather", run=run, api=(gather,), methods=(Gather,),
                              in_place=True,
                              call_arrays=call_arrays, spec=GatherSpec(),
-                             auto=AUTO, symbolic=symbolic))
+                             auto=AUTO, symbolic=symbolic, soak=soak))

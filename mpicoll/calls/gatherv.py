@@ -142,10 +142,26 @@ def symbolic(k):
     return ranks
 
 
+def soak(k):
+    """The soak's case: as ``comm.Gatherv``; the root's recvbuf returned, None elsewhere."""
+    counts, displs, n = k.v_layout()
+    block = k.v_block(counts)
+    root, here = k.root, k.is_root
+    want = k.zeros(n) if here else None
+    k.comm.Gatherv(block, [want, (counts, displs)] if here else None, root)
+    inpl = k.in_place and here
+    got = (k.v_placed(n, counts, displs, root, block) if inpl else k.zeros(n)) if here else None
+    res = k.api.gatherv(MPI.IN_PLACE if inpl else block,
+                        [got, (counts, displs)] if here else None, root, **k.kw)
+    if res is not got:
+        return "gatherv returned something else than recvbuf (root) or None"
+    return (got, want) if here else k.nothing()
+
+
 #: auto's rule.
 AUTO = Auto(Rule("binomial"))
 
 PRIMITIVE = define(Primitive("gatherv", run=run, api=(gatherv,), methods=(Gatherv,),
                              in_place=True,
                              call_arrays=call_arrays, spec=GathervSpec(), vspecs=True,
-                             auto=AUTO, symbolic=symbolic))
+                             auto=AUTO, symbolic=symbolic, soak=soak))

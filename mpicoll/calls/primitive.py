@@ -32,6 +32,12 @@ algorithm (the algorithms live in :mod:`mpicoll.coll`):
   a :class:`mpicoll.verify.spec.Symbolic` (the case, its symbolic values, helpers),
   every rank's algorithm arguments, its buffers' initial and expected final values
   and their roles. None: the verifier cannot check this primitive's algorithms.
+- ``soak(k)``: one random case of ``python -m mpicoll.testing.soak``: given a
+  :class:`mpicoll.testing.soak.SoakCase` (the drawn case, this rank's input, the
+  public functions, helpers that make the soak's seeded draws), the call run with
+  mpicoll and natively (mpi4py on the same communicator): ``(got, want)``, compared
+  bitwise by the soak, or the text of a failure (``"scatter modified the root's
+  sendbuf"``). None: the soak does not draw this primitive.
 - ``count_kind``: what ``count`` means to ``call_arrays`` and the algorithms:
   ``"block"`` (one rank's block: gather, scatter, alltoall and the v primitives'
   even counts), ``"vector"`` (every rank's whole vector, reduced or split among
@@ -58,10 +64,11 @@ class Primitive:
     """One collective: see the module docstring for each part."""
 
     __slots__ = ("name", "run", "api", "methods", "call_arrays", "spec", "vspecs", "reduces",
-                 "auto", "symbolic", "count_kind", "in_place")
+                 "auto", "symbolic", "soak", "count_kind", "in_place")
 
     def __init__(self, name, *, run, api, call_arrays, methods=(), spec=None, vspecs=False,
-                 reduces=False, auto=None, symbolic=None, count_kind="block", in_place=False):
+                 reduces=False, auto=None, symbolic=None, soak=None, count_kind="block",
+                 in_place=False):
         self.name = name
         self.run = run
         self.api = tuple(api)
@@ -72,6 +79,7 @@ class Primitive:
         self.reduces = reduces        # it takes an op
         self.auto = auto              # auto's rule (core.rules.Auto), or None
         self.symbolic = symbolic      # the verifier's spec (see the module docstring)
+        self.soak = soak              # the soak's case (see the module docstring)
         self.count_kind = count_kind  # "block", "vector" or None (see the module docstring)
         self.in_place = in_place      # its algorithms take the in-place form themselves
 

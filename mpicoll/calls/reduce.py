@@ -134,6 +134,14 @@ def symbolic(k):
     return ranks
 
 
+def soak(k):
+    """The soak's case: as ``comm.Reduce``; nothing returned off the root."""
+    got = k.run(k.api.reduce, k.mine, None, k.op, k.root, in_place=k.in_place and k.is_root)
+    want = k.empty(k.c) if k.is_root else None
+    k.comm.Reduce(k.mine, want, k.op, k.root)
+    return k.rooted(got, want, "reduce")
+
+
 #: auto's rule: Rabenseifner (reduce-scatter then gather) for long vectors with at least one
 #: element per power-of-two rank; it combines out of rank order, so commutative ops only.
 AUTO = Auto(Rule("rabenseifner", commutative & (n >= SHORT) & (count >= POF2) & (N > 1)),
@@ -142,4 +150,4 @@ AUTO = Auto(Rule("rabenseifner", commutative & (n >= SHORT) & (count >= POF2) & 
 PRIMITIVE = define(Primitive("reduce", run=run, api=(reduce,), methods=(Reduce,),
                              count_kind="vector",
                              call_arrays=call_arrays, spec=ReduceSpec(), reduces=True,
-                             auto=AUTO, symbolic=symbolic))
+                             auto=AUTO, symbolic=symbolic, soak=soak))

@@ -202,6 +202,27 @@ def symbolic(k):
     return ranks
 
 
+def soak(k):
+    """The soak's case: as ``comm.Reduce_scatter``; sendbuf kept.
+
+    Random counts (equal ones in place); equal counts not in place run as
+    ``reduce_scatter_block`` for an even root.
+    """
+    c, n = k.c, k.size
+    counts = [c] * n if k.in_place else [int(x) for x in k.rng(n, 3).integers(0, c + 1, n)]
+    full = k.kept(k.data([k.rank, 5], sum(counts), k.opname), "reduce_scatter modified sendbuf")
+    if k.in_place:
+        got = k.api.reduce_scatter(MPI.IN_PLACE, full.copy(), counts, k.op, **k.kw)
+        got = got[:counts[k.rank]]
+    elif counts == [c] * n and k.root % 2 == 0:
+        got = k.api.reduce_scatter_block(full, None, k.op, **k.kw)
+    else:
+        got = k.api.reduce_scatter(full, None, counts, k.op, **k.kw)
+    want = k.empty(counts[k.rank])
+    k.comm.Reduce_scatter(full, want, counts, k.op)
+    return got, want
+
+
 #: auto's rule (after the shm step, mpicoll.core.defaults.SHM_FROM): reduce_scatterv keeps
 #: rank order for non-commutative ops; else recursive halving up to MPICH's long-message
 #: threshold, pairwise exchange beyond.
@@ -213,4 +234,4 @@ PRIMITIVE = define(Primitive("reduce_scatter", run=run,
                              api=(reduce_scatter_block, reduce_scatter),
                              methods=(Reduce_scatter_block, Reduce_scatter),
                              call_arrays=call_arrays, spec=ReduceScatterSpec(), reduces=True,
-                             auto=AUTO, symbolic=symbolic))
+                             auto=AUTO, symbolic=symbolic, soak=soak))

@@ -82,10 +82,22 @@ def symbolic(k):
     return prefixed(k, exclusive=False)
 
 
+def prefix_soak(k, fn, native):
+    """Scan's and exscan's soak case: ``fn`` (mpicoll's) as ``native`` (mpi4py's)."""
+    want = k.zeros(k.c)
+    native(k.mine, want, k.op)
+    return k.run(fn, k.mine, k.zeros(k.c), k.op), want
+
+
+def soak(k):
+    """The soak's case: as ``comm.Scan``."""
+    return prefix_soak(k, k.api.scan, k.comm.Scan)
+
+
 #: auto's rule: MPICH's only algorithm; log N latency, any op.
 AUTO = Auto(Rule("recursive_doubling"))
 
 PRIMITIVE = define(Primitive("scan", run=run, api=(scan,), methods=(Scan,),
                              count_kind="vector", in_place=True,
                              call_arrays=call_arrays, spec=ScanSpec(), reduces=True,
-                             auto=AUTO, symbolic=symbolic))
+                             auto=AUTO, symbolic=symbolic, soak=soak))

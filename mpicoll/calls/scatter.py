@@ -1,4 +1,5 @@
 """scatter: block i of the root's buffer into rank i's (``MPI_Scatter``)."""
+import numpy as np
 from mpi4py import MPI
 
 from ..args.buffers import (
@@ -143,9 +144,27 @@ def symbolic(k):
     return ranks
 
 
+def soak(k):
+    """The soak's case: as ``comm.Scatter``; in place, the root's sendbuf kept, None returned."""
+    full = k.data([k.root, 7], k.size * k.c)
+    send = full.copy() if k.is_root else None
+    if k.in_place and k.is_root:
+        res = k.api.scatter(send, MPI.IN_PLACE, k.root, **k.kw)
+        got = None if res is not None else send[k.root * k.c:(k.root + 1) * k.c].copy()
+        if not np.array_equal(send, full):
+            return "scatter modified the root's sendbuf"
+    else:
+        got = k.api.scatter(send, k.empty(k.c), k.root, **k.kw)
+    want = k.empty(k.c)
+    k.comm.Scatter(full if k.is_root else None, want, k.root)
+    if got is None:
+        return "scatter in place returned a value on the root"
+    return got, want
+
+
 #: auto's rule.
 AUTO = Auto(Rule("binomial"))
 
 PRIMITIVE = define(Primitive("scatter", run=run, api=(scatter,), methods=(Scatter,),
                              call_arrays=call_arrays, spec=ScatterSpec(),
-                             auto=AUTO, symbolic=symbolic))
+                             auto=AUTO, symbolic=symbolic, soak=soak))

@@ -144,10 +144,27 @@ def symbolic(k):
     return ranks
 
 
+def soak(k):
+    """The soak's case: as ``comm.Scatterv``; the root's sendbuf kept, in place None returned."""
+    counts, displs, n = k.v_layout()
+    root, here, mine = k.root, k.is_root, counts[k.rank]
+    full = k.kept(k.data([root, 19], n), "scatterv modified the root's sendbuf")
+    want = k.empty(mine)
+    k.comm.Scatterv([full, (counts, displs)] if here else None, want, root)
+    if k.in_place and here:
+        if k.api.scatterv([full, (counts, displs)], MPI.IN_PLACE, root, **k.kw) is not None:
+            return "scatterv in place returned a value on the root"
+        got = full[displs[root]:displs[root] + counts[root]].copy()
+    else:
+        got = k.api.scatterv([full, (counts, displs)] if here else None, k.empty(mine), root,
+                             **k.kw)
+    return got, want
+
+
 #: auto's rule.
 AUTO = Auto(Rule("binomial"))
 
 PRIMITIVE = define(Primitive("scatterv", run=run, api=(scatterv,), methods=(Scatterv,),
                              in_place=True,
                              call_arrays=call_arrays, spec=ScattervSpec(), vspecs=True,
-                             auto=AUTO, symbolic=symbolic))
+                             auto=AUTO, symbolic=symbolic, soak=soak))

@@ -16,7 +16,11 @@ pending across the collective and are checked after it (mpicoll's own
 messages must never match them). The mpicoll result is compared bitwise
 with the native collective (mpi4py on the user communicator) on data chosen
 so that every order of reduction gives the same bits; the caller's input
-must be unchanged.
+must be unchanged. What a case runs is its primitive's: ``Primitive.soak``
+(in ``calls/<primitive>.py``), given a :class:`SoakCase` (the drawn case and
+helpers making its seeded data), runs it both ways; whether an op is drawn
+follows ``Primitive.reduces``. A primitive defined without a soak case (a
+plug-in's ``Primitive(soak=None)``) is not drawn.
 
 Counted and reported: mismatches, requests left active by mpicoll calls
 (every request the algorithms create is tracked), stray messages left on the
@@ -34,10 +38,9 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-__all__ = ["soak", "main"]
+__all__ = ["soak", "main", "SoakCase"]
 
 DTYPES = ["float64", "float32", "int32", "int64", "int16", "uint8", "uint32", "complex128", "bool"]
-REDUCING = ("reduce", "allreduce", "reduce_scatter", "scan", "exscan")
 _VALID = {"SUM": "iufc", "PROD": "iufc", "MIN": "iuf", "MAX": "iuf", "LAND": "iub",
           "LOR": "iub", "LXOR": "iub", "BAND": "iu", "BOR": "iu", "BXOR": "iu", "USER_ADD": "iufc"}
 
@@ -86,10 +89,14 @@ def _draw(rng, size, max_count, layout=None, prefer=None):
     """
     import mpicoll
 
+    from ..calls.primitive import DEFINED
+
     def runs(fn, commutative):
         check = getattr(fn, "check_layout", None)
         return layout is None or check is None or check(layout, commutative) is None
-    prim = mpicoll.PRIMITIVES[rng.integers(len(mpicoll.PRIMITIVES))]
+    # a primitive defined without a soak case (a plug-in's) is not drawn
+    prims = [p for p in mpicoll.PRIMITIVES if getattr(DEFINED.get(p), "soak", None) is not None]
+    prim = prims[rng.integers(len(prims))]
     names = [a for a in mpicoll.algorithms(prim)
              if runs(mpicoll.algorithm_info(prim, a), True)] + ["auto"]
     algo = names[rng.integers(len(names))]
@@ -98,7 +105,7 @@ def _draw(rng, size, max_count, layout=None, prefer=None):
     dtype = DTYPES[rng.integers(len(DTYPES))]
     kind = np.dtype(dtype).kind
     opname = None
-    if prim in REDUCING:
+    if DEFINED[prim].reduces:
         fn = None if algo == "auto" else mpicoll.algorithm_info(prim, algo)
         ops = [o for o, kinds in _VALID.items() if kind in kinds]
         if fn is not None and (fn.commutative_only or not runs(fn, False)):
@@ -115,110 +122,118 @@ def _draw(rng, size, max_count, layout=None, prefer=None):
                 root=int(rng.integers(size)), in_place=bool(rng.random() < 0.3))
 
 
+class SoakCase:
+    """One drawn case as a primitive's ``soak(k)`` sees it (:mod:`mpicoll.calls.primitive`).
+
+    The case: ``comm``, ``rank``, ``size``, ``c`` (the count), ``dt`` (the dtype name),
+    ``root``, ``op`` (an ``MPI.Op``, or None where the primitive takes none), ``opname``,
+    ``in_place``, ``kw`` (``comm=`` and ``algorithm=`` for mpicoll's call) and ``mine``
+    (this rank's vector of ``c`` elements, which must come back unchanged; so must every
+    buffer passed through :meth:`kept`); :attr:`api` is :mod:`mpicoll.api` (the public
+    functions). Every random value comes from a generator
+    seeded by the call's seed and a tag (:meth:`rng`), so that it is the same on every
+    rank whatever else was drawn.
+    """
+
+    def __init__(self, comm, case, rng, rank, size):
+        self.comm, self.case, self.seed, self.rank, self.size = comm, case, list(rng), rank, size
+        self.c, self.dt, self.root, self.in_place = (case[k] for k in (
+            "count", "dtype", "root", "in_place"))
+        self.opname = case["op"]
+        self.op = _op(self.opname) if self.opname else None
+        self.kw = dict(comm=comm, algorithm=case["algorithm"])
+        self.mine = self.data([rank], self.c, self.opname or "SUM")
+        self.kept_bufs = []
+
+    @property
+    def api(self):
+        """:mod:`mpicoll.api`: the public functions."""
+        from .. import api
+        return api
+
+    @property
+    def is_root(self):
+        """Whether this rank is the case's root."""
+        return self.rank == self.root
+
+    def rng(self, *parts):
+        """The generator seeded by the call's seed and ``parts``."""
+        return np.random.default_rng([*self.seed, *parts])
+
+    def data(self, parts, n, opname="SUM"):
+        """``n`` values from :meth:`rng` of ``parts`` whose reduction with ``opname`` is exact."""
+        return _data(self.rng(*parts), n, self.dt, opname)
+
+    def zeros(self, *shape):
+        """Zeros of the case's dtype."""
+        return np.zeros(shape, self.dt)
+
+    def empty(self, *shape):
+        """An uninitialised array of the case's dtype."""
+        return np.empty(shape, self.dt)
+
+    def nothing(self):
+        """``(got, want)`` where there is nothing to compare (off the root, ...)."""
+        none = np.zeros(0, self.dt)
+        return none, none
+
+    def run(self, fn, send, recv, *args, in_place=None, inout=None):
+        """``fn(send, recv, *args)`` with ``comm=`` and ``algorithm=``, or in place.
+
+        In place (by default where the case is): ``fn(MPI.IN_PLACE, buf, *args)``, ``buf``
+        being ``inout()``, or a copy of ``send`` without ``inout``.
+        """
+        if self.in_place if in_place is None else in_place:
+            return fn(MPI.IN_PLACE, send.copy() if inout is None else inout(), *args, **self.kw)
+        return fn(send, recv, *args, **self.kw)
+
+    def kept(self, buf, failure):
+        """``buf``, remembered: the case fails with ``failure`` if the call changes it."""
+        self.kept_bufs.append((buf, buf.copy(), failure))
+        return buf
+
+    def own_row(self):
+        """An N x c zero buffer with ``mine`` in this rank's row (a gather's in-place input)."""
+        buf = self.zeros(self.size, self.c)
+        buf[self.rank] = self.mine
+        return buf
+
+    def rooted(self, got, want, name):
+        """``(got, want)`` on the root; off it nothing, or a failure if ``name`` returned one."""
+        if self.is_root:
+            return got, want
+        if got is not None:
+            return f"{name} returned a value off the root"
+        return self.nothing()
+
+    def v_layout(self):
+        """The v primitives' ``(counts, displs, extent)``: counts in [0, c], random gaps."""
+        return _layout(self.rng(self.size, 13), self.size, self.c)
+
+    def v_block(self, counts):
+        """This rank's v block: ``counts[rank]`` values."""
+        return self.data([self.rank, 17], counts[self.rank])
+
+    def v_placed(self, n, counts, displs, r, block):
+        """``n`` zeros with ``block`` at rank ``r``'s place (a v gather's in-place input)."""
+        buf = self.zeros(n)
+        buf[displs[r]:displs[r] + counts[r]] = block
+        return buf
+
+
 def _one(comm, case, rng, rank, size):
-    """Run one case with mpicoll and natively; return (ok, detail)."""
-    import mpicoll
-    prim, algo, dt, opname, c, root, inpl = (case[k] for k in (
-        "primitive", "algorithm", "dtype", "op", "count", "root", "in_place"))
-    op = _op(opname) if opname else None
-    kw = dict(comm=comm, algorithm=algo)
-    mine = _data(np.random.default_rng([*rng, rank]), c, dt, opname or "SUM")
-    keep = mine.copy()
-    if prim == "bcast":
-        got = mpicoll.bcast(mine.copy() if rank == root else np.zeros(c, dt), root, **kw)
-        want = mine.copy()
-        comm.Bcast(want, root)
-    elif prim == "reduce":
-        if inpl and rank == root:
-            got = mpicoll.reduce(MPI.IN_PLACE, mine.copy(), op, root, **kw)
-        else:
-            got = mpicoll.reduce(mine, None, op, root, **kw)
-        want = np.empty(c, dt) if rank == root else None
-        comm.Reduce(mine, want, op, root)
-        if rank != root:
-            if got is not None:
-                return False, "reduce returned a value off the root"
-            got = want = np.zeros(0, dt)
-    elif prim == "allreduce":
-        got = (mpicoll.allreduce(MPI.IN_PLACE, mine.copy(), op, **kw) if inpl
-               else mpicoll.allreduce(mine, None, op, **kw))
-        want = np.empty(c, dt)
-        comm.Allreduce(mine, want, op)
-    elif prim == "gather":
-        if inpl and rank == root:
-            buf = np.zeros((size, c), dt)
-            buf[root] = mine
-            got = mpicoll.gather(MPI.IN_PLACE, buf, root, **kw)
-        else:
-            got = mpicoll.gather(mine, None, root, **kw)
-        want = np.empty((size, c), dt) if rank == root else None
-        comm.Gather(mine, want, root)
-        if rank != root:
-            if got is not None:
-                return False, "gather returned a value off the root"
-            got = want = np.zeros(0, dt)
-    elif prim == "allgather":
-        if inpl:
-            buf = np.zeros((size, c), dt)
-            buf[rank] = mine
-            got = mpicoll.allgather(MPI.IN_PLACE, buf, **kw)
-        else:
-            got = mpicoll.allgather(mine, None, **kw)
-        want = np.empty((size, c), dt)
-        comm.Allgather(mine, want)
-    elif prim == "scatter":
-        full = _data(np.random.default_rng([*rng, root, 7]), size * c, dt, "SUM")
-        send = full.copy() if rank == root else None
-        if inpl and rank == root:
-            res = mpicoll.scatter(send, MPI.IN_PLACE, root, **kw)
-            got = None if res is not None else send[root * c:(root + 1) * c].copy()
-            if not np.array_equal(send, full):
-                return False, "scatter modified the root's sendbuf"
-        else:
-            got = mpicoll.scatter(send, np.empty(c, dt), root, **kw)
-        want = np.empty(c, dt)
-        comm.Scatter(full if rank == root else None, want, root)
-        if got is None:
-            return False, "scatter in place returned a value on the root"
-    elif prim == "reduce_scatter":
-        counts = [int(x) for x in np.random.default_rng([*rng, size, 3]).integers(0, c + 1, size)]
-        if inpl:
-            counts = [c] * size
-        full = _data(np.random.default_rng([*rng, rank, 5]), sum(counts), dt, opname)
-        keep_full = full.copy()
-        if inpl:
-            got = mpicoll.reduce_scatter(MPI.IN_PLACE, full.copy(), counts, op, **kw)
-            got = got[:counts[rank]]
-        elif counts == [c] * size and case["root"] % 2 == 0:
-            got = mpicoll.reduce_scatter_block(full, None, op, **kw)
-        else:
-            got = mpicoll.reduce_scatter(full, None, counts, op, **kw)
-        want = np.empty(counts[rank], dt)
-        comm.Reduce_scatter(full, want, counts, op)
-        if not np.array_equal(full, keep_full):
-            return False, "reduce_scatter modified sendbuf"
-    elif prim == "alltoall":
-        send = _data(np.random.default_rng([*rng, rank, 11]), size * c, dt, "SUM")
-        keep_send = send.copy()
-        got = (mpicoll.alltoall(MPI.IN_PLACE, send.copy(), **kw) if inpl
-               else mpicoll.alltoall(send, None, **kw))
-        want = np.empty(size * c, dt)
-        comm.Alltoall(send, want)
-        if not np.array_equal(send, keep_send):
-            return False, "alltoall modified sendbuf"
-        got = got.reshape(-1)
-    elif prim == "barrier":
-        mpicoll.barrier(**kw)
-        comm.Barrier()
-        got = want = np.zeros(0)
-    elif prim in ("gatherv", "scatterv", "allgatherv", "alltoallv", "scan", "exscan"):
-        res = _one_v(comm, case, rng, rank, size, mine, kw)
-        if isinstance(res, str):
-            return False, res
-        got, want = res
-    else:
-        raise AssertionError(prim)
-    if not np.array_equal(mine, keep):
+    """Run one case with mpicoll and natively (the primitive's ``soak``); return (ok, detail)."""
+    from ..calls.primitive import DEFINED
+    k = SoakCase(comm, case, rng, rank, size)
+    keep = k.mine.copy()
+    res = DEFINED[case["primitive"]].soak(k)
+    if isinstance(res, str):
+        return False, res
+    got, want = res
+    for buf, copy, failure in k.kept_bufs:
+        if not np.array_equal(buf, copy):
+            return False, failure
+    if not np.array_equal(k.mine, keep):
         return False, "the caller's input was modified"
     got = np.asarray(got).reshape(-1)
     want = np.asarray(want).reshape(-1)
@@ -237,75 +252,6 @@ def _layout(rng, size, c):
         displs.append(at + g)
         at += g + k
     return counts, displs, at
-
-
-def _one_v(comm, case, rng, rank, size, mine, kw):
-    """The vector collectives and the scans: (got, want), or the text of a failure."""
-    from .. import api as vc
-    prim, dt, opname, c, root, inpl = (case[k] for k in (
-        "primitive", "dtype", "op", "count", "root", "in_place"))
-    counts, displs, n = _layout(np.random.default_rng([*rng, size, 13]), size, c)
-    block = _data(np.random.default_rng([*rng, rank, 17]), counts[rank], dt, "SUM")
-    if prim == "gatherv":
-        want = np.zeros(n, dt) if rank == root else None
-        comm.Gatherv(block, [want, (counts, displs)] if rank == root else None, root)
-        got = np.zeros(n, dt) if rank == root else None
-        send = block
-        if inpl and rank == root:
-            got[displs[root]:displs[root] + counts[root]] = block
-            send = MPI.IN_PLACE
-        res = vc.gatherv(send, [got, (counts, displs)] if rank == root else None, root, **kw)
-        if res is not got:
-            return "gatherv returned something else than recvbuf (root) or None"
-        if rank != root:
-            got = want = np.zeros(0, dt)
-    elif prim == "scatterv":
-        full = _data(np.random.default_rng([*rng, root, 19]), n, dt, "SUM")
-        keep_full = full.copy()
-        want = np.empty(counts[rank], dt)
-        comm.Scatterv([full, (counts, displs)] if rank == root else None, want, root)
-        if inpl and rank == root:
-            if vc.scatterv([full, (counts, displs)], MPI.IN_PLACE, root, **kw) is not None:
-                return "scatterv in place returned a value on the root"
-            got = full[displs[root]:displs[root] + counts[root]].copy()
-        else:
-            got = vc.scatterv([full, (counts, displs)] if rank == root else None,
-                              np.empty(counts[rank], dt), root, **kw)
-        if not np.array_equal(full, keep_full):
-            return "scatterv modified the root's sendbuf"
-    elif prim == "allgatherv":
-        want = np.zeros(n, dt)
-        comm.Allgatherv(block, [want, (counts, displs)])
-        got = np.zeros(n, dt)
-        send = block
-        if inpl:
-            got[displs[rank]:displs[rank] + counts[rank]] = block
-            send = MPI.IN_PLACE
-        vc.allgatherv(send, [got, (counts, displs)], **kw)
-    elif prim == "alltoallv":
-        # counts[(i + j) % size] from rank i to rank j: symmetric, so in place works too.
-        sc = [counts[(rank + j) % size] for j in range(size)]
-        sd = [int(x) for x in np.cumsum([0] + sc[:-1])]
-        send = _data(np.random.default_rng([*rng, rank, 23]), sum(sc), dt, "SUM")
-        keep_send = send.copy()
-        want = np.zeros(sum(sc), dt)
-        comm.Alltoallv([send, (sc, sd)], [want, (sc, sd)])
-        if inpl:
-            got = vc.alltoallv(MPI.IN_PLACE, [send.copy(), (sc, sd)], **kw)
-        else:
-            got = vc.alltoallv([send, (sc, sd)], [np.zeros(sum(sc), dt), (sc, sd)], **kw)
-        if not np.array_equal(send, keep_send):
-            return "alltoallv modified sendbuf"
-    else:
-        op = _op(opname)
-        fn, native = (vc.scan, comm.Scan) if prim == "scan" else (vc.exscan, comm.Exscan)
-        want = np.zeros(c, dt)
-        native(mine, want, op)
-        got = (fn(MPI.IN_PLACE, mine.copy(), op, **kw) if inpl
-               else fn(mine, np.zeros(c, dt), op, **kw))
-        if prim == "exscan" and rank == 0:
-            got = want = np.zeros(0, dt)        # undefined on rank 0
-    return got, want
 
 
 def _rss():

@@ -5,7 +5,8 @@ and the bench, ``MPICOLL_TEST_PLUGINS`` for the generated test matrix) is all
 it takes: the primitive gets its functions (``mpicoll.allgather_twin``,
 ``iallgather_twin``, ``allgather_twin_init``), its ``P2PComm`` methods, a place
 in the registry, and two algorithms (a neighbour exchange written here, and
-the MPI library's own), and every tool lists, runs and checks it.
+the MPI library's own), and every tool lists, runs and checks it (the soak
+too: it has a soak case).
 """
 from mpi4py import MPI
 
@@ -27,9 +28,17 @@ class TwinSpec(_allgather.AllgatherSpec):
     function = "allgather_twin"
 
 
+def soak(k):
+    """The soak's case (``python -m mpicoll.testing.soak``): as ``comm.Allgather``."""
+    got = k.run(k.api.allgather_twin, k.mine, None, inout=k.own_row)
+    want = k.empty(k.size, k.c)
+    k.comm.Allgather(k.mine, want)
+    return got, want
+
+
 mpicoll.define_primitive(Primitive(
     "allgather_twin", run=_allgather.run, api=(allgather_twin,), methods=(Allgather_twin,),
-    call_arrays=_allgather.call_arrays, spec=TwinSpec()))
+    call_arrays=_allgather.call_arrays, spec=TwinSpec(), soak=soak))
 
 
 @mpicoll.register("allgather_twin", "native")
