@@ -27,6 +27,7 @@ from mpicoll.bench.plan_prices import (
     plan_cost,
     plan_time2,
 )
+from mpicoll.coll.hierarchical import SMALL, split_of
 from mpicoll.core.topology import Layout
 from mpicoll.sched.inspect import plan_of
 
@@ -149,6 +150,29 @@ def test_hierarchical_allreduce_plan_price_is_the_sum_of_its_phases():
     assert hierarchical_time("allreduce", 6, 3, n, lv, itemsize) == \
         pytest.approx(expected, rel=1e-12)
     assert hierarchical_inter("allreduce", n) == ("allreduce", "recursive_doubling")
+
+
+@pytest.mark.parametrize("prim, inter, small, large, noncommutative", [
+    ("allreduce", "allreduce", "recursive_doubling", "rabenseifner", "recursive_doubling"),
+    ("reduce", "reduce", "binomial", "rabenseifner", "binomial"),
+    ("bcast", "bcast", "binomial", "scatter_allgather", "scatter_allgather"),
+    ("allgather", "allgatherv", "bruck", "ring", "ring"),
+])
+def test_each_node_aware_algorithm_declares_its_heads_default(prim, inter, small, large,
+                                                             noncommutative):
+    """The split on each ``hierarchical`` algorithm's register: its heads' primitive, the
+    latency-bound algorithm up to SMALL bytes per rank, the bandwidth-bound one above (not
+    for a non-commutative op where that one needs a commutative op).
+    """
+    split = split_of(prim)
+    assert split is mpicoll.algorithm_info(prim, "hierarchical").split
+    assert split.inter == inter
+    picks = [split.default(nb, comm) for nb, comm in
+             ((8, True), (SMALL, False), (SMALL, True), (SMALL + 1, True), (SMALL + 1, False))]
+    assert [fn.algorithm for fn in picks] == [small, small, small, large, noncommutative]
+    assert {fn.primitive for fn in picks} == {inter}
+    assert hierarchical_inter(prim, SMALL + 1) == (inter, large)
+    assert split_of("gather") is None
 
 
 @pytest.mark.parametrize("prim", ["allreduce", "reduce", "bcast", "allgather"])

@@ -37,6 +37,7 @@ the one-level :func:`plan_cost` at those α, β (same sums in the same order).
 from functools import cache, lru_cache
 from typing import NamedTuple
 
+from mpicoll.coll.hierarchical import split_of
 from mpicoll.sched.inspect import plan_of
 from mpicoll.sched.plan import IRECV, ISEND, RECV, REDUCE, SEND, SENDRECV, NotSchedulable
 
@@ -46,7 +47,7 @@ __all__ = ["load", "busiest", "plan_cost", "model_cost", "model_of", "plannable"
            "PLAN_MAX_RANKS", "count_of", "Levels", "link_price", "node_crossers", "Messages",
            "messages_of",
            "plan_time2", "layout_plans", "block_layout", "hierarchical_time",
-           "hierarchical_inter", "HIERARCHICAL_PHASES"]
+           "hierarchical_inter"]
 
 #: ``predict`` reads plans up to this N: recording every rank's plan costs O(N) plans of
 #: up to O(N) operations each (seconds per point beyond a few hundred ranks).
@@ -285,34 +286,13 @@ def layout_plans(primitive, algorithm, nranks, count, itemsize, layout):
 
 # -- node-aware algorithms by phases -------------------------------------------
 
-#: The phases of each node-aware (``hierarchical``) algorithm, with its default options:
-#: (intra primitive, intra algorithm) before and after the inter-node phase.
-HIERARCHICAL_PHASES = {
-    "allreduce": ((("reduce", "binomial"),), (("bcast", "binomial"),)),
-    "reduce": ((("reduce", "binomial"),), ()),
-    "bcast": ((), (("bcast", "binomial"),)),
-    "allgather": ((("gather", "binomial"),), (("bcast", "binomial"),)),
-}
-
-
-def _name_of(primitive, fn):
-    from mpicoll import algorithms
-    from mpicoll.core.registry import lookup
-    for name in algorithms(primitive):
-        if lookup(primitive, name) is fn:
-            return name
-    raise LookupError(f"{fn!r} is not registered for {primitive}")
-
-
 def hierarchical_inter(primitive, nbytes):
     """(primitive, algorithm) the node leaders run by default for a call of ``nbytes`` per rank.
 
     ``nbytes`` as the algorithm sees it (the vector; allgather: one rank's block).
     """
-    from mpicoll.coll.hierarchical import default_inter
-    fn = default_inter(primitive, nbytes, True)
-    inter = "allgatherv" if primitive == "allgather" else primitive
-    return inter, _name_of(inter, fn)
+    fn = split_of(primitive).default(nbytes, True)
+    return fn.primitive, fn.algorithm
 
 
 def _one_level(primitive, algorithm, nranks, nbytes, alpha, beta, gamma, itemsize):
@@ -332,30 +312,31 @@ def hierarchical_time(primitive, nranks, per_node, nbytes, lv, itemsize=4):
     messages — + the closing intra phase; each phase is the one-level model
     (formula, else plans) of the flat algorithm the node-aware one runs on
     that group (its defaults: binomial inside nodes, the inter algorithm
-    chosen by size). Allgather's inter phase is an allgatherv of node blocks,
-    priced as the allgather of the same name with K blocks per node. Exact
+    chosen by size), as the algorithm's :class:`~mpicoll.coll.hierarchical.NodeSplit`
+    declares them. An inter phase of node blocks (allgather's allgatherv) is
+    priced as the primitive's algorithm of the same name with K blocks per node. Exact
     for the plan model on blocks of equal nodes where the phases' formulas
     are (N, K powers of two; tests/test_model_two_level.py); with a shorter
     last node the largest node's intra phases are counted.
     """
-    if primitive not in HIERARCHICAL_PHASES:
+    split = split_of(primitive)
+    if split is None:
         raise KeyError(f"no node-aware phase model for {primitive}")
     N, K = nranks, per_node
     L, M = min(K, N), -(-N // K)
     count = count_of(nbytes, itemsize)
-    before, after = HIERARCHICAL_PHASES[primitive]
     ai, bi, g = lv.alpha_intra, lv.beta_intra, lv.gamma
     total = 0.0
-    for p, a in before:
-        total += _one_level(p, a, L, nbytes, ai, bi, g, itemsize)
+    if split.first:
+        total += _one_level(split.first, "binomial", L, nbytes, ai, bi, g, itemsize)
     if M > 1:
         ip, ia = hierarchical_inter(primitive, count * itemsize)
         ae, be = lv.inter(1)
-        if primitive == "allgather":
-            total += _one_level("allgather", ia, M, K * nbytes, ae, be, g, itemsize)
+        if split.blocks:
+            total += _one_level(primitive, ia, M, K * nbytes, ae, be, g, itemsize)
         else:
             total += _one_level(ip, ia, M, nbytes, ae, be, g, itemsize)
-    for p, a in after:
-        total += _one_level(p, a, L, N * nbytes if primitive == "allgather" else nbytes,
+    if split.last:
+        total += _one_level(split.last, "binomial", L, N * nbytes if split.blocks else nbytes,
                             ai, bi, g, itemsize)
     return total

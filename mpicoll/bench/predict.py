@@ -10,12 +10,12 @@ import math
 import numpy as np
 
 from mpicoll import algorithms
+from mpicoll.coll.hierarchical import split_of
 from mpicoll.core.plugins import PluginError, import_modules
 from mpicoll.core.registry import PRIMITIVES
 
 from .formula_prices import cost, cost2, has_cost, has_link_split
 from .plan_prices import (
-    HIERARCHICAL_PHASES,
     PLAN_MAX_RANKS,
     Levels,
     block_layout,
@@ -211,7 +211,7 @@ def model_time2(p, al, N, K, nb, lv):
     :func:`.plan_prices.hierarchical_time` for the node-aware ones, every rank's plan
     on the block layout (up to ``PLAN_MAX_RANKS``) for the others.
     """
-    if al == "hierarchical" and p in HIERARCHICAL_PHASES:
+    if al == "hierarchical" and split_of(p) is not None:
         return lv.overhead + hierarchical_time(p, N, K, nb, lv)
     if has_cost(p, al) and has_link_split(p, al):
         return lv.overhead + cost2(p, al, N, K, nb, lv)

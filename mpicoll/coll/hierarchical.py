@@ -14,7 +14,10 @@ three phases, as MPICH's and Open MPI's (HAN) node-aware collectives do:
 Every phase is an ordinary flat algorithm run on a :class:`Group`, a view
 of the call's ``ctx`` restricted to some ranks, so the phases record into
 one plan and run on every engine (blocking, nonblocking, persistent, device
-transports) unchanged. The nodes come from ``ctx.layout``
+transports) unchanged. Each algorithm declares its split on its register
+(:class:`NodeSplit`: its intra phases, its default inter algorithms, whether it
+has a root): its declared cost, the demo's description and the bench's model
+by phases are read off it. The nodes come from ``ctx.layout``
 (:mod:`mpicoll.core.topology`: ``Split_type(COMM_TYPE_SHARED)``, or
 ``MPICOLL_NODES`` to simulate nodes on one machine).
 
@@ -38,7 +41,7 @@ cost on M ranks at α', β'. Non-commutative ops keep rank order when nodes
 are blocks of consecutive ranks; on other placements they are refused.
 """
 from ..core.errors import ArgumentError
-from ..core.registry import algorithms, lookup, register
+from ..core.registry import algorithms, lookup, register, table
 from .allgatherv import allgatherv_bruck, allgatherv_ring
 from .allreduce import allreduce_rabenseifner, allreduce_recursive_doubling
 from .bcast import bcast_binomial, bcast_linear, bcast_scatter_allgather, binomial_bcast
@@ -47,11 +50,15 @@ from .gather import binomial_gather, gather_binomial, gather_linear
 from .reduce import binomial_reduce, reduce_binomial, reduce_linear, reduce_rabenseifner
 from .shm import bcast_shm, gather_shm, reduce_shm
 
-__all__ = ["Group", "SMALL", "phases", "default_inter"]
+__all__ = ["Group", "SMALL", "NodeSplit", "split_of", "phases", "default_inter"]
 
 #: Below this many bytes per rank the default inter algorithm is latency-bound.
 SMALL = 64 * 1024
 
+#: The function each ``intra`` option runs for each intra phase. Keyed by the phases'
+#: primitives (reduce, bcast, gather: what a :class:`NodeSplit`'s ``first``/``last`` name),
+#: not by the node-aware algorithms': an option names one family of flat algorithms, and a
+#: phase takes its member for that primitive.
 _INTRA = {
     "binomial": {"reduce": binomial_reduce, "bcast": binomial_bcast, "gather": binomial_gather},
     "linear": {"reduce": reduce_linear, "bcast": bcast_linear, "gather": gather_linear},
@@ -156,21 +163,10 @@ def _local(ctx, lay):
     return Group(ctx, lay.members[lay.nodes[ctx.rank]])
 
 
-def default_inter(primitive, nbytes, commutative):
-    """The flat algorithm among node heads when ``inter`` is not given (``nbytes`` per rank)."""
-    small = nbytes <= SMALL
-    if primitive == "allreduce":
-        return allreduce_recursive_doubling if small or not commutative else allreduce_rabenseifner
-    if primitive == "reduce":
-        return reduce_binomial if small or not commutative else reduce_rabenseifner
-    if primitive == "bcast":
-        return bcast_binomial if small else bcast_scatter_allgather
-    return allgatherv_bruck if small else allgatherv_ring        # allgather
-
-
 # -- declared costs: the flat algorithms' own, phase by phase -----------------
 
-#: The registered flat algorithm of each intra phase (their declared costs).
+#: The registered flat algorithm of each intra phase (their declared costs), keyed as
+#: :data:`_INTRA`; ``shm`` has none (its phases run directly, without a plan).
 _INTRA_COST = {
     "binomial": {"reduce": reduce_binomial, "bcast": bcast_binomial, "gather": gather_binomial},
     "linear": {"reduce": reduce_linear, "bcast": bcast_linear, "gather": gather_linear},
@@ -196,192 +192,94 @@ def _head(k):
     return node, k.layout.members[node].index(k.root)
 
 
-def _phases_of(primitive):
-    def phases(k):
+class NodeSplit:
+    """How a node-aware algorithm splits its call across nodes; declared on its register.
+
+    - ``first``: the intra phase before the inter one, toward each node's head
+      (``"reduce"``, ``"gather"``; None: none);
+    - ``small``, ``large``: the flat algorithms the heads run by default,
+      ``small`` up to :data:`SMALL` bytes per rank and ``large`` above, but
+      ``small`` at any size when ``large`` is commutative-only and the op is
+      not. Their primitive is the inter phase's (:attr:`inter`);
+    - ``last``: the intra phase after it, from each node's head (``"bcast"``; None: none);
+    - ``rooted``: the call has a root, which heads its node;
+    - ``blocks``: the heads exchange node blocks (L·n elements each) and
+      ``last`` hands every rank all N·n elements (allgather); otherwise every
+      phase moves the call's n elements.
+
+    The algorithm's declared cost (:meth:`cost_phases`), the demo's lines
+    (:func:`phases`) and the bench's model by phases
+    (:func:`mpicoll.bench.plan_prices.hierarchical_time`) are read off it.
+    """
+
+    __slots__ = ("first", "small", "large", "last", "rooted", "blocks")
+
+    def __init__(self, *, small, large, first=None, last=None, rooted=False, blocks=False):
+        self.small, self.large, self.first, self.last = small, large, first, last
+        self.rooted, self.blocks = rooted, blocks
+
+    @property
+    def inter(self):
+        """The primitive the heads run among themselves (allgather's: allgatherv)."""
+        return self.small.primitive
+
+    def default(self, nbytes, commutative):
+        """The flat algorithm among heads when ``inter`` is not given (``nbytes`` per rank)."""
+        if nbytes <= SMALL or (self.large.commutative_only and not commutative):
+            return self.small
+        return self.large
+
+    def flat(self, inter, nbytes, commutative):
+        """The algorithm among heads: the one named ``inter``, else :meth:`default`'s."""
+        if inter is None:
+            return self.default(nbytes, commutative)
+        return lookup(self.inter, inter)
+
+    def cost_phases(self, k):
+        """The phases of call ``k``, ``([(cost, call), ...], why)``, for :class:`Phases`.
+
+        Each phase's flat algorithm's declared cost and the call it runs on its
+        group; ``why``: the reason the phases do not add up for ``k`` (None where they do).
+        """
         M, L, why = _shape(k)
         intra = _INTRA_COST[k.options.get("intra", "binomial")]
-        nbytes = k.n * k.itemsize
-        inter = _inter(primitive, k.options.get("inter"), nbytes, k.commutative)
-        cost = lambda fn: getattr(fn, "cost", None)      # noqa: E731
+        inter = self.flat(k.options.get("inter"), k.n * k.itemsize, k.commutative)
+        node, at = _head(k) if self.rooted else (0, 0)
         c = dict(commutative=k.commutative, itemsize=k.itemsize)
         parts = []
-        if primitive == "allreduce":
-            parts.append((cost(intra["reduce"]), Call(L, k.n, **c)))
-            if M > 1:
-                parts.append((cost(inter), Call(M, k.n, **c)))
-            parts.append((cost(intra["bcast"]), Call(L, k.n, **c)))
-        elif primitive == "reduce":
-            node, at = _head(k)
-            parts.append((cost(intra["reduce"]), Call(L, k.n, root=at, **c)))
-            if M > 1:
-                parts.append((cost(inter), Call(M, k.n, root=node, **c)))
-                if at and not k.commutative and why is None:
-                    why = "the root's node forwards to a head other than its first rank"
-        elif primitive == "bcast":
-            node, at = _head(k)
-            if M > 1:
-                parts.append((cost(inter), Call(M, k.n, root=node, **c)))
-            parts.append((cost(intra["bcast"]), Call(L, k.n, root=at, **c)))
-        else:                           # allgather
-            parts.append((cost(intra["gather"]), Call(L, k.n, **c)))
-            if M > 1:
-                parts.append((cost(inter), Call(M, L * k.n, counts=[L * k.n] * M, **c)))
-            parts.append((cost(intra["bcast"]), Call(L, k.N * k.n, **c)))
+        if self.first:
+            parts.append((_cost(intra[self.first]), Call(L, k.n, root=at, **c)))
+        if M > 1:
+            if self.blocks:
+                parts.append((_cost(inter), Call(M, L * k.n, counts=[L * k.n] * M, **c)))
+            else:
+                parts.append((_cost(inter), Call(M, k.n, root=node, **c)))
+            if self.first == "reduce" and at and not k.commutative and why is None:
+                why = "the root's node forwards to a head other than its first rank"
+        if self.last:
+            n = k.N * k.n if self.blocks else k.n
+            parts.append((_cost(intra[self.last]), Call(L, n, root=at, **c)))
         return parts, why
-    return phases
 
 
-def _inter(primitive, inter, nbytes, commutative):
-    if inter is None:
-        return default_inter(primitive, nbytes, commutative)
-    return lookup("allgatherv" if primitive == "allgather" else primitive, inter)
+def _cost(fn):
+    return getattr(fn, "cost", None)
 
 
-@register("allreduce", "hierarchical", cost=Phases(
-    "intra reduce (L ranks) + inter allreduce (M leaders) + intra bcast (L ranks)",
-    _phases_of("allreduce")))
-def allreduce_hierarchical(ctx, sendbuf, recvbuf, op, inter=None, intra="binomial"):
-    """Node-aware: reduce inside each node, allreduce among node leaders, broadcast inside.
-
-    Cost: intra reduce (L ranks) + inter allreduce (M leaders) + intra bcast
-    (L ranks), each phase its algorithm's own cost: 2⌈log2 L⌉(α + nβ) +
-    ⌈log2 L⌉nγ inside nodes (binomial) plus the inter algorithm on M leaders
-    (default recursive doubling below 64 KiB: ⌈log2 M⌉(α' + nβ' + nγ);
-    Rabenseifner above); exact on nodes of equal size. Only leaders cross nodes.
-    Any op on block placements (rank order kept); see the module docstring.
-    """
-    lay = ctx.layout
-    local = _local(ctx, lay)
-    parts = _INTRA[intra]
-    data = sendbuf
-    if sendbuf is None:                 # in place: reduce reads a copy of recvbuf
-        data = ctx.scratch(recvbuf.size)
-        ctx.copy(data, recvbuf)
-    parts["reduce"](local, data, recvbuf if local.rank == 0 else None, op, 0)
-    if local.rank == 0 and lay.n_nodes > 1:
-        fn = _inter("allreduce", inter, recvbuf.nbytes, op.is_commutative)
-        fn(Group(ctx, lay.leaders), None, recvbuf, op)
-    parts["bcast"](local, recvbuf, 0)
+def split_of(primitive):
+    """The :class:`NodeSplit` of ``primitive``'s ``hierarchical`` algorithm (None: it has none)."""
+    return getattr(table(primitive).get("hierarchical"), "split", None)
 
 
-@register("reduce", "hierarchical", cost=Phases(
-    "intra reduce (L ranks) + inter reduce (M heads)", _phases_of("reduce")))
-def reduce_hierarchical(ctx, sendbuf, recvbuf, op, root, inter=None, intra="binomial"):
-    """Node-aware: reduce inside each node to its head, then among heads to the root.
-
-    Heads: the root on its node, the lowest rank elsewhere. Cost: intra reduce
-    (L ranks) + inter reduce (M heads), each phase its algorithm's own cost:
-    ⌈log2 L⌉(α + nβ + nγ) inside nodes (binomial) plus the inter algorithm on
-    M heads (default binomial below 64 KiB: ⌈log2 M⌉(α' + nβ' + nγ);
-    Rabenseifner above for commutative ops); exact on nodes of equal size.
-    Any op on block placements.
-    """
-    lay = ctx.layout
-    heads = _heads(lay, root)
-    local = _local(ctx, lay)
-    head = local.members.index(heads[lay.nodes[ctx.rank]])
-    part = None
-    if ctx.rank == root and lay.n_nodes == 1:
-        part = recvbuf
-    elif local.rank == head:
-        part = ctx.scratch(sendbuf.size)        # the node's partial result
-    _INTRA[intra]["reduce"](local, sendbuf, part, op, head)
-    if local.rank == head and lay.n_nodes > 1:
-        fn = _inter("reduce", inter, sendbuf.nbytes, op.is_commutative)
-        fn(Group(ctx, heads), part, recvbuf if ctx.rank == root else None, op, lay.nodes[root])
-
-
-@register("bcast", "hierarchical", cost=Phases(
-    "inter bcast (M heads) + intra bcast (L ranks)", _phases_of("bcast")))
-def bcast_hierarchical(ctx, buf, root, inter=None, intra="binomial"):
-    """Node-aware: broadcast among node heads (the root and each node's lowest rank), then inside.
-
-    Cost: inter bcast (M heads) + intra bcast (L ranks), each phase its
-    algorithm's own cost: the inter algorithm on M heads (default binomial
-    below 64 KiB: ⌈log2 M⌉(α' + nβ'); scatter + allgather above) plus
-    ⌈log2 L⌉(α + nβ) inside nodes (binomial); exact on nodes of equal size.
-    No reduction, so no limits on ops or placements.
-    """
-    lay = ctx.layout
-    heads = _heads(lay, root)
-    local = _local(ctx, lay)
-    head = local.members.index(heads[lay.nodes[ctx.rank]])
-    if local.rank == head and lay.n_nodes > 1:
-        _inter("bcast", inter, buf.nbytes, True)(Group(ctx, heads), buf, lay.nodes[root])
-    _INTRA[intra]["bcast"](local, buf, head)
-
-
-@register("allgather", "hierarchical", cost=Phases(
-    "intra gather (L ranks) + inter allgatherv (M leaders) + intra bcast (L ranks)",
-    _phases_of("allgather")))
-def allgather_hierarchical(ctx, sendbuf, recvbuf, inter=None, intra="binomial"):
-    """Node-aware: gather in each node, allgatherv of node blocks among leaders, bcast inside.
-
-    Cost: intra gather (L ranks) + inter allgatherv (M leaders) + intra bcast
-    (L ranks), each phase its algorithm's own cost: ⌈log2 L⌉α + (L-1)nβ
-    (gather) and ⌈log2 L⌉(α + Nnβ) (broadcast of the whole result) inside
-    nodes (binomial), plus the inter allgatherv of M node blocks (default
-    Bruck below 64 KiB per rank, ring above); exact on nodes of equal size.
-    Any placement:
-    nodes that are not blocks of consecutive ranks cost the leader one local
-    permutation of the result.
-    """
-    lay = ctx.layout
-    c = sendbuf.size
-    local = _local(ctx, lay)
-    order = [r for m in lay.members for r in m]         # ranks in node-major order
-    start = [0]
-    for m in lay.members:
-        start.append(start[-1] + len(m) * c)
-    me = lay.nodes[ctx.rank]
-    leader = local.rank == 0
-    if leader:
-        node_major = recvbuf if lay.contiguous else ctx.scratch(recvbuf.size)
-        mine = node_major[start[me]:start[me + 1]]
-    else:
-        mine = None
-    _INTRA[intra]["gather"](local, sendbuf, mine, 0)
-    if leader and lay.n_nodes > 1:
-        fn = _inter("allgather", inter, sendbuf.nbytes, True)
-        counts = [start[i + 1] - start[i] for i in range(lay.n_nodes)]
-        fn(Group(ctx, lay.leaders), None, node_major, counts, start[:-1])
-    if leader and node_major is not recvbuf:
-        i = 0                       # put runs of consecutive ranks back in rank order
-        while i < len(order):
-            j = i + 1
-            while j < len(order) and order[j] == order[j - 1] + 1:
-                j += 1
-            ctx.copy(recvbuf[order[i] * c:(order[j - 1] + 1) * c], node_major[i * c:j * c])
-            i = j
-    _INTRA[intra]["bcast"](local, recvbuf, 0)
-
-
-def phases(primitive, lay, nbytes, commutative=True, root=0, inter=None, intra="binomial"):
-    """The phases of ``primitive``'s hierarchical algorithm on ``lay``, as lines of text.
-
-    Read by the demo; it names what the functions above run, with the same
-    default choice of inter algorithm (``nbytes``: bytes per rank).
-    """
-    heads = _heads(lay, root if primitive in ("bcast", "reduce") else None)
-    fn = _inter(primitive, inter, nbytes, commutative)
-    name = fn.algorithm
-    flat = "allgatherv" if primitive == "allgather" else primitive
-    hs = " ".join(map(str, heads))
-    first = {"allreduce": "reduce", "reduce": "reduce", "allgather": "gather"}.get(primitive)
-    lines = []
-    if first:
-        lines.append(f"1. inside each node: {intra} {first} to the node's head (ranks {hs})")
-    lines.append(f"{len(lines) + 1}. between nodes: {name} {flat} among the heads {hs}"
-                 + ("" if lay.n_nodes > 1 else " (one node: nothing crosses)"))
-    if primitive != "reduce":
-        lines.append(f"{len(lines) + 1}. inside each node: {intra} bcast from the head")
-    return lines
+def default_inter(primitive, nbytes, commutative):
+    """The flat algorithm among node heads when ``inter`` is not given (``nbytes`` per rank)."""
+    return split_of(primitive).default(nbytes, commutative)
 
 
 def _configure(base):
     """``configure(name, options)`` of ``base``: a variant with ``inter``/``intra`` fixed."""
     primitive = base.primitive
-    inter_of = "allgatherv" if primitive == "allgather" else primitive
+    inter_of = base.split.inter
 
     def configure(name, options):
         unknown = set(options) - {"inter", "intra"}
@@ -453,7 +351,7 @@ def _variants(base):
     Every intra option and every flat inter algorithm registered now, for tools that
     sweep them.
     """
-    inter_of = "allgatherv" if base.primitive == "allgather" else base.primitive
+    inter_of = base.split.inter
 
     def variants():
         name = base.algorithm
@@ -463,8 +361,171 @@ def _variants(base):
     return variants
 
 
-for _fn in (allreduce_hierarchical, reduce_hierarchical, bcast_hierarchical,
-            allgather_hierarchical):
-    _fn.check_layout = _check_layout
-    _fn.configure = _configure(_fn)
-    _fn.variants = _variants(_fn)
+def _register(primitive, split, text):
+    """Register the decorated function as ``primitive``'s ``hierarchical`` algorithm.
+
+    ``split``: its :class:`NodeSplit`, whose phases are its declared cost (``text``
+    names them, as its docstring's ``Cost:`` does); it takes the options
+    ``inter``/``intra`` (``configure``, ``variants``) and checks the layout it runs on.
+    """
+    def decorate(fn):
+        fn = register(primitive, "hierarchical", cost=Phases(text, split.cost_phases))(fn)
+        fn.split = split
+        fn.check_layout = _check_layout
+        fn.configure = _configure(fn)
+        fn.variants = _variants(fn)
+        return fn
+    return decorate
+
+
+_ALLREDUCE = NodeSplit(first="reduce", small=allreduce_recursive_doubling,
+                       large=allreduce_rabenseifner, last="bcast")
+
+
+@_register("allreduce", _ALLREDUCE,
+           "intra reduce (L ranks) + inter allreduce (M leaders) + intra bcast (L ranks)")
+def allreduce_hierarchical(ctx, sendbuf, recvbuf, op, inter=None, intra="binomial"):
+    """Node-aware: reduce inside each node, allreduce among node leaders, broadcast inside.
+
+    Cost: intra reduce (L ranks) + inter allreduce (M leaders) + intra bcast
+    (L ranks), each phase its algorithm's own cost: 2⌈log2 L⌉(α + nβ) +
+    ⌈log2 L⌉nγ inside nodes (binomial) plus the inter algorithm on M leaders
+    (default recursive doubling below 64 KiB: ⌈log2 M⌉(α' + nβ' + nγ);
+    Rabenseifner above); exact on nodes of equal size. Only leaders cross nodes.
+    Any op on block placements (rank order kept); see the module docstring.
+    """
+    lay = ctx.layout
+    local = _local(ctx, lay)
+    parts = _INTRA[intra]
+    data = sendbuf
+    if sendbuf is None:                 # in place: reduce reads a copy of recvbuf
+        data = ctx.scratch(recvbuf.size)
+        ctx.copy(data, recvbuf)
+    parts["reduce"](local, data, recvbuf if local.rank == 0 else None, op, 0)
+    if local.rank == 0 and lay.n_nodes > 1:
+        fn = _ALLREDUCE.flat(inter, recvbuf.nbytes, op.is_commutative)
+        fn(Group(ctx, lay.leaders), None, recvbuf, op)
+    parts["bcast"](local, recvbuf, 0)
+
+
+_REDUCE = NodeSplit(first="reduce", small=reduce_binomial, large=reduce_rabenseifner,
+                    rooted=True)
+
+
+@_register("reduce", _REDUCE, "intra reduce (L ranks) + inter reduce (M heads)")
+def reduce_hierarchical(ctx, sendbuf, recvbuf, op, root, inter=None, intra="binomial"):
+    """Node-aware: reduce inside each node to its head, then among heads to the root.
+
+    Heads: the root on its node, the lowest rank elsewhere. Cost: intra reduce
+    (L ranks) + inter reduce (M heads), each phase its algorithm's own cost:
+    ⌈log2 L⌉(α + nβ + nγ) inside nodes (binomial) plus the inter algorithm on
+    M heads (default binomial below 64 KiB: ⌈log2 M⌉(α' + nβ' + nγ);
+    Rabenseifner above for commutative ops); exact on nodes of equal size.
+    Any op on block placements.
+    """
+    lay = ctx.layout
+    heads = _heads(lay, root)
+    local = _local(ctx, lay)
+    head = local.members.index(heads[lay.nodes[ctx.rank]])
+    part = None
+    if ctx.rank == root and lay.n_nodes == 1:
+        part = recvbuf
+    elif local.rank == head:
+        part = ctx.scratch(sendbuf.size)        # the node's partial result
+    _INTRA[intra]["reduce"](local, sendbuf, part, op, head)
+    if local.rank == head and lay.n_nodes > 1:
+        fn = _REDUCE.flat(inter, sendbuf.nbytes, op.is_commutative)
+        fn(Group(ctx, heads), part, recvbuf if ctx.rank == root else None, op, lay.nodes[root])
+
+
+_BCAST = NodeSplit(small=bcast_binomial, large=bcast_scatter_allgather, last="bcast",
+                   rooted=True)
+
+
+@_register("bcast", _BCAST, "inter bcast (M heads) + intra bcast (L ranks)")
+def bcast_hierarchical(ctx, buf, root, inter=None, intra="binomial"):
+    """Node-aware: broadcast among node heads (the root and each node's lowest rank), then inside.
+
+    Cost: inter bcast (M heads) + intra bcast (L ranks), each phase its
+    algorithm's own cost: the inter algorithm on M heads (default binomial
+    below 64 KiB: ⌈log2 M⌉(α' + nβ'); scatter + allgather above) plus
+    ⌈log2 L⌉(α + nβ) inside nodes (binomial); exact on nodes of equal size.
+    No reduction, so no limits on ops or placements.
+    """
+    lay = ctx.layout
+    heads = _heads(lay, root)
+    local = _local(ctx, lay)
+    head = local.members.index(heads[lay.nodes[ctx.rank]])
+    if local.rank == head and lay.n_nodes > 1:
+        _BCAST.flat(inter, buf.nbytes, True)(Group(ctx, heads), buf, lay.nodes[root])
+    _INTRA[intra]["bcast"](local, buf, head)
+
+
+_ALLGATHER = NodeSplit(first="gather", small=allgatherv_bruck, large=allgatherv_ring,
+                       last="bcast", blocks=True)
+
+
+@_register("allgather", _ALLGATHER,
+           "intra gather (L ranks) + inter allgatherv (M leaders) + intra bcast (L ranks)")
+def allgather_hierarchical(ctx, sendbuf, recvbuf, inter=None, intra="binomial"):
+    """Node-aware: gather in each node, allgatherv of node blocks among leaders, bcast inside.
+
+    Cost: intra gather (L ranks) + inter allgatherv (M leaders) + intra bcast
+    (L ranks), each phase its algorithm's own cost: ⌈log2 L⌉α + (L-1)nβ
+    (gather) and ⌈log2 L⌉(α + Nnβ) (broadcast of the whole result) inside
+    nodes (binomial), plus the inter allgatherv of M node blocks (default
+    Bruck below 64 KiB per rank, ring above); exact on nodes of equal size.
+    Any placement:
+    nodes that are not blocks of consecutive ranks cost the leader one local
+    permutation of the result.
+    """
+    lay = ctx.layout
+    c = sendbuf.size
+    local = _local(ctx, lay)
+    order = [r for m in lay.members for r in m]         # ranks in node-major order
+    start = [0]
+    for m in lay.members:
+        start.append(start[-1] + len(m) * c)
+    me = lay.nodes[ctx.rank]
+    leader = local.rank == 0
+    if leader:
+        node_major = recvbuf if lay.contiguous else ctx.scratch(recvbuf.size)
+        mine = node_major[start[me]:start[me + 1]]
+    else:
+        mine = None
+    _INTRA[intra]["gather"](local, sendbuf, mine, 0)
+    if leader and lay.n_nodes > 1:
+        fn = _ALLGATHER.flat(inter, sendbuf.nbytes, True)
+        counts = [start[i + 1] - start[i] for i in range(lay.n_nodes)]
+        fn(Group(ctx, lay.leaders), None, node_major, counts, start[:-1])
+    if leader and node_major is not recvbuf:
+        i = 0                       # put runs of consecutive ranks back in rank order
+        while i < len(order):
+            j = i + 1
+            while j < len(order) and order[j] == order[j - 1] + 1:
+                j += 1
+            ctx.copy(recvbuf[order[i] * c:(order[j - 1] + 1) * c], node_major[i * c:j * c])
+            i = j
+    _INTRA[intra]["bcast"](local, recvbuf, 0)
+
+
+def phases(primitive, lay, nbytes, commutative=True, root=0, inter=None, intra="binomial"):
+    """The phases of ``primitive``'s hierarchical algorithm on ``lay``, as lines of text.
+
+    Read by the demo; it names what the functions above run, with the same
+    default choice of inter algorithm (``nbytes``: bytes per rank).
+    """
+    split = split_of(primitive)
+    heads = _heads(lay, root if split.rooted else None)
+    name = split.flat(inter, nbytes, commutative).algorithm
+    hs = " ".join(map(str, heads))
+    lines = []
+    if split.first:
+        lines.append(f"1. inside each node: {intra} {split.first} to the node's head (ranks {hs})")
+    lines.append(f"{len(lines) + 1}. between nodes: {name} {split.inter} among the heads {hs}"
+                 + ("" if lay.n_nodes > 1 else " (one node: nothing crosses)"))
+    if split.last:
+        lines.append(f"{len(lines) + 1}. inside each node: {intra} {split.last} from the head")
+    return lines
+
+
