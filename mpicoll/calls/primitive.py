@@ -61,7 +61,7 @@ DEFINED = {}
 
 
 class Primitive:
-    """One collective: see the module docstring for each part."""
+    """One collective, defined by its module in ``calls/``: :mod:`mpicoll.calls.primitive`."""
 
     __slots__ = ("name", "run", "api", "methods", "call_arrays", "spec", "vspecs", "reduces",
                  "auto", "symbolic", "soak", "count_kind", "in_place")
