@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from mpicoll import algorithms
+from mpicoll.calls import DEFINED
 from mpicoll.coll.hierarchical import split_of
 from mpicoll.core.plugins import PluginError, import_modules
 from mpicoll.core.registry import PRIMITIVES
@@ -43,6 +44,12 @@ DEFAULT_MODEL = {"alpha_s": 2e-6, "beta_s_per_byte": 1 / 10e9, "gamma_s_per_byte
 _LEVEL_KEYS = (("alpha_intra_s", "alpha_s"), ("beta_intra_s_per_byte", "beta_s_per_byte"),
                ("alpha_inter_s", "alpha_s"), ("beta_inter_s_per_byte", "beta_s_per_byte"))
 
+
+
+def _moves_data(primitive):
+    """False for a primitive that moves no data (barrier: priced at 0 bytes only)."""
+    defined = DEFINED.get(primitive)
+    return defined is None or defined.count_kind is not None
 
 def hand_written(primitive):
     """The registered algorithms of ``primitive`` that mpicoll runs itself (native excluded)."""
@@ -293,7 +300,7 @@ def predict_two_level(args, m, ns, byte_vals, prims):
     # Every K of one (primitive, algorithm, n, N) at once: a plan set is recorded once.
     all_times = {}
     for p in prims:
-        for nb in (byte_vals if p != "barrier" else [0]):
+        for nb in (byte_vals if _moves_data(p) else [0]):
             for al in hand_written(p):
                 rows = [[model_time2(p, al, N, K, nb, lv) for K in ks] for N in grid]
                 for j, K in enumerate(ks):
@@ -308,12 +315,12 @@ def predict_two_level(args, m, ns, byte_vals, prims):
             flat = [al for al in algs if al != "hierarchical"]
             res = per_k["primitives"][p] = {"by_ranks": []}
             print(f"## {p}, K = {K}")
-            nb0 = byte_vals[0] if p != "barrier" else 0
+            nb0 = byte_vals[0] if _moves_data(p) else 0
             left = [al for al in algs if not math.isfinite(all_times[K, p, nb0, al][-1])]
             if left:
                 print(f"# {p}: {', '.join(left)}: no formula and no phase model; priced from "
                       f"every rank's plan up to N = {PLAN_MAX_RANKS} only")
-            for nb in (byte_vals if p != "barrier" else [0]):
+            for nb in (byte_vals if _moves_data(p) else [0]):
                 times = {al: all_times[K, p, nb, al] for al in algs}
                 entry = {"bytes": nb}
                 for fam, sel in _families(grid):
@@ -409,7 +416,7 @@ def predict(args):
         if note:
             print(note)
             res["plan_modelled"] = {"algorithms": planned, "max_ranks": PLAN_MAX_RANKS}
-        for nb in (byte_vals if p != "barrier" else [0]):
+        for nb in (byte_vals if _moves_data(p) else [0]):
             fams = rank_segments(p, ns, nb, params)
             entry = {"bytes": nb}
             for fam, segs in fams.items():
@@ -423,7 +430,7 @@ def predict(args):
                 res.setdefault("_curves", {})[nb] = {
                     al: _nan_for_inf([model_time(p, al, N, nb, params) for N in plot_ns])
                     for al in hand_written(p)}
-        if p != "barrier" and not isinstance(bytes_spec, list):
+        if _moves_data(p) and not isinstance(bytes_spec, list):
             bgrid = _bytes_grid(bytes_spec)
             reps = sorted({ns[0], ns[-1]}
                           | {8 ** k for k in range(1, 8) if ns[0] < 8 ** k < ns[-1]})
