@@ -18,9 +18,8 @@ from ..args.bufspec import is_rank, parse_bufspec, parse_vec, required
 from ..core.blocks import offsets
 from ..core.errors import ArgumentError
 from ..core.rules import Auto, Rule
-from ..engine.launch import run_call
 from ..sched.inspect import Len
-from ._vcommon import check_counts_match, v_side
+from ._vcommon import check_counts_match, launch, v_side
 from .primitive import Primitive, define
 from .scatter import ScatterSpec
 from .spec import VCounts
@@ -69,16 +68,12 @@ def run(call, bufs, root, algorithm):
                 check_no_alias("sendbuf", sflat, "recvbuf", dest)
             mine = dest.size
     counts = call.exchange(mine)
-    with call.checking():
-        total = sum(counts)
+
+    def settled():
         if is_root:
             check_counts_match("sendbuf counts", scounts, counts, "receives")
-        like = dest if dest is not None else sflat
-        fn = call.choose(algorithm, nbytes=total * like.itemsize // call.size, count=total,
-                         dtype=like.dtype, root=root, counts=counts, like=(sflat, dest))
-    call.settle()
-    run_call(call, total, like.itemsize, fn, sflat, dest, counts, sdispls, root)
-    return out
+        return out, sflat, dest, sdispls
+    return launch(call, algorithm, counts, settled, root)
 
 
 def Scatterv(comm, call, bnd, algorithm, sendbuf, recvbuf, root=0):
