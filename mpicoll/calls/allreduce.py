@@ -10,6 +10,7 @@ from ..engine.launch import run_call
 from ..sched.inspect import Len
 from .primitive import Primitive, define
 from .reduce import ReduceSpec
+from .spec import in_place_torch
 
 
 def allreduce(sendbuf, recvbuf=None, op=MPI.SUM):
@@ -89,10 +90,7 @@ class AllreduceSpec(ReduceSpec):
 
     def torch_call(self, c, fn, send, recv, op, group):
         """``dist.all_reduce(tensor, op)``, in place: on a copy of the input."""
-        def run():
-            recv.copy_(send)            # all_reduce is in place
-            fn(recv, op=op, group=group)
-        return run
+        return in_place_torch(fn, send, recv, op=op, group=group)     # all_reduce is in place
 
 
 def symbolic(k):

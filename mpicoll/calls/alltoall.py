@@ -5,7 +5,7 @@ from ..core.rules import Auto, N, Rule, n
 from ..engine.launch import run_call
 from ..sched.inspect import Len
 from .primitive import Primitive, define
-from .spec import Spec, blocks_data
+from .spec import Spec, all_but_own, blocks_data
 
 
 def alltoall(sendbuf, recvbuf=None):
@@ -63,9 +63,7 @@ class AlltoallSpec(Spec):
     native_coll = "alltoall"
     torch_fn = "all_to_all_single"
 
-    def busbw(self, n):
-        """nccl-tests' factor: (n - 1) / n."""
-        return (n - 1) / n
+    busbw = all_but_own
 
     def alloc(self, c):
         """N blocks to send and N to receive, on every rank."""

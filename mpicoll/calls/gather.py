@@ -12,7 +12,7 @@ from ..core.rules import Auto, Rule
 from ..engine.launch import run_call
 from ..sched.inspect import Len
 from .primitive import Primitive, define
-from .spec import Spec, blocks_data
+from .spec import RootedBlocks, blocks_data
 
 
 def gather(sendbuf, recvbuf=None, root=0):
@@ -69,17 +69,12 @@ def call_arrays(size, rank, count, root=0, counts=None, op=None):
     return (Len(count), Len(size * count) if rank == root else None, root)
 
 
-class GatherSpec(Spec):
+class GatherSpec(RootedBlocks):
     """The bench and test spec of gather."""
 
-    rooted = blocked = True
     raw = "comm.Gather(sendbuf, recvbuf, root)"
     native_coll = "gather"
     torch_fn = "gather"
-
-    def busbw(self, n):
-        """nccl-tests' factor: (n - 1) / n."""
-        return (n - 1) / n
 
     def alloc(self, c):
         """A block to send on every rank; N blocks to receive on the root."""
@@ -93,10 +88,6 @@ class GatherSpec(Spec):
     def output_fn(self, c):
         """Block i holds rank i's block."""
         return lambda g: blocks_data(g // c.block, g % c.block, c.dtype)
-
-    def args(self, c):
-        """The arguments: ``(send, recv, root)``."""
-        return (c.send, c.recv, c.root)
 
     def raw_call(self, c, comm):
         """``comm.Gather(sendbuf, recvbuf, root)``."""

@@ -9,7 +9,7 @@ from ..core.rules import POF2, SHORT, Auto, N, Rule, commutative, count, n
 from ..engine.launch import run_call
 from ..sched.inspect import Len
 from .primitive import Primitive, define
-from .spec import Spec
+from .spec import Spec, in_place_torch
 
 
 def reduce(sendbuf, recvbuf=None, op=MPI.SUM, root=0):
@@ -112,11 +112,7 @@ class ReduceSpec(Spec):
         # reduce is in place: the input is copied into the output, off the root into
         # scratch (gloo leaves scratch values in the tensor there)
         target = recv if recv is not None else send.new_empty(send.shape)
-
-        def run():
-            target.copy_(send)
-            fn(target, dst=c.root, op=op, group=group)
-        return run
+        return in_place_torch(fn, send, target, dst=c.root, op=op, group=group)
 
 
 def symbolic(k):

@@ -15,7 +15,7 @@ from ..core.rules import LONG, Auto, Rule, n, non_commutative
 from ..engine.launch import run_call
 from ..sched.inspect import Len
 from .primitive import Primitive, define
-from .spec import Spec
+from .spec import Spec, all_but_own
 
 
 def reduce_scatter_block(sendbuf, recvbuf=None, op=MPI.SUM):
@@ -150,9 +150,7 @@ class ReduceScatterSpec(Spec):
     nccl_method = "reduceScatter"
     torch_fn = "reduce_scatter_tensor"
 
-    def busbw(self, n):
-        """nccl-tests' factor: (n - 1) / n."""
-        return (n - 1) / n
+    busbw = all_but_own
 
     def call_count(self, c):
         """The whole vector's count."""

@@ -18,7 +18,7 @@ from ..core.rules import Auto, Rule
 from ..engine.launch import run_call
 from ..sched.inspect import Len
 from .primitive import Primitive, define
-from .spec import Spec, blocks_data
+from .spec import RootedBlocks, blocks_data
 
 
 def scatter(sendbuf, recvbuf, root=0):
@@ -89,17 +89,12 @@ def call_arrays(size, rank, count, root=0, counts=None, op=None):
     return (Len(size * count) if rank == root else None, Len(count), root)
 
 
-class ScatterSpec(Spec):
+class ScatterSpec(RootedBlocks):
     """The bench and test spec of scatter."""
 
-    rooted = blocked = True
     raw = "comm.Scatter(sendbuf, recvbuf, root)"
     native_coll = "scatter"
     torch_fn = "scatter"
-
-    def busbw(self, n):
-        """nccl-tests' factor: (n - 1) / n."""
-        return (n - 1) / n
 
     def alloc(self, c):
         """N blocks to send on the root; a block to receive on every rank."""
@@ -113,10 +108,6 @@ class ScatterSpec(Spec):
     def output_fn(self, c):
         """This rank's block."""
         return lambda g: blocks_data(c.rank, g, c.dtype)
-
-    def args(self, c):
-        """The arguments: ``(send, recv, root)``."""
-        return (c.send, c.recv, c.root)
 
     def raw_call(self, c, comm):
         """``comm.Scatter(sendbuf, recvbuf, root)``."""
