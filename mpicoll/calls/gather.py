@@ -1,7 +1,6 @@
 """gather: every rank's block into the root's buffer, in rank order (``MPI_Gather``)."""
 from ..args.buffers import (
     as_array,
-    check_root,
     is_in_place,
     not_in_place,
     recv_array,
@@ -11,6 +10,7 @@ from ..args.bufspec import is_rank, parse_bufspec, recv_spec
 from ..core.rules import Auto, Rule
 from ..engine.launch import run_call
 from ..sched.inspect import Len
+from ._common import recv_out, rooted
 from .primitive import Primitive, define
 from .spec import RootedBlocks, blocks_data
 
@@ -27,16 +27,13 @@ def gather(sendbuf, recvbuf=None, root=0):
 def run(call, bufs, root, algorithm):
     """The gather implementation (every face): validate, agree, launch; the output on the root."""
     with call.checking():
-        root = check_root(root, call.size)
-        is_root = call.rank == root
-        sendbuf, recvbuf = bufs()
+        root, is_root, sendbuf, recvbuf = rooted(call, bufs, root)
         n = call.size
         out = dest = None
         if is_in_place(sendbuf):
             if not is_root:
                 raise not_in_place("sendbuf", "on the root")
-            out = recvbuf
-            dest = as_array("recvbuf", recvbuf, writable=True)
+            out, dest = recv_out(recvbuf)
             c = whole_blocks("recvbuf", dest, n)
             data = dest[root * c:(root + 1) * c]
         else:

@@ -5,12 +5,13 @@ the rules every v primitive shares: :mod:`mpicoll.calls`).
 """
 from mpi4py import MPI
 
-from ..args.buffers import check_root, is_in_place, not_in_place
+from ..args.buffers import is_in_place, not_in_place
 from ..args.bufspec import is_rank, parse_bufspec, parse_vec, required, role
 from ..core.blocks import offsets
 from ..core.errors import ArgumentError
 from ..core.rules import Auto, Rule
 from ..sched.inspect import Len
+from ._common import rooted
 from ._vcommon import gathered, gathered_send, launch, v_side
 from .gather import GatherSpec
 from .primitive import Primitive, define
@@ -34,9 +35,7 @@ def run(call, bufs, root, algorithm):
     """The gatherv implementation (every face): validate, agree, launch; the output on the root."""
     mine = -1
     with call.checking():
-        root = check_root(root, call.size)
-        is_root = call.rank == root
-        sendbuf, recvbuf = bufs()
+        root, is_root, sendbuf, recvbuf = rooted(call, bufs, root)
         rv = rflat = rcounts = rdispls = None
         if is_root:
             rv, rflat, rcounts, rdispls = v_side("recvbuf", recvbuf, call.size, receive=True)

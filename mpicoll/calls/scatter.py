@@ -4,7 +4,6 @@ from mpi4py import MPI
 from ..args.buffers import (
     as_array,
     check_no_alias,
-    check_root,
     check_size,
     is_in_place,
     not_in_place,
@@ -13,10 +12,10 @@ from ..args.buffers import (
     whole_blocks,
 )
 from ..args.bufspec import is_rank, missing, parse_bufspec
-from ..core.errors import ArgumentError
 from ..core.rules import Auto, Rule
 from ..engine.launch import run_call
 from ..sched.inspect import Len
+from ._common import recv_block, rooted
 from .primitive import Primitive, define
 from .spec import RootedBlocks, blocks_data
 
@@ -34,9 +33,7 @@ def scatter(sendbuf, recvbuf, root=0):
 def run(call, bufs, root, algorithm):
     """The scatter implementation (every face): validate, agree, launch; the output."""
     with call.checking():
-        root = check_root(root, call.size)
-        is_root = call.rank == root
-        sendbuf, recvbuf = bufs()
+        root, is_root, sendbuf, recvbuf = rooted(call, bufs, root)
         n = call.size
         data = None
         if is_in_place(recvbuf):
@@ -47,12 +44,7 @@ def run(call, bufs, root, algorithm):
             c = whole_blocks("sendbuf", data, n)
             out, dest = None, data[root * c:(root + 1) * c].copy()
         else:
-            if recvbuf is None:
-                raise ArgumentError(
-                    "recvbuf: expected an array to receive this rank's block (every rank "
-                    "needs one); got None", MPI.ERR_BUFFER)
-            out = recvbuf
-            dest = as_array("recvbuf", recvbuf, writable=True)
+            out, dest = recv_block(recvbuf, "every rank needs one")
             if is_root:
                 data = as_array("sendbuf", sendbuf)
                 same_memory("recvbuf", dest, "sendbuf", data)

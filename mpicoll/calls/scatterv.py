@@ -6,9 +6,7 @@ the rules every v primitive shares: :mod:`mpicoll.calls`).
 from mpi4py import MPI
 
 from ..args.buffers import (
-    as_array,
     check_no_alias,
-    check_root,
     is_in_place,
     not_in_place,
     same_dtype,
@@ -19,6 +17,7 @@ from ..core.blocks import offsets
 from ..core.errors import ArgumentError
 from ..core.rules import Auto, Rule
 from ..sched.inspect import Len
+from ._common import recv_block, rooted
 from ._vcommon import check_counts_match, launch, v_side
 from .primitive import Primitive, define
 from .scatter import ScatterSpec
@@ -40,9 +39,7 @@ def run(call, bufs, root, algorithm):
     """The scatterv implementation (every face): validate, agree, launch; the output."""
     mine = -1
     with call.checking():
-        root = check_root(root, call.size)
-        is_root = call.rank == root
-        sendbuf, recvbuf = bufs()
+        root, is_root, sendbuf, recvbuf = rooted(call, bufs, root)
         sflat = scounts = sdispls = None
         if is_root:
             sv, sflat, scounts, sdispls = v_side("sendbuf", sendbuf, call.size, receive=False)
@@ -56,12 +53,7 @@ def run(call, bufs, root, algorithm):
             out = dest = None
             mine = scounts[root]
         else:
-            if recvbuf is None:
-                raise ArgumentError(
-                    "recvbuf: expected an array to receive this rank's block (every rank "
-                    "needs one; it sets this rank's count); got None", MPI.ERR_BUFFER)
-            out = recvbuf
-            dest = as_array("recvbuf", recvbuf, writable=True)
+            out, dest = recv_block(recvbuf, "every rank needs one; it sets this rank's count")
             if is_root:
                 same_memory("recvbuf", dest, "sendbuf", sflat)
                 same_dtype("recvbuf", dest, "sendbuf", sflat)
