@@ -1,10 +1,10 @@
-"""What the block collectives' runs share: the root checked, the receive buffer's forms."""
+"""What the block collectives' runs share: the root checked, the receive buffer, the input."""
 from mpi4py import MPI
 
-from ..args.buffers import as_array, check_root, recv_array
+from ..args.buffers import as_array, check_root, recv_array, snapshot
 from ..core.errors import ArgumentError
 
-__all__ = ["rooted", "recv_out", "recv_as_send", "recv_block"]
+__all__ = ["rooted", "recv_out", "recv_as_send", "recv_block", "snapshot_if"]
 
 
 def rooted(call, bufs, root):
@@ -33,3 +33,8 @@ def recv_block(recvbuf, why):
             f"recvbuf: expected an array to receive this rank's block ({why}); got None",
             MPI.ERR_BUFFER)
     return recv_out(recvbuf)
+
+
+def snapshot_if(in_place, data):
+    """(input, prologue): in place, a snapshot of ``data`` and its refresh; else (data, None)."""
+    return snapshot(data) if in_place else (data, None)

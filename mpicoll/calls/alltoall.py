@@ -1,10 +1,10 @@
 """alltoall: block j of every rank's buffer to rank j (``MPI_Alltoall``)."""
-from ..args.buffers import is_in_place, snapshot, whole_blocks
+from ..args.buffers import is_in_place, whole_blocks
 from ..args.bufspec import parse_bufspec, recv_spec
 from ..core.rules import Auto, N, Rule, n
 from ..engine.launch import run_call
 from ..sched.inspect import Len
-from ._common import recv_as_send, recv_out
+from ._common import recv_as_send, recv_out, snapshot_if
 from .primitive import Primitive, define
 from .spec import Spec, all_but_own, blocks_data
 
@@ -31,9 +31,7 @@ def run(call, bufs, algorithm):
         fn = call.choose(algorithm, nbytes=data.nbytes // n, count=data.size // n,
                          dtype=data.dtype, like=(data, dest))
     call.settle()
-    pro = None
-    if data is dest:
-        data, pro = snapshot(data)
+    data, pro = snapshot_if(data is dest, data)
     run_call(call, data.size, data.itemsize, fn, data, dest, prologue=pro)
     return out
 

@@ -1,14 +1,14 @@
 """reduce: every rank's sendbuf reduced with an op into the root's recvbuf (``MPI_Reduce``)."""
 from mpi4py import MPI
 
-from ..args.buffers import as_array, is_in_place, not_in_place, snapshot
+from ..args.buffers import as_array, is_in_place, not_in_place
 from ..args.bufspec import is_rank, parse_bufspec, recv_spec
 from ..args.user_ops import wrap as wrap_user_op
 from ..core.ops import check_op
 from ..core.rules import POF2, SHORT, Auto, N, Rule, commutative, count, n
 from ..engine.launch import run_call
 from ..sched.inspect import Len
-from ._common import recv_as_send, recv_out, rooted
+from ._common import recv_as_send, recv_out, rooted, snapshot_if
 from .primitive import Primitive, define
 from .spec import Spec, in_place_torch
 
@@ -40,9 +40,8 @@ def run(call, bufs, op, root, algorithm):
         fn = call.choose(algorithm, op=op, nbytes=data.nbytes, count=data.size,
                          dtype=data.dtype, root=root, like=(data, dest))
     call.settle()
-    pro = None
-    if is_in_place(sendbuf):
-        data, pro = snapshot(data)    # algorithms may write recvbuf before reading sendbuf
+    # in place: algorithms may write recvbuf before reading sendbuf
+    data, pro = snapshot_if(is_in_place(sendbuf), data)
     run_call(call, data.size, data.itemsize, fn, data, dest, op, root, prologue=pro)
     return out if is_root else None
 
