@@ -7,8 +7,10 @@ from ..core.blocks import offsets
 from ..core.errors import ArgumentError
 from ..device.arrays import empty
 from ..engine.launch import run_call
+from ..sched.inspect import Len
 
-__all__ = ["v_side", "check_counts_match", "send_side", "gathered_send", "gathered", "launch"]
+__all__ = ["v_side", "check_counts_match", "send_side", "gathered_send", "gathered", "launch",
+           "v_counts", "v_whole"]
 
 
 def v_side(argname, spec, size, *, receive):
@@ -82,3 +84,13 @@ def launch(call, algorithm, counts, settled, root=None):
     rooted = () if root is None else (root,)
     run_call(call, total, like.itemsize, fn, send, recv, counts, displs, *rooted)
     return out
+
+
+def v_counts(size, count, counts):
+    """``call_arrays``' per-rank counts: ``counts``, or ``count`` for every rank."""
+    return [count] * size if counts is None else [int(c) for c in counts]
+
+
+def v_whole(cs, here):
+    """``call_arrays``' whole v-buffer where ``here``: (Len, back-to-back displs); else Nones."""
+    return (Len(sum(cs)), offsets(cs)[:-1]) if here else (None, None)

@@ -6,11 +6,10 @@ the rules every v primitive shares: :mod:`mpicoll.calls`).
 from mpi4py import MPI
 
 from ..args.bufspec import parse_bufspec, parse_vec, required, role
-from ..core.blocks import offsets
 from ..core.errors import ArgumentError
 from ..core.rules import Auto, KiB, N, Rule, n
 from ..sched.inspect import Len
-from ._vcommon import gathered, gathered_send, launch, v_side
+from ._vcommon import gathered, gathered_send, launch, v_counts, v_side, v_whole
 from .allgather import AllgatherSpec
 from .primitive import Primitive, define
 from .spec import VCounts
@@ -54,8 +53,9 @@ def Allgatherv(comm, call, bnd, algorithm, sendbuf, recvbuf):
 
 def call_arrays(size, rank, count, root=0, counts=None, op=None):
     """``count``: elements of each rank's block; ``counts``: per-rank blocks instead."""
-    cs = [count] * size if counts is None else [int(c) for c in counts]
-    return (Len(cs[rank]), Len(sum(cs)), cs, offsets(cs)[:-1])
+    cs = v_counts(size, count, counts)
+    whole, at = v_whole(cs, True)
+    return (Len(cs[rank]), whole, cs, at)
 
 
 class AllgathervSpec(VCounts, AllgatherSpec):

@@ -7,12 +7,11 @@ from mpi4py import MPI
 
 from ..args.buffers import is_in_place, not_in_place
 from ..args.bufspec import is_rank, parse_bufspec, parse_vec, required, role
-from ..core.blocks import offsets
 from ..core.errors import ArgumentError
 from ..core.rules import Auto, Rule
 from ..sched.inspect import Len
 from ._common import rooted
-from ._vcommon import gathered, gathered_send, launch, v_side
+from ._vcommon import gathered, gathered_send, launch, v_counts, v_side, v_whole
 from .gather import GatherSpec
 from .primitive import Primitive, define
 from .spec import VCounts
@@ -68,10 +67,9 @@ def Gatherv(comm, call, bnd, algorithm, sendbuf, recvbuf, root=0):
 
 def call_arrays(size, rank, count, root=0, counts=None, op=None):
     """``count``: elements of each rank's block; ``counts``: per-rank blocks instead."""
-    cs = [count] * size if counts is None else [int(c) for c in counts]
-    at = offsets(cs)[:-1]
-    is_root = rank == root
-    return (Len(cs[rank]), Len(sum(cs)) if is_root else None, cs, at if is_root else None, root)
+    cs = v_counts(size, count, counts)
+    whole, at = v_whole(cs, rank == root)
+    return (Len(cs[rank]), whole, cs, at, root)
 
 
 class GathervSpec(VCounts, GatherSpec):

@@ -13,12 +13,11 @@ from ..args.buffers import (
     same_memory,
 )
 from ..args.bufspec import is_rank, parse_bufspec, parse_vec, required
-from ..core.blocks import offsets
 from ..core.errors import ArgumentError
 from ..core.rules import Auto, Rule
 from ..sched.inspect import Len
 from ._common import recv_block, rooted
-from ._vcommon import check_counts_match, launch, v_side
+from ._vcommon import check_counts_match, launch, v_counts, v_side, v_whole
 from .primitive import Primitive, define
 from .scatter import ScatterSpec
 from .spec import VCounts
@@ -83,10 +82,9 @@ def Scatterv(comm, call, bnd, algorithm, sendbuf, recvbuf, root=0):
 
 def call_arrays(size, rank, count, root=0, counts=None, op=None):
     """``count``: elements of each rank's block; ``counts``: per-rank blocks instead."""
-    cs = [count] * size if counts is None else [int(c) for c in counts]
-    at = offsets(cs)[:-1]
-    is_root = rank == root
-    return (Len(sum(cs)) if is_root else None, Len(cs[rank]), cs, at if is_root else None, root)
+    cs = v_counts(size, count, counts)
+    whole, at = v_whole(cs, rank == root)
+    return (whole, Len(cs[rank]), cs, at, root)
 
 
 class ScattervSpec(VCounts, ScatterSpec):
