@@ -8,7 +8,6 @@ Per rank, N = 3, root = 0::
 Costs: α per message, β per byte, n bytes per block.
 """
 from ..core.registry import register
-from ._common import tree_down
 from .cost import Cost, lg
 from .textbook import F, Textbook, always
 
@@ -62,7 +61,17 @@ def scatter_binomial(ctx, sendbuf, recvbuf, root):
         tmp = recvbuf
     else:
         tmp = ctx.scratch(subtree * c)
-    tree_down(ctx, root, lambda mask: tmp,
-              lambda mask: tmp[mask * c:(mask + min(mask, size - rel - mask)) * c])
+    mask = 1
+    while mask < size:
+        if rel & mask:
+            ctx.recv(tmp, (rel - mask + root) % size)
+            break
+        mask <<= 1
+    mask >>= 1
+    while mask > 0:
+        if rel + mask < size:
+            nb = min(mask, size - rel - mask)
+            ctx.send(tmp[mask * c:(mask + nb) * c], (rel + mask + root) % size)
+        mask >>= 1
     if tmp is not recvbuf:
         ctx.copy(recvbuf, tmp[:c])
