@@ -4,6 +4,7 @@ from ..args.bufspec import parse_bufspec, recv_spec
 from ..core.rules import Auto, KiB, N, Rule, n
 from ..engine.launch import run_call
 from ..sched.inspect import Len
+from ._common import recv_out
 from .gather import GatherSpec, gathered
 from .primitive import Primitive, define
 
@@ -23,8 +24,7 @@ def run(call, bufs, algorithm):
         sendbuf, recvbuf = bufs()
         n = call.size
         if is_in_place(sendbuf):
-            out = recvbuf
-            dest = as_array("recvbuf", recvbuf, writable=True)
+            out, dest = recv_out(recvbuf)
             c = whole_blocks("recvbuf", dest, n)
             data = dest[call.rank * c:(call.rank + 1) * c]
         else:

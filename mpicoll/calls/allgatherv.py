@@ -5,17 +5,11 @@ the rules every v primitive shares: :mod:`mpicoll.calls`).
 """
 from mpi4py import MPI
 
-from ..args.buffers import (
-    is_in_place,
-)
 from ..args.bufspec import parse_bufspec, parse_vec, required, role
-from ..core.blocks import offsets
 from ..core.errors import ArgumentError
 from ..core.rules import Auto, KiB, N, Rule, n
-from ..device.arrays import empty
-from ..engine.launch import run_call
 from ..sched.inspect import Len
-from ._vcommon import check_counts_match, send_side, v_side
+from ._vcommon import gathered, gathered_send, launch, v_counts, v_side, v_whole
 from .allgather import AllgatherSpec
 from .primitive import Primitive, define
 from .spec import VCounts
@@ -42,30 +36,10 @@ def run(call, bufs, algorithm):
         if rv is MPI.IN_PLACE:
             raise ArgumentError("recvbuf: expected a receive buffer; got MPI.IN_PLACE",
                                 MPI.ERR_BUFFER)
-        if is_in_place(sendbuf):
-            if rv is None:
-                raise ArgumentError(
-                    "recvbuf: expected the receive buffer (sendbuf=MPI.IN_PLACE takes this "
-                    "rank's block from it); got None", MPI.ERR_BUFFER)
-            data = None
-            mine = rcounts[rank]
-        else:
-            data = send_side(sendbuf, rflat)
-            mine = data.size
+        data, mine = gathered_send(sendbuf, rv, rflat, rcounts, rank, "this rank's")
     counts = call.exchange(mine)
-    with call.checking():
-        total = sum(counts)
-        if rv is None:                  # allocate: the blocks back to back, in rank order
-            out = rflat = empty(data, total)
-            rdispls = offsets(counts)[:-1]
-        else:
-            check_counts_match("recvbuf counts", rcounts, counts, "sends")
-            out = rv.obj
-        fn = call.choose(algorithm, nbytes=total * rflat.itemsize // call.size, count=total,
-                         dtype=rflat.dtype, counts=counts, like=(data, rflat))
-    call.settle()
-    run_call(call, total, rflat.itemsize, fn, data, rflat, counts, rdispls)
-    return out
+    return launch(call, algorithm, counts,
+                  lambda: gathered(data, rv, rflat, rcounts, rdispls, counts))
 
 
 def Allgatherv(comm, call, bnd, algorithm, sendbuf, recvbuf):
@@ -79,8 +53,9 @@ def Allgatherv(comm, call, bnd, algorithm, sendbuf, recvbuf):
 
 def call_arrays(size, rank, count, root=0, counts=None, op=None):
     """``count``: elements of each rank's block; ``counts``: per-rank blocks instead."""
-    cs = [count] * size if counts is None else [int(c) for c in counts]
-    return (Len(cs[rank]), Len(sum(cs)), cs, offsets(cs)[:-1])
+    cs = v_counts(size, count, counts)
+    whole, at = v_whole(cs, True)
+    return (Len(cs[rank]), whole, cs, at)
 
 
 class AllgathervSpec(VCounts, AllgatherSpec):

@@ -1,15 +1,17 @@
 """allreduce: every rank gets the reduction of every rank's sendbuf (``MPI_Allreduce``)."""
 from mpi4py import MPI
 
-from ..args.buffers import as_array, is_in_place, recv_array
+from ..args.buffers import is_in_place
 from ..args.bufspec import parse_bufspec, recv_spec
 from ..args.user_ops import wrap as wrap_user_op
 from ..core.ops import check_op
 from ..core.rules import SHORT, Auto, Rule, n, non_commutative
 from ..engine.launch import run_call
 from ..sched.inspect import Len
+from ._common import recv_as_send, recv_out
 from .primitive import Primitive, define
 from .reduce import ReduceSpec
+from .spec import in_place_torch
 
 
 def allreduce(sendbuf, recvbuf=None, op=MPI.SUM):
@@ -27,13 +29,10 @@ def run(call, bufs, op, algorithm):
     with call.checking():
         sendbuf, recvbuf = bufs()
         if is_in_place(sendbuf):
-            out = recvbuf
-            dest = as_array("recvbuf", recvbuf, writable=True)
+            out, dest = recv_out(recvbuf)
             data = None
         else:
-            data = as_array("sendbuf", sendbuf)
-            out, dest = recv_array("recvbuf", recvbuf, data, data.size,
-                                   "as many as sendbuf", sendbuf.shape)
+            data, out, dest = recv_as_send(sendbuf, recvbuf)
         check_op(op, dest.dtype)
         fn = call.choose(algorithm, op=op, nbytes=dest.nbytes, count=dest.size,
                          dtype=dest.dtype, like=(data, dest))
@@ -89,10 +88,7 @@ class AllreduceSpec(ReduceSpec):
 
     def torch_call(self, c, fn, send, recv, op, group):
         """``dist.all_reduce(tensor, op)``, in place: on a copy of the input."""
-        def run():
-            recv.copy_(send)            # all_reduce is in place
-            fn(recv, op=op, group=group)
-        return run
+        return in_place_torch(fn, send, recv, op=op, group=group)     # all_reduce is in place
 
 
 def symbolic(k):

@@ -1,13 +1,14 @@
 """alltoall: block j of every rank's buffer to rank j (``MPI_Alltoall``)."""
 import numpy as np
 
-from ..args.buffers import as_array, is_in_place, recv_array, snapshot, whole_blocks
+from ..args.buffers import is_in_place, whole_blocks
 from ..args.bufspec import parse_bufspec, recv_spec
 from ..core.rules import Auto, N, Rule, n
 from ..engine.launch import run_call
 from ..sched.inspect import Len
+from ._common import recv_as_send, recv_out, snapshot_if
 from .primitive import Primitive, define
-from .spec import Spec, blocks_data
+from .spec import Spec, all_but_own, blocks_data
 
 
 def alltoall(sendbuf, recvbuf=None):
@@ -24,20 +25,15 @@ def run(call, bufs, algorithm):
         sendbuf, recvbuf = bufs()
         n = call.size
         if is_in_place(sendbuf):
-            out = recvbuf
-            dest = as_array("recvbuf", recvbuf, writable=True)
+            out, dest = recv_out(recvbuf)
             data = dest
         else:
-            data = as_array("sendbuf", sendbuf)
-            out, dest = recv_array("recvbuf", recvbuf, data, data.size,
-                                   "as many as sendbuf", sendbuf.shape)
+            data, out, dest = recv_as_send(sendbuf, recvbuf)
         whole_blocks("recvbuf" if data is dest else "sendbuf", data, n)
         fn = call.choose(algorithm, nbytes=data.nbytes // n, count=data.size // n,
                          dtype=data.dtype, like=(data, dest))
     call.settle()
-    pro = None
-    if data is dest:
-        data, pro = snapshot(data)
+    data, pro = snapshot_if(data is dest, data)
     run_call(call, data.size, data.itemsize, fn, data, dest, prologue=pro)
     return out
 
@@ -65,9 +61,7 @@ class AlltoallSpec(Spec):
     native_coll = "alltoall"
     torch_fn = "all_to_all_single"
 
-    def busbw(self, n):
-        """nccl-tests' factor: (n - 1) / n."""
-        return (n - 1) / n
+    busbw = all_but_own
 
     def alloc(self, c):
         """N blocks to send and N to receive, on every rank."""

@@ -15,7 +15,7 @@ from ..core.errors import ArgumentError
 from ..core.rules import Auto, N, Rule
 from ..engine.launch import run_call
 from ..sched.inspect import Len
-from ._vcommon import v_side
+from ._vcommon import v_counts, v_side
 from .alltoall import AlltoallSpec
 from .primitive import Primitive, define
 from .spec import VCounts
@@ -118,7 +118,7 @@ def call_arrays(size, rank, count, root=0, counts=None, op=None):
     ``counts[j]``: what every rank sends to rank j (so rank i receives ``counts[i]`` from
     each), default ``count`` everywhere.
     """
-    cs = [count] * size if counts is None else [int(c) for c in counts]
+    cs = v_counts(size, count, counts)
     rc = [cs[rank]] * size
     return (Len(sum(cs)), Len(sum(rc)), cs, offsets(cs)[:-1], rc, offsets(rc)[:-1])
 

@@ -1,7 +1,6 @@
 """gather: every rank's block into the root's buffer, in rank order (``MPI_Gather``)."""
 from ..args.buffers import (
     as_array,
-    check_root,
     is_in_place,
     not_in_place,
     recv_array,
@@ -11,8 +10,9 @@ from ..args.bufspec import is_rank, parse_bufspec, recv_spec
 from ..core.rules import Auto, Rule
 from ..engine.launch import run_call
 from ..sched.inspect import Len
+from ._common import recv_out, rooted
 from .primitive import Primitive, define
-from .spec import Spec, blocks_data
+from .spec import RootedBlocks, blocks_data
 
 
 def gather(sendbuf, recvbuf=None, root=0):
@@ -27,16 +27,13 @@ def gather(sendbuf, recvbuf=None, root=0):
 def run(call, bufs, root, algorithm):
     """The gather implementation (every face): validate, agree, launch; the output on the root."""
     with call.checking():
-        root = check_root(root, call.size)
-        is_root = call.rank == root
-        sendbuf, recvbuf = bufs()
+        root, is_root, sendbuf, recvbuf = rooted(call, bufs, root)
         n = call.size
         out = dest = None
         if is_in_place(sendbuf):
             if not is_root:
                 raise not_in_place("sendbuf", "on the root")
-            out = recvbuf
-            dest = as_array("recvbuf", recvbuf, writable=True)
+            out, dest = recv_out(recvbuf)
             c = whole_blocks("recvbuf", dest, n)
             data = dest[root * c:(root + 1) * c]
         else:
@@ -69,17 +66,12 @@ def call_arrays(size, rank, count, root=0, counts=None, op=None):
     return (Len(count), Len(size * count) if rank == root else None, root)
 
 
-class GatherSpec(Spec):
+class GatherSpec(RootedBlocks):
     """The bench and test spec of gather."""
 
-    rooted = blocked = True
     raw = "comm.Gather(sendbuf, recvbuf, root)"
     native_coll = "gather"
     torch_fn = "gather"
-
-    def busbw(self, n):
-        """nccl-tests' factor: (n - 1) / n."""
-        return (n - 1) / n
 
     def alloc(self, c):
         """A block to send on every rank; N blocks to receive on the root."""
@@ -93,10 +85,6 @@ class GatherSpec(Spec):
     def output_fn(self, c):
         """Block i holds rank i's block."""
         return lambda g: blocks_data(g // c.block, g % c.block, c.dtype)
-
-    def args(self, c):
-        """The arguments: ``(send, recv, root)``."""
-        return (c.send, c.recv, c.root)
 
     def raw_call(self, c, comm):
         """``comm.Gather(sendbuf, recvbuf, root)``."""

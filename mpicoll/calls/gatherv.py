@@ -5,19 +5,13 @@ the rules every v primitive shares: :mod:`mpicoll.calls`).
 """
 from mpi4py import MPI
 
-from ..args.buffers import (
-    check_root,
-    is_in_place,
-    not_in_place,
-)
+from ..args.buffers import is_in_place, not_in_place
 from ..args.bufspec import is_rank, parse_bufspec, parse_vec, required, role
-from ..core.blocks import offsets
 from ..core.errors import ArgumentError
 from ..core.rules import Auto, Rule
-from ..device.arrays import empty
-from ..engine.launch import run_call
 from ..sched.inspect import Len
-from ._vcommon import check_counts_match, send_side, v_side
+from ._common import rooted
+from ._vcommon import gathered, gathered_send, launch, v_counts, v_side, v_whole
 from .gather import GatherSpec
 from .primitive import Primitive, define
 from .spec import VCounts
@@ -40,9 +34,7 @@ def run(call, bufs, root, algorithm):
     """The gatherv implementation (every face): validate, agree, launch; the output on the root."""
     mine = -1
     with call.checking():
-        root = check_root(root, call.size)
-        is_root = call.rank == root
-        sendbuf, recvbuf = bufs()
+        root, is_root, sendbuf, recvbuf = rooted(call, bufs, root)
         rv = rflat = rcounts = rdispls = None
         if is_root:
             rv, rflat, rcounts, rdispls = v_side("recvbuf", recvbuf, call.size, receive=True)
@@ -50,35 +42,16 @@ def run(call, bufs, root, algorithm):
                 raise ArgumentError(
                     "recvbuf: expected the root's receive buffer; got MPI.IN_PLACE",
                     MPI.ERR_BUFFER)
-        if is_in_place(sendbuf):
-            if not is_root:
-                raise not_in_place("sendbuf", "on the root")
-            if rv is None:
-                raise ArgumentError(
-                    "recvbuf: expected the receive buffer (sendbuf=MPI.IN_PLACE takes the root's "
-                    "block from it); got None", MPI.ERR_BUFFER)
-            data = None
-            mine = rcounts[root]
-        else:
-            data = send_side(sendbuf, rflat)
-            mine = data.size
+        if is_in_place(sendbuf) and not is_root:
+            raise not_in_place("sendbuf", "on the root")
+        data, mine = gathered_send(sendbuf, rv, rflat, rcounts, root, "the root's")
     counts = call.exchange(mine)        # every rank's count, on every rank
-    with call.checking():
-        total = sum(counts)
-        out = None
-        if is_root:
-            if rv is None:              # allocate: the blocks back to back, in rank order
-                out = rflat = empty(data, total)
-                rdispls = offsets(counts)[:-1]
-            else:
-                check_counts_match("recvbuf counts", rcounts, counts, "sends")
-                out = rv.obj
-        like = data if data is not None else rflat
-        fn = call.choose(algorithm, nbytes=total * like.itemsize // call.size, count=total,
-                         dtype=like.dtype, root=root, counts=counts, like=(data, rflat))
-    call.settle()
-    run_call(call, total, like.itemsize, fn, data, rflat, counts, rdispls, root)
-    return out
+
+    def settled():
+        if not is_root:
+            return None, data, None, None
+        return gathered(data, rv, rflat, rcounts, rdispls, counts)
+    return launch(call, algorithm, counts, settled, root)
 
 
 def Gatherv(comm, call, bnd, algorithm, sendbuf, recvbuf, root=0):
@@ -94,10 +67,9 @@ def Gatherv(comm, call, bnd, algorithm, sendbuf, recvbuf, root=0):
 
 def call_arrays(size, rank, count, root=0, counts=None, op=None):
     """``count``: elements of each rank's block; ``counts``: per-rank blocks instead."""
-    cs = [count] * size if counts is None else [int(c) for c in counts]
-    at = offsets(cs)[:-1]
-    is_root = rank == root
-    return (Len(cs[rank]), Len(sum(cs)) if is_root else None, cs, at if is_root else None, root)
+    cs = v_counts(size, count, counts)
+    whole, at = v_whole(cs, rank == root)
+    return (Len(cs[rank]), whole, cs, at, root)
 
 
 class GathervSpec(VCounts, GatherSpec):

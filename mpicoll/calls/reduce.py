@@ -1,15 +1,16 @@
 """reduce: every rank's sendbuf reduced with an op into the root's recvbuf (``MPI_Reduce``)."""
 from mpi4py import MPI
 
-from ..args.buffers import as_array, check_root, is_in_place, not_in_place, recv_array, snapshot
+from ..args.buffers import as_array, is_in_place, not_in_place
 from ..args.bufspec import is_rank, parse_bufspec, recv_spec
 from ..args.user_ops import wrap as wrap_user_op
 from ..core.ops import check_op
 from ..core.rules import POF2, SHORT, Auto, N, Rule, commutative, count, n
 from ..engine.launch import run_call
 from ..sched.inspect import Len
+from ._common import recv_as_send, recv_out, rooted, snapshot_if
 from .primitive import Primitive, define
-from .spec import Spec
+from .spec import Spec, in_place_torch
 
 
 def reduce(sendbuf, recvbuf=None, op=MPI.SUM, root=0):
@@ -25,28 +26,22 @@ def reduce(sendbuf, recvbuf=None, op=MPI.SUM, root=0):
 def run(call, bufs, op, root, algorithm):
     """The reduce implementation (every face): validate, agree, launch; the output on the root."""
     with call.checking():
-        root = check_root(root, call.size)
-        is_root = call.rank == root
-        sendbuf, recvbuf = bufs()
+        root, is_root, sendbuf, recvbuf = rooted(call, bufs, root)
         if is_in_place(sendbuf):
             if not is_root:
                 raise not_in_place("sendbuf", "on the root")
-            out = recvbuf
-            data = as_array("recvbuf", recvbuf, writable=True)
+            out, data = recv_out(recvbuf)
             dest = data
+        elif is_root:
+            data, out, dest = recv_as_send(sendbuf, recvbuf)
         else:
-            data = as_array("sendbuf", sendbuf)
-            out, dest = None, None
-            if is_root:
-                out, dest = recv_array("recvbuf", recvbuf, data, data.size,
-                                       "as many as sendbuf", sendbuf.shape)
+            data, out, dest = as_array("sendbuf", sendbuf), None, None
         check_op(op, data.dtype)
         fn = call.choose(algorithm, op=op, nbytes=data.nbytes, count=data.size,
                          dtype=data.dtype, root=root, like=(data, dest))
     call.settle()
-    pro = None
-    if is_in_place(sendbuf):
-        data, pro = snapshot(data)    # algorithms may write recvbuf before reading sendbuf
+    # in place: algorithms may write recvbuf before reading sendbuf
+    data, pro = snapshot_if(is_in_place(sendbuf), data)
     run_call(call, data.size, data.itemsize, fn, data, dest, op, root, prologue=pro)
     return out if is_root else None
 
@@ -112,11 +107,7 @@ class ReduceSpec(Spec):
         # reduce is in place: the input is copied into the output, off the root into
         # scratch (gloo leaves scratch values in the tensor there)
         target = recv if recv is not None else send.new_empty(send.shape)
-
-        def run():
-            target.copy_(send)
-            fn(target, dst=c.root, op=op, group=group)
-        return run
+        return in_place_torch(fn, send, target, dst=c.root, op=op, group=group)
 
 
 def symbolic(k):

@@ -6,7 +6,7 @@ elements to rank i).
 """
 from mpi4py import MPI
 
-from ..args.buffers import as_array, check_counts, check_size, is_in_place, recv_array, snapshot
+from ..args.buffers import as_array, check_counts, check_size, is_in_place, recv_array
 from ..args.bufspec import parse_bufspec, recv_spec
 from ..args.user_ops import wrap as wrap_user_op
 from ..core.errors import ArgumentError
@@ -14,8 +14,9 @@ from ..core.ops import check_op
 from ..core.rules import LONG, Auto, Rule, n, non_commutative
 from ..engine.launch import run_call
 from ..sched.inspect import Len
+from ._common import snapshot_if
 from .primitive import Primitive, define
-from .spec import Spec
+from .spec import Spec, all_but_own
 
 
 def reduce_scatter_block(sendbuf, recvbuf=None, op=MPI.SUM):
@@ -75,9 +76,8 @@ def run(call, bufs, counts, op, algorithm):
         fn = call.choose(algorithm, op=op, nbytes=full.nbytes, count=full.size,
                          dtype=full.dtype, counts=counts, like=(full, dest))
     call.settle()
-    pro = None
-    if is_in_place(sendbuf):
-        full, pro = snapshot(full)    # the result overwrites the start of the input
+    # in place: the result overwrites the start of the input
+    full, pro = snapshot_if(is_in_place(sendbuf), full)
     run_call(call, full.size, full.itemsize, fn, full, dest, counts, op, prologue=pro)
     return out
 
@@ -150,9 +150,7 @@ class ReduceScatterSpec(Spec):
     nccl_method = "reduceScatter"
     torch_fn = "reduce_scatter_tensor"
 
-    def busbw(self, n):
-        """nccl-tests' factor: (n - 1) / n."""
-        return (n - 1) / n
+    busbw = all_but_own
 
     def call_count(self, c):
         """The whole vector's count."""

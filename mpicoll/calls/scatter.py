@@ -5,7 +5,6 @@ from mpi4py import MPI
 from ..args.buffers import (
     as_array,
     check_no_alias,
-    check_root,
     check_size,
     is_in_place,
     not_in_place,
@@ -14,12 +13,12 @@ from ..args.buffers import (
     whole_blocks,
 )
 from ..args.bufspec import is_rank, missing, parse_bufspec
-from ..core.errors import ArgumentError
 from ..core.rules import Auto, Rule
 from ..engine.launch import run_call
 from ..sched.inspect import Len
+from ._common import recv_block, rooted
 from .primitive import Primitive, define
-from .spec import Spec, blocks_data
+from .spec import RootedBlocks, blocks_data
 
 
 def scatter(sendbuf, recvbuf, root=0):
@@ -35,9 +34,7 @@ def scatter(sendbuf, recvbuf, root=0):
 def run(call, bufs, root, algorithm):
     """The scatter implementation (every face): validate, agree, launch; the output."""
     with call.checking():
-        root = check_root(root, call.size)
-        is_root = call.rank == root
-        sendbuf, recvbuf = bufs()
+        root, is_root, sendbuf, recvbuf = rooted(call, bufs, root)
         n = call.size
         data = None
         if is_in_place(recvbuf):
@@ -48,12 +45,7 @@ def run(call, bufs, root, algorithm):
             c = whole_blocks("sendbuf", data, n)
             out, dest = None, data[root * c:(root + 1) * c].copy()
         else:
-            if recvbuf is None:
-                raise ArgumentError(
-                    "recvbuf: expected an array to receive this rank's block (every rank "
-                    "needs one); got None", MPI.ERR_BUFFER)
-            out = recvbuf
-            dest = as_array("recvbuf", recvbuf, writable=True)
+            out, dest = recv_block(recvbuf, "every rank needs one")
             if is_root:
                 data = as_array("sendbuf", sendbuf)
                 same_memory("recvbuf", dest, "sendbuf", data)
@@ -90,17 +82,12 @@ def call_arrays(size, rank, count, root=0, counts=None, op=None):
     return (Len(size * count) if rank == root else None, Len(count), root)
 
 
-class ScatterSpec(Spec):
+class ScatterSpec(RootedBlocks):
     """The bench and test spec of scatter."""
 
-    rooted = blocked = True
     raw = "comm.Scatter(sendbuf, recvbuf, root)"
     native_coll = "scatter"
     torch_fn = "scatter"
-
-    def busbw(self, n):
-        """nccl-tests' factor: (n - 1) / n."""
-        return (n - 1) / n
 
     def alloc(self, c):
         """N blocks to send on the root; a block to receive on every rank."""
@@ -114,10 +101,6 @@ class ScatterSpec(Spec):
     def output_fn(self, c):
         """This rank's block."""
         return lambda g: blocks_data(c.rank, g, c.dtype)
-
-    def args(self, c):
-        """The arguments: ``(send, recv, root)``."""
-        return (c.send, c.recv, c.root)
 
     def raw_call(self, c, comm):
         """``comm.Scatter(sendbuf, recvbuf, root)``."""

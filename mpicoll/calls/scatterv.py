@@ -6,21 +6,18 @@ the rules every v primitive shares: :mod:`mpicoll.calls`).
 from mpi4py import MPI
 
 from ..args.buffers import (
-    as_array,
     check_no_alias,
-    check_root,
     is_in_place,
     not_in_place,
     same_dtype,
     same_memory,
 )
 from ..args.bufspec import is_rank, parse_bufspec, parse_vec, required
-from ..core.blocks import offsets
 from ..core.errors import ArgumentError
 from ..core.rules import Auto, Rule
-from ..engine.launch import run_call
 from ..sched.inspect import Len
-from ._vcommon import check_counts_match, v_side
+from ._common import recv_block, rooted
+from ._vcommon import check_counts_match, launch, v_counts, v_side, v_whole
 from .primitive import Primitive, define
 from .scatter import ScatterSpec
 from .spec import VCounts
@@ -41,9 +38,7 @@ def run(call, bufs, root, algorithm):
     """The scatterv implementation (every face): validate, agree, launch; the output."""
     mine = -1
     with call.checking():
-        root = check_root(root, call.size)
-        is_root = call.rank == root
-        sendbuf, recvbuf = bufs()
+        root, is_root, sendbuf, recvbuf = rooted(call, bufs, root)
         sflat = scounts = sdispls = None
         if is_root:
             sv, sflat, scounts, sdispls = v_side("sendbuf", sendbuf, call.size, receive=False)
@@ -57,28 +52,19 @@ def run(call, bufs, root, algorithm):
             out = dest = None
             mine = scounts[root]
         else:
-            if recvbuf is None:
-                raise ArgumentError(
-                    "recvbuf: expected an array to receive this rank's block (every rank "
-                    "needs one; it sets this rank's count); got None", MPI.ERR_BUFFER)
-            out = recvbuf
-            dest = as_array("recvbuf", recvbuf, writable=True)
+            out, dest = recv_block(recvbuf, "every rank needs one; it sets this rank's count")
             if is_root:
                 same_memory("recvbuf", dest, "sendbuf", sflat)
                 same_dtype("recvbuf", dest, "sendbuf", sflat)
                 check_no_alias("sendbuf", sflat, "recvbuf", dest)
             mine = dest.size
     counts = call.exchange(mine)
-    with call.checking():
-        total = sum(counts)
+
+    def settled():
         if is_root:
             check_counts_match("sendbuf counts", scounts, counts, "receives")
-        like = dest if dest is not None else sflat
-        fn = call.choose(algorithm, nbytes=total * like.itemsize // call.size, count=total,
-                         dtype=like.dtype, root=root, counts=counts, like=(sflat, dest))
-    call.settle()
-    run_call(call, total, like.itemsize, fn, sflat, dest, counts, sdispls, root)
-    return out
+        return out, sflat, dest, sdispls
+    return launch(call, algorithm, counts, settled, root)
 
 
 def Scatterv(comm, call, bnd, algorithm, sendbuf, recvbuf, root=0):
@@ -96,10 +82,9 @@ def Scatterv(comm, call, bnd, algorithm, sendbuf, recvbuf, root=0):
 
 def call_arrays(size, rank, count, root=0, counts=None, op=None):
     """``count``: elements of each rank's block; ``counts``: per-rank blocks instead."""
-    cs = [count] * size if counts is None else [int(c) for c in counts]
-    at = offsets(cs)[:-1]
-    is_root = rank == root
-    return (Len(sum(cs)) if is_root else None, Len(cs[rank]), cs, at if is_root else None, root)
+    cs = v_counts(size, count, counts)
+    whole, at = v_whole(cs, rank == root)
+    return (whole, Len(cs[rank]), cs, at, root)
 
 
 class ScattervSpec(VCounts, ScatterSpec):

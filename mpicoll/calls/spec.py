@@ -30,7 +30,8 @@ from allreduce, a plug-in's twin) is another collective.
 """
 import numpy as np
 
-__all__ = ["Spec", "blocks_data", "cap", "sentinel", "PRIME", "OWN"]
+__all__ = ["Spec", "RootedBlocks", "blocks_data", "cap", "sentinel", "all_but_own",
+           "in_place_torch", "PRIME", "OWN"]
 
 PRIME = 7919           # block stride of the data pattern: neighbouring blocks differ
 
@@ -156,6 +157,30 @@ class Spec:
         """
         raise NotImplementedError(f"{self.name or type(self).__name__}: its spec declares no "
                                   f"torch.distributed call (Spec.torch_fn and Spec.torch_call)")
+
+
+def all_but_own(self, n):
+    """nccl-tests' factor: (n - 1) / n."""
+    return (n - 1) / n
+
+
+def in_place_torch(fn, send, target, **kw):
+    """A zero-argument callable: ``send`` copied into ``target``, then ``fn(target, **kw)``."""
+    def run():
+        target.copy_(send)
+        fn(target, **kw)
+    return run
+
+
+class RootedBlocks(Spec):
+    """Gather's and scatter's base: N blocks on the root, one a rank; ``(send, recv, root)``."""
+
+    rooted = blocked = True
+    busbw = all_but_own
+
+    def args(self, c):
+        """The arguments: ``(send, recv, root)``."""
+        return (c.send, c.recv, c.root)
 
 
 class VCounts:

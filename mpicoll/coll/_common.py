@@ -7,7 +7,7 @@ CuPy buffers alike. Block layouts and rank folding are :mod:`mpicoll.core.blocks
 """
 from ..device.arrays import data_ptr
 
-__all__ = ["aliases"]
+__all__ = ["aliases", "tree_down"]
 
 
 def aliases(view, buf):
@@ -17,3 +17,19 @@ def aliases(view, buf):
     a = data_ptr(view)
     b = data_ptr(buf)
     return b <= a < b + buf.nbytes or (view.nbytes == 0 and a == b)
+
+
+def tree_down(ctx, root, incoming, outgoing):
+    """Down a binomial tree from ``root``: recv ``incoming(mask)``, send ``outgoing(mask)``."""
+    size, rel = ctx.size, (ctx.rank - root) % ctx.size
+    mask = 1
+    while mask < size:
+        if rel & mask:
+            ctx.recv(incoming(mask), (rel - mask + root) % size)
+            break
+        mask <<= 1
+    mask >>= 1
+    while mask > 0:
+        if rel + mask < size:
+            ctx.send(outgoing(mask), (rel + mask + root) % size)
+        mask >>= 1

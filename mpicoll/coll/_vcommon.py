@@ -12,7 +12,8 @@ No communication here except through ``ctx``.
 """
 from ..device.arrays import collectives_aware
 
-__all__ = ["block", "span", "subtotal", "pack", "unpack", "exchange", "native"]
+__all__ = ["block", "span", "subtotal", "pack", "unpack", "exchange", "native", "tree_ranks",
+           "child_ranks", "tree_place"]
 
 
 def block(buf, counts, displs, r):
@@ -24,6 +25,26 @@ def block(buf, counts, displs, r):
 def subtotal(counts, ranks):
     """Elements in the blocks of ``ranks``."""
     return sum(counts[r] for r in ranks)
+
+
+def tree_ranks(size, root, lo, hi):
+    """Absolute ranks of the relative ranks [lo, hi) of a tree rooted at ``root``."""
+    return [(v + root) % size for v in range(lo, hi)]
+
+
+def child_ranks(size, root, rel, mask):
+    """The ranks of the subtree of relative rank ``rel``'s binomial child ``rel + mask``."""
+    lo = rel + mask
+    return tree_ranks(size, root, lo, lo + min(mask, size - lo))
+
+
+def tree_place(size, rank, root, counts):
+    """(relative rank, subtree size, parent, its subtree's elements) in the binomial tree."""
+    rel = (rank - root) % size
+    low = rel & -rel
+    subtree = size if rel == 0 else min(low, size - rel)
+    n = subtotal(counts, tree_ranks(size, root, rel, rel + subtree))
+    return rel, subtree, (rel - low + root) % size, n
 
 
 def span(counts, displs, ranks):

@@ -10,6 +10,7 @@ n bytes in ``buf``, N ranks.
 """
 from ..core.blocks import offsets, split
 from ..core.registry import register
+from ._common import tree_down
 from .cost import Cost, even, lg, segments
 from .textbook import F, Textbook, always, ceil_log2, even_chunks
 
@@ -42,18 +43,7 @@ def bcast_linear(ctx, buf, root):
 
 def binomial_bcast(ctx, buf, root):
     """Binomial-tree broadcast (shared with composite algorithms)."""
-    size, rel = ctx.size, (ctx.rank - root) % ctx.size
-    mask = 1
-    while mask < size:
-        if rel & mask:
-            ctx.recv(buf, (rel - mask + root) % size)
-            break
-        mask <<= 1
-    mask >>= 1
-    while mask > 0:
-        if rel + mask < size:
-            ctx.send(buf, (rel + mask + root) % size)
-        mask >>= 1
+    tree_down(ctx, root, lambda mask: buf, lambda mask: buf)
 
 
 @register("bcast", "binomial", cost=Cost(
@@ -90,17 +80,8 @@ def bcast_scatter_allgather(ctx, buf, root):
         return buf[off[lo]:off[min(hi, size)]]
 
     # Binomial scatter: relative rank r receives chunks [r, r + lowbit(r)).
-    mask = 1
-    while mask < size:
-        if rel & mask:
-            ctx.recv(span(rel, rel + mask), (rel - mask + root) % size)
-            break
-        mask <<= 1
-    mask >>= 1
-    while mask > 0:
-        if rel + mask < size:
-            ctx.send(span(rel + mask, rel + 2 * mask), (rel + mask + root) % size)
-        mask >>= 1
+    tree_down(ctx, root, lambda mask: span(rel, rel + mask),
+              lambda mask: span(rel + mask, rel + 2 * mask))
 
     # Ring allgather over relative ranks: step s passes chunk rel - s rightward.
     right, left = (rank + 1) % size, (rank - 1) % size

@@ -15,7 +15,7 @@ Costs: α per message, β per byte, m bytes in all (Σ counts), m_i rank i's.
 from mpi4py import MPI
 
 from ..core.registry import register
-from ._vcommon import block, native, span, subtotal, unpack
+from ._vcommon import block, child_ranks, native, span, subtotal, tree_place, unpack
 from .cost import Cost, lg
 
 
@@ -70,16 +70,12 @@ def binomial_gatherv(ctx, sendbuf, recvbuf, counts, displs, root):
     back to back, in order; otherwise into a temporary and copies them out.
     """
     size, rank = ctx.size, ctx.rank
-    rel = (rank - root) % size
-
-    def ranks(lo, hi):              # relative [lo, hi) -> absolute ranks
-        return [(v + root) % size for v in range(lo, hi)]
-
+    rel, subtree, parent, n = tree_place(size, rank, root, counts)
     if rel == 0:
         reqs, later = [], []
         mask = 1
         while mask < size:           # child ``mask`` holds relative [mask, mask + nb)
-            members = ranks(mask, mask + min(mask, size - mask))
+            members = child_ranks(size, root, 0, mask)
             n = subtotal(counts, members)
             if n:
                 start = span(counts, displs, members)
@@ -95,10 +91,6 @@ def binomial_gatherv(ctx, sendbuf, recvbuf, counts, displs, root):
         for tmp, members in later:
             unpack(ctx, recvbuf, tmp, counts, displs, members)
         return
-    low = rel & -rel
-    subtree = min(low, size - rel)
-    parent = (rel - low + root) % size
-    n = subtotal(counts, ranks(rel, rel + subtree))
     if not n:                       # nothing in this whole subtree: no message at all
         return
     if subtree == 1:
@@ -111,7 +103,7 @@ def binomial_gatherv(ctx, sendbuf, recvbuf, counts, displs, root):
     off = mine
     mask = 1
     while mask < subtree:           # children rel + mask, each with min(mask, ...) ranks
-        m = subtotal(counts, ranks(rel + mask, rel + mask + min(mask, size - rel - mask)))
+        m = subtotal(counts, child_ranks(size, root, rel, mask))
         if m:
             reqs.append(ctx.irecv(tmp[off:off + m], (rel + mask + root) % size))
         off += m

@@ -36,12 +36,16 @@ def reduce_scatter_native(ctx, sendbuf, recvbuf, counts, op):
     ctx.mpi.Reduce_scatter(sendbuf, recvbuf, counts, op)
 
 
-@register("reduce_scatter", "ring", commutative_only=True, cost=Cost(
-    "(N-1)(α + (n/N)β + (n/N)γ)", alpha=lambda k: k.N - 1,
-    beta=lambda k: (k.N - 1) * k.n / k.N, gamma=lambda k: (k.N - 1) * k.n / k.N,
-    exact=_equal),
-    textbook=Textbook("(N-1)K/N", "each", "sent",
-                      lambda n, k: F((n - 1) * k, n), even_or_mean))
+def _block_a_step(text):
+    """Ring's and pairwise's cost (as ``text``) and textbook: N-1 steps of one block each."""
+    return {"cost": Cost(text, alpha=lambda k: k.N - 1, beta=lambda k: (k.N - 1) * k.n / k.N,
+                         gamma=lambda k: (k.N - 1) * k.n / k.N, exact=_equal),
+            "textbook": Textbook("(N-1)K/N", "each", "sent",
+                                 lambda n, k: F((n - 1) * k, n), even_or_mean)}
+
+
+@register("reduce_scatter", "ring", commutative_only=True,
+          **_block_a_step("(N-1)(α + (n/N)β + (n/N)γ)"))
 def reduce_scatter_ring(ctx, sendbuf, recvbuf, counts, op):
     """Ring: partial sums of block rank-s-1 travel rightwards, one hop a step.
 
@@ -129,12 +133,8 @@ def reduce_scatter_recursive_halving(ctx, sendbuf, recvbuf, counts, op):
     ctx.copy(recvbuf, work[off[rank]:off[rank + 1]])
 
 
-@register("reduce_scatter", "pairwise", commutative_only=True, cost=Cost(
-    "(N-1)α + (N-1)/N·nβ + (N-1)/N·nγ", alpha=lambda k: k.N - 1,
-    beta=lambda k: (k.N - 1) * k.n / k.N, gamma=lambda k: (k.N - 1) * k.n / k.N,
-    exact=_equal),
-    textbook=Textbook("(N-1)K/N", "each", "sent",
-                      lambda n, k: F((n - 1) * k, n), even_or_mean))
+@register("reduce_scatter", "pairwise", commutative_only=True,
+          **_block_a_step("(N-1)α + (N-1)/N·nβ + (N-1)/N·nγ"))
 def reduce_scatter_pairwise(ctx, sendbuf, recvbuf, counts, op):
     """Pairwise exchange: in step i, send block rank+i, receive from rank-i.
 

@@ -89,20 +89,26 @@ def scan_recursive_doubling(ctx, sendbuf, recvbuf, op):
     otherwise); ⌈log2 N⌉ steps, any N.
     Latency-optimal; every rank sends in every step.
     """
-    rank, size, n = ctx.rank, ctx.size, recvbuf.size
-    partial = ctx.scratch(n)        # the reduction of this rank's aligned block of 2^k ranks
-    ctx.copy(partial, _in(sendbuf, recvbuf))
+    n = recvbuf.size
+    own = ctx.scratch(n)            # the reduction of this rank's aligned block of 2^k ranks
+    ctx.copy(own, _in(sendbuf, recvbuf))
     ctx.copy(recvbuf, sendbuf)
-    tmp = ctx.scratch(n)
+    for tmp, partial in _lower_partials(ctx, own, ctx.scratch(n)):
+        # tmp covers the ranks just below everything recvbuf and partial cover.
+        ctx.reduce(tmp, recvbuf, recvbuf)
+        ctx.reduce(tmp, partial, partial)
+
+
+def _lower_partials(ctx, partial, tmp):
+    """Recursive doubling's exchanges of ``partial``: yields (lower partner's partial, partial)."""
+    rank, size = ctx.rank, ctx.size
     mask = 1
     while mask < size:
         partner = rank ^ mask
         if partner < size:
             ctx.sendrecv(partial, partner, tmp, partner)
             if partner < rank:
-                # tmp covers the ranks just below everything recvbuf and partial cover.
-                ctx.reduce(tmp, recvbuf, recvbuf)
-                ctx.reduce(tmp, partial, partial)
+                yield tmp, partial          # the caller folds it into partial (and its result)
             elif ctx.reduce(partial, tmp, partial) is tmp:   # user op: result in tmp
                 partial, tmp = tmp, partial
         mask <<= 1
@@ -195,23 +201,14 @@ def exscan_recursive_doubling(ctx, sendbuf, recvbuf, op):
     otherwise); ⌈log2 N⌉ steps, any N.
     Rank 0 never writes ``recvbuf``.
     """
-    rank, size, n = ctx.rank, ctx.size, recvbuf.size
-    partial = ctx.scratch(n)
-    ctx.copy(partial, _in(sendbuf, recvbuf))    # before recvbuf (in place: the input) is written
-    tmp = ctx.scratch(n)
+    n = recvbuf.size
+    own = ctx.scratch(n)
+    ctx.copy(own, _in(sendbuf, recvbuf))    # before recvbuf (in place: the input) is written
     have = False
-    mask = 1
-    while mask < size:
-        partner = rank ^ mask
-        if partner < size:
-            ctx.sendrecv(partial, partner, tmp, partner)
-            if partner < rank:
-                ctx.reduce(tmp, partial, partial)
-                if have:
-                    ctx.reduce(tmp, recvbuf, recvbuf)
-                else:
-                    ctx.copy(recvbuf, tmp)
-                    have = True
-            elif ctx.reduce(partial, tmp, partial) is tmp:
-                partial, tmp = tmp, partial
-        mask <<= 1
+    for tmp, partial in _lower_partials(ctx, own, ctx.scratch(n)):
+        ctx.reduce(tmp, partial, partial)
+        if have:
+            ctx.reduce(tmp, recvbuf, recvbuf)
+        else:
+            ctx.copy(recvbuf, tmp)
+            have = True

@@ -14,7 +14,7 @@ Costs: α per message, β per byte, m bytes in all (Σ counts), m_i rank i's.
 from mpi4py import MPI
 
 from ..core.registry import register
-from ._vcommon import block, native, pack, span, subtotal
+from ._vcommon import block, child_ranks, native, pack, span, subtotal, tree_place
 from .cost import Cost, lg
 from .gatherv import _equal_blocks, _nonempty
 
@@ -54,11 +54,7 @@ def scatterv_linear(ctx, sendbuf, recvbuf, counts, displs, root):
 def binomial_scatterv(ctx, sendbuf, recvbuf, counts, displs, root):
     """Binomial-tree scatterv: each rank passes its subtree's halves down, largest first."""
     size, rank = ctx.size, ctx.rank
-    rel = (rank - root) % size
-
-    def ranks(lo, hi):              # relative [lo, hi) -> absolute ranks
-        return [(v + root) % size for v in range(lo, hi)]
-
+    rel, subtree, parent, n = tree_place(size, rank, root, counts)
     top = 1
     while top < size:
         top <<= 1
@@ -66,7 +62,7 @@ def binomial_scatterv(ctx, sendbuf, recvbuf, counts, displs, root):
         reqs = []
         mask = top >> 1
         while mask > 0:             # the largest subtree first: its chain is the longest
-            members = ranks(mask, mask + min(mask, size - mask))
+            members = child_ranks(size, root, 0, mask)
             n = subtotal(counts, members)
             if n:
                 start = span(counts, displs, members)
@@ -81,10 +77,6 @@ def binomial_scatterv(ctx, sendbuf, recvbuf, counts, displs, root):
             ctx.copy(recvbuf, block(sendbuf, counts, displs, root))
         ctx.waitall(reqs)
         return
-    low = rel & -rel
-    subtree = min(low, size - rel)
-    parent = (rel - low + root) % size
-    n = subtotal(counts, ranks(rel, rel + subtree))
     if not n:                       # nothing for this whole subtree: no message at all
         return
     if subtree == 1:
@@ -97,7 +89,7 @@ def binomial_scatterv(ctx, sendbuf, recvbuf, counts, displs, root):
     off = mine
     mask = 1
     while mask < subtree:
-        m = subtotal(counts, ranks(rel + mask, rel + mask + min(mask, size - rel - mask)))
+        m = subtotal(counts, child_ranks(size, root, rel, mask))
         kids.append((mask, off, m))
         off += m
         mask <<= 1
