@@ -8,8 +8,8 @@ The formulas are not written here: every algorithm declares its cost beside
 itself (``@register(..., cost=Cost(...))``, :mod:`mpicoll.coll.cost`), the
 docstring's ``Cost:`` formula as functions, and ``python -m mpicoll.verify``
 checks each declaration against the algorithm's recorded plans up to 1024
-ranks. :data:`COSTS` reads them for the algorithms whose messages the
-two-level split below knows.
+ranks. :data:`COSTS` reads them for the algorithms that also declare their
+two-level split (below).
 
 ``cost(primitive, algorithm, N, n, alpha, beta, gamma)`` -> seconds, with
 ``n`` in each primitive's own unit (the ``nbytes`` mpicoll's ``auto`` sees):
@@ -19,7 +19,10 @@ block for gather, allgather, scatter and alltoall; 0 for barrier.
 
 Two levels (``cost2``): on N ranks placed in blocks of K per node, each
 formula is split by :func:`link_split` into the messages of its busiest rank
-that stay inside a node and those that cross nodes::
+that stay inside a node and those that cross nodes. The split is not written
+here either: each algorithm declares it with its cost (``Cost(..., links=...)``,
+built from the message patterns of :class:`mpicoll.coll.links.Split`), and
+:func:`link_split` reads it from the registry::
 
     cost2 = cost(α_intra, β_intra, γ) + E_α·(α' - α_intra) + E_β·(β' - β_intra)
     α' = max(α_inter, c·α_link),  β' = max(β_inter, c·β_link)
@@ -29,7 +32,7 @@ the ranks of a node that cross at once (K for the exchange patterns where
 every rank talks across nodes — recursive doubling/halving, Bruck,
 pairwise, dissemination — and 1 for trees, rings, chains and the root of
 the linear algorithms). With equal levels and no link terms, cost2 is
-exactly ``cost`` (the correction is 0.0). The split follows the message
+exactly ``cost`` (the correction is 0.0). The splits follow the message
 patterns of the algorithms with root 0:
 
 - tree and recursive-doubling steps at distance d are inside a node when
@@ -44,22 +47,12 @@ Exact (equal to pricing every rank's recorded plan:
 link sharing (tests/test_model_two_level.py checks it); for other N and K an
 estimate (a step counted across nodes when any of its pairs crosses).
 """
-from functools import lru_cache
-from math import ceil, log2
-
 from mpicoll.coll.cost import Call
-from mpicoll.core.registry import lookup
+from mpicoll.core.errors import ArgumentError
+from mpicoll.core.registry import PRIMITIVES, table
 from mpicoll.sched import inspect as _inspect  # noqa: F401  (fills the registry)
 
 __all__ = ["COSTS", "cost", "has_cost", "link_split", "has_link_split", "cost2"]
-
-
-def _lg(n):
-    return ceil(log2(n)) if n > 1 else 0
-
-
-def _p(n):
-    return 1 << (n.bit_length() - 1)
 
 
 def has_cost(primitive, algorithm):
@@ -72,185 +65,6 @@ def cost(primitive, algorithm, N, n, alpha, beta, gamma):
     return COSTS[primitive][algorithm](N, n, alpha, beta, gamma)
 
 
-# -- two levels: which of a formula's messages cross nodes -------------------
-
-def _pow2s(n):
-    """1, 2, 4, ... below n."""
-    d = 1
-    while d < n:
-        yield d
-        d <<= 1
-
-
-class _Split:
-    __slots__ = ("ea", "eb", "c")
-
-    def __init__(self):
-        self.ea, self.eb, self.c = 0, 0.0, 1
-
-    def tree(self, N, K, size):
-        """Binomial tree steps at distance 1, 2, 4, ... < N; ``size(d)`` bytes at d."""
-        low = K & -K                 # distance d stays in the node iff 2d | K iff d < low
-        for d in _pow2s(N):
-            if d >= low:
-                self.ea += 1
-                self.eb += size(d)
-        return self
-
-    def xor(self, N, K, size):
-        """Recursive doubling/halving on the p = 2^⌊log2 N⌋ virtual ranks.
-
-        Every rank exchanges with virtual rank XOR d, d = 1 .. p/2, a node's ranks at once.
-        """
-        across = _xor_across(N, K)
-        for d in across:
-            self.ea += 1
-            self.eb += size(d)
-        if across:
-            self.c = max(self.c, K)
-        return self
-
-    def vtree(self, N, K, size):
-        """A binomial tree on the virtual ranks of :meth:`xor` (Rabenseifner's gather)."""
-        for d in _xor_across(N, K):
-            self.ea += 1
-            self.eb += size(d)
-        return self
-
-    def ring(self, steps, size):
-        self.ea += steps
-        self.eb += steps * size
-        return self
-
-    def linear(self, N, K, size):
-        """The root's messages to (from) the N - K ranks off its node."""
-        self.ea += N - K
-        self.eb += (N - K) * size
-        return self
-
-    def shift(self, K, sizes):
-        """Exchanges with rank ± k: every rank crosses at some step, K per node at once."""
-        for s in sizes:
-            self.ea += 1
-            self.eb += s
-        self.c = max(self.c, K)
-        return self
-
-    def shift_all(self, K, steps, size):
-        """``steps`` exchanges of ``size`` bytes with rank ± k (pairwise: k = 1 .. N-1)."""
-        self.ea += steps
-        self.eb += steps * size
-        self.c = max(self.c, K)
-        return self
-
-    def shared(self, c):
-        """At least ``c`` ranks of a node cross nodes during the call."""
-        self.c = max(self.c, c)
-        return self
-
-    def fold(self, N, K, size, times=1):
-        """Pairs (2i, 2i+1), i < N - p, of a non-power-of-two N.
-
-        One crosses nodes when K is odd and K < 2(N - p).
-        """
-        if K % 2 and K < 2 * (N - _p(N)):
-            self.ea += times
-            self.eb += times * size
-        return self
-
-
-@lru_cache(maxsize=65536)
-def _xor_across(N, K):
-    """The distances d < p at which some virtual pair (v, v XOR d) lies on two nodes.
-
-    Virtual rank v is real rank 2v + 1 for v < N - p (after the fold), v + N - p
-    above; at powers of two: the d >= (lowest set bit of K).
-    """
-    p = _p(N)
-    if N == p:
-        low = K & -K
-        return tuple(d for d in _pow2s(p) if d >= low)
-    import numpy as np
-    rem = N - p
-    v = np.arange(p)
-    node = np.where(v < rem, 2 * v + 1, v + rem) // K
-    return tuple(d for d in _pow2s(p) if (node != node[v ^ d]).any())
-
-
-def _bruck_blocks(N, k):
-    """#{i < N: bit k of i set} (k a power of two)."""
-    return (N // (2 * k)) * k + max(0, N % (2 * k) - k)
-
-
-def _pipeline_split(N, K, n):
-    s = max(1, ceil(n / 65536))
-    sp = _Split()
-    sp.ea = (ceil(N / K) - 1) + (s - 1)      # hops between nodes, and the slowest link's S - 1
-    sp.eb = sp.ea * n / s
-    return sp
-
-
-def _S():
-    return _Split()
-
-
-LINKS = {
-    "bcast": {
-        "linear": lambda N, K, n: _S().linear(N, K, n),
-        "binomial": lambda N, K, n: _S().tree(N, K, lambda d: n),
-        # the root (scatter) and the node's last rank (ring) send across nodes
-        "scatter_allgather": lambda N, K, n: _S().tree(N, K, lambda d: min(d, N - d) * n / N)
-        .ring(N - 1, n / N).shared(min(K, 2)),
-        "pipeline": _pipeline_split,
-    },
-    "reduce": {
-        "linear": lambda N, K, n: _S().linear(N, K, n),
-        "binomial": lambda N, K, n: _S().tree(N, K, lambda d: n),
-        "rabenseifner": lambda N, K, n: _S().fold(N, K, n)
-        .xor(N, K, lambda d: d * n / _p(N)).vtree(N, K, lambda d: d * n / _p(N)),
-    },
-    "allreduce": {
-        "reduce_bcast": lambda N, K, n: _S().tree(N, K, lambda d: n).tree(N, K, lambda d: n),
-        "recursive_doubling": lambda N, K, n: _S().fold(N, K, n, 2).xor(N, K, lambda d: n),
-        "ring": lambda N, K, n: _S().ring(2 * (N - 1), n / N),
-        "rabenseifner": lambda N, K, n: _S().fold(N, K, n, 2)
-        .xor(N, K, lambda d: d * n / _p(N)).xor(N, K, lambda d: d * n / _p(N)),
-    },
-    "gather": {
-        "linear": lambda N, K, n: _S().linear(N, K, n),
-        "binomial": lambda N, K, n: _S().tree(N, K, lambda d: min(d, N - d) * n),
-    },
-    "allgather": {
-        "ring": lambda N, K, n: _S().ring(N - 1, n),
-        "recursive_doubling": lambda N, K, n: _S().fold(N, K, n).fold(N, K, N * n)
-        .xor(N, K, lambda d: d * N / _p(N) * n),
-        "bruck": lambda N, K, n: _S().shift(K, [min(k, N - k) * n for k in _pow2s(N)]),
-        "gather_bcast": lambda N, K, n: _S().tree(N, K, lambda d: min(d, N - d) * n)
-        .tree(N, K, lambda d: N * n),
-    },
-    "scatter": {
-        "linear": lambda N, K, n: _S().linear(N, K, n),
-        "binomial": lambda N, K, n: _S().tree(N, K, lambda d: min(d, N - d) * n),
-    },
-    "reduce_scatter": {
-        "ring": lambda N, K, n: _S().ring(N - 1, n / N),
-        "recursive_halving": lambda N, K, n: _S().fold(N, K, n).fold(N, K, n / N)
-        .xor(N, K, lambda d: d * n / _p(N)),
-        "pairwise": lambda N, K, n: _S().shift_all(K, N - 1, n / N),
-        "reduce_scatterv": lambda N, K, n: _S().tree(N, K, lambda d: n).linear(N, K, n / N),
-    },
-    "alltoall": {
-        "pairwise": lambda N, K, n: _S().shift_all(K, N - 1, n),
-        "bruck": lambda N, K, n: _S().shift(K, [_bruck_blocks(N, k) * n for k in _pow2s(N)]),
-    },
-    "barrier": {
-        "linear": lambda N, K, n: _S().linear(N, K, 0).linear(N, K, 0),
-        "binomial": lambda N, K, n: _S().tree(N, K, lambda d: 0).tree(N, K, lambda d: 0),
-        "dissemination": lambda N, K, n: _S().shift_all(K, _lg(N), 0),
-    },
-}
-
-
 def _formula(decl):
     """``(N, n, α, β, γ) -> seconds`` of a declared :class:`~mpicoll.coll.cost.Cost`.
 
@@ -261,15 +75,27 @@ def _formula(decl):
     return formula
 
 
+def _links(primitive, algorithm):
+    """The two-level split ``algorithm`` declares with its cost (``Cost(..., links=...)``).
+
+    None for an algorithm without one, an unknown name or a configured variant
+    (``"name:key=value"``: none is made here).
+    """
+    try:
+        fn = table(primitive).get(algorithm)
+    except ArgumentError:
+        return None
+    return getattr(getattr(fn, "cost", None), "links", None)
+
+
 def _costs():
-    """The formulas of the algorithms the two-level split covers, from their declarations."""
-    table = {}
-    for primitive, algs in LINKS.items():
-        for algorithm in algs:
-            decl = getattr(lookup(primitive, algorithm), "cost", None)
-            if decl is not None:
-                table.setdefault(primitive, {})[algorithm] = _formula(decl)
-    return table
+    """The formulas of the algorithms that declare a two-level split, from their declarations."""
+    costs = {}
+    for primitive in PRIMITIVES:
+        for algorithm, fn in table(primitive).items():
+            if _links(primitive, algorithm) is not None:
+                costs.setdefault(primitive, {})[algorithm] = _formula(fn.cost)
+    return costs
 
 
 #: ``COSTS[primitive][algorithm](N, n, α, β, γ)``: seconds, read off each algorithm's
@@ -279,7 +105,7 @@ COSTS = _costs()
 
 def has_link_split(primitive, algorithm):
     """True when ``algorithm`` of ``primitive`` has a two-level split (:func:`link_split`)."""
-    return algorithm in LINKS.get(primitive, {})
+    return _links(primitive, algorithm) is not None
 
 
 def link_split(primitive, algorithm, N, K, n):
@@ -289,7 +115,10 @@ def link_split(primitive, algorithm, N, K, n):
     """
     if N <= K:
         return 0, 0.0, 1
-    sp = LINKS[primitive][algorithm](N, K, n)
+    links = _links(primitive, algorithm)
+    if links is None:
+        raise KeyError(f"{primitive} algorithm {algorithm!r} declares no two-level split")
+    sp = links(N, K, n)
     return sp.ea, sp.eb, sp.c
 
 

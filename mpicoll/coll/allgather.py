@@ -16,6 +16,7 @@ from ._common import aliases
 from .bcast import binomial_bcast
 from .cost import Cost, lg
 from .gather import binomial_gather
+from .links import Split, pow2s
 from .textbook import F, Textbook, always, ceil_log2, pof2
 
 
@@ -26,7 +27,8 @@ def allgather_native(ctx, sendbuf, recvbuf):
 
 
 @register("allgather", "ring", cost=Cost(
-    "(N-1)(α + nβ)", alpha=lambda k: k.N - 1, beta=lambda k: (k.N - 1) * k.n),
+    "(N-1)(α + nβ)", alpha=lambda k: k.N - 1, beta=lambda k: (k.N - 1) * k.n,
+    links=lambda N, K, n: Split().ring(N - 1, n)),
     textbook=Textbook("(N-1)K/N", "each", "sent",
                       lambda n, k: F((n - 1) * k, n), always))
 def allgather_ring(ctx, sendbuf, recvbuf):
@@ -51,7 +53,9 @@ def _carried(k):
 @register("allgather", "recursive_doubling", cost=Cost(
     "⌈log2 p⌉α + (p-1)nβ, plus 2α + (N + 1 + F)nβ when N ≠ p", where={"F": _carried},
     alpha=lambda k: lg(k.p) + 2 * k.fold,
-    beta=lambda k: (k.p - 1 + k.fold * (k.N + 1 + _carried(k))) * k.n),
+    beta=lambda k: (k.p - 1 + k.fold * (k.N + 1 + _carried(k))) * k.n,
+    links=lambda N, K, n: Split().fold(N, K, n).fold(N, K, N * n)
+    .xor(N, K, lambda d: d * N / pof2_below(N) * n)),
     textbook=Textbook("(N-1)K/N", "each", "sent",
                       lambda n, k: F((n - 1) * k, n), pof2))
 def allgather_recursive_doubling(ctx, sendbuf, recvbuf):
@@ -90,7 +94,8 @@ def allgather_recursive_doubling(ctx, sendbuf, recvbuf):
 
 
 @register("allgather", "bruck", cost=Cost(
-    "⌈log2 N⌉α + (N-1)nβ", alpha=lambda k: lg(k.N), beta=lambda k: (k.N - 1) * k.n),
+    "⌈log2 N⌉α + (N-1)nβ", alpha=lambda k: lg(k.N), beta=lambda k: (k.N - 1) * k.n,
+    links=lambda N, K, n: Split().shift(K, [min(k, N - k) * n for k in pow2s(N)])),
     textbook=Textbook("(N-1)K/N", "each", "sent",
                       lambda n, k: F((n - 1) * k, n), always))
 def allgather_bruck(ctx, sendbuf, recvbuf):
@@ -115,7 +120,9 @@ def allgather_bruck(ctx, sendbuf, recvbuf):
 
 @register("allgather", "gather_bcast", cost=Cost(
     "2⌈log2 N⌉α + (N-1)nβ + ⌈log2 N⌉Nnβ", alpha=lambda k: 2 * lg(k.N),
-    beta=lambda k: (k.N - 1) * k.n + lg(k.N) * k.N * k.n),
+    beta=lambda k: (k.N - 1) * k.n + lg(k.N) * k.N * k.n,
+    links=lambda N, K, n: Split().tree(N, K, lambda d: min(d, N - d) * n)
+    .tree(N, K, lambda d: N * n)),
     textbook=Textbook("ceil(log2 N)K", "rank0", "sent",
                       lambda n, k: F(ceil_log2(n) * k), always))
 def allgather_gather_bcast(ctx, sendbuf, recvbuf):

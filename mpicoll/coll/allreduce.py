@@ -16,6 +16,7 @@ from ..core.ops import op_ufunc
 from ..core.registry import register
 from .bcast import binomial_bcast
 from .cost import Cost, even, lg
+from .links import Split
 from .reduce import binomial_reduce, halving_reduce_scatter
 from .textbook import F, Textbook, always, ceil_log2, even_or_mean, pof2, pof2_even_or_mean
 
@@ -29,7 +30,8 @@ def allreduce_native(ctx, sendbuf, recvbuf, op):
 
 @register("allreduce", "reduce_bcast", cost=Cost(
     "2⌈log2 N⌉(α + nβ) + ⌈log2 N⌉nγ", alpha=lambda k: 2 * lg(k.N),
-    beta=lambda k: 2 * lg(k.N) * k.n, gamma=lambda k: lg(k.N) * k.n),
+    beta=lambda k: 2 * lg(k.N) * k.n, gamma=lambda k: lg(k.N) * k.n,
+    links=lambda N, K, n: Split().tree(N, K, lambda d: n).tree(N, K, lambda d: n)),
     textbook=Textbook("2(N-1)K", "total", "sent",
                       lambda n, k: F(2 * (n - 1) * k), always))
 def allreduce_reduce_bcast(ctx, sendbuf, recvbuf, op):
@@ -84,7 +86,8 @@ def _fold_out(ctx, recvbuf, rem):
 @register("allreduce", "recursive_doubling", cost=Cost(
     "⌈log2 p⌉(α + nβ + nγ), plus 2(α + nβ) + nγ when N ≠ p",
     alpha=lambda k: lg(k.p) + 2 * k.fold, beta=lambda k: (lg(k.p) + 2 * k.fold) * k.n,
-    gamma=lambda k: (lg(k.p) + k.fold) * k.n),
+    gamma=lambda k: (lg(k.p) + k.fold) * k.n,
+    links=lambda N, K, n: Split().fold(N, K, n, 2).xor(N, K, lambda d: n)),
     textbook=Textbook("K log2 N", "each", "sent",
                       lambda n, k: F(k * ceil_log2(n)), pof2))
 def allreduce_recursive_doubling(ctx, sendbuf, recvbuf, op):
@@ -117,7 +120,7 @@ def allreduce_recursive_doubling(ctx, sendbuf, recvbuf, op):
 @register("allreduce", "ring", commutative_only=True, cost=Cost(
     "2(N-1)α + 2(N-1)/N·nβ + (N-1)/N·nγ", alpha=lambda k: 2 * (k.N - 1),
     beta=lambda k: 2 * (k.N - 1) * k.n / k.N, gamma=lambda k: (k.N - 1) * k.n / k.N,
-    exact=even),
+    exact=even, links=lambda N, K, n: Split().ring(2 * (N - 1), n / N)),
     textbook=Textbook("2(N-1)K/N", "each", "sent",
                       lambda n, k: F(2 * (n - 1) * k, n), even_or_mean))
 def allreduce_ring(ctx, sendbuf, recvbuf, op):
@@ -164,7 +167,9 @@ def _rab_exact(k):
     "2⌈log2 p⌉α + 2(p-1)/p·nβ + (p-1)/p·nγ, plus 2(α + nβ) + nγ when N ≠ p",
     alpha=lambda k: 2 * lg(k.p) + 2 * k.fold,
     beta=lambda k: 2 * (k.p - 1) * k.n / k.p + 2 * k.fold * k.n,
-    gamma=lambda k: (k.p - 1) * k.n / k.p + k.fold * k.n, exact=_rab_exact),
+    gamma=lambda k: (k.p - 1) * k.n / k.p + k.fold * k.n, exact=_rab_exact,
+    links=lambda N, K, n: Split().fold(N, K, n, 2)
+    .xor(N, K, lambda d: d * n / pof2_below(N)).xor(N, K, lambda d: d * n / pof2_below(N))),
     textbook=Textbook("2(N-1)K/N", "each", "sent",
                       lambda n, k: F(2 * (n - 1) * k, n), pof2_even_or_mean))
 def allreduce_rabenseifner(ctx, sendbuf, recvbuf, op):

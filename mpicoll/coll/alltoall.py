@@ -9,6 +9,7 @@ Costs: α per message, β per byte, n bytes per block (N blocks per rank).
 """
 from ..core.registry import register
 from .cost import Cost, lg
+from .links import Split, blocks_with_bit, pow2s
 from .textbook import F, Textbook, always, ceil_log2, pof2
 
 
@@ -24,7 +25,8 @@ def alltoall_native(ctx, sendbuf, recvbuf):
 
 
 @register("alltoall", "pairwise", cost=Cost(
-    "(N-1)(α + nβ)", alpha=lambda k: k.N - 1, beta=lambda k: (k.N - 1) * k.n),
+    "(N-1)(α + nβ)", alpha=lambda k: k.N - 1, beta=lambda k: (k.N - 1) * k.n,
+    links=lambda N, K, n: Split().shift_all(K, N - 1, n)),
     textbook=Textbook("(N-1)K/N", "each", "sent",
                       lambda n, k: F((n - 1) * k, n), always))
 def alltoall_pairwise(ctx, sendbuf, recvbuf):
@@ -42,7 +44,8 @@ def alltoall_pairwise(ctx, sendbuf, recvbuf):
 
 @register("alltoall", "bruck", cost=Cost(
     "⌈log2 N⌉α + B·nβ", where={"B": _bruck_blocks}, alpha=lambda k: lg(k.N),
-    beta=lambda k: _bruck_blocks(k) * k.n),
+    beta=lambda k: _bruck_blocks(k) * k.n,
+    links=lambda N, K, n: Split().shift(K, [blocks_with_bit(N, k) * n for k in pow2s(N)])),
     textbook=Textbook("(K/2) log2 N", "each", "sent",
                       lambda n, k: F(k * ceil_log2(n), 2), pof2))
 def alltoall_bruck(ctx, sendbuf, recvbuf):

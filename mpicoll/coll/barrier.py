@@ -7,6 +7,7 @@ Costs in messages of zero bytes: α each.
 """
 from ..core.registry import register
 from .cost import Cost, lg
+from .links import Split
 from .textbook import F, Textbook, always, ceil_log2
 
 
@@ -16,7 +17,9 @@ def barrier_native(ctx):
     ctx.mpi.Barrier()
 
 
-@register("barrier", "linear", cost=Cost("2(N-1)α", alpha=lambda k: 2 * (k.N - 1)),
+@register("barrier", "linear", cost=Cost(
+    "2(N-1)α", alpha=lambda k: 2 * (k.N - 1),
+    links=lambda N, K, n: Split().linear(N, K, 0).linear(N, K, 0)),
           textbook=Textbook("N-1", "rank0", "msgs",
                             lambda n, k: F(n - 1), always))
 def barrier_linear(ctx):
@@ -34,7 +37,9 @@ def barrier_linear(ctx):
         ctx.recv(token, 0)
 
 
-@register("barrier", "binomial", cost=Cost("2⌈log2 N⌉α", alpha=lambda k: 2 * lg(k.N)),
+@register("barrier", "binomial", cost=Cost(
+    "2⌈log2 N⌉α", alpha=lambda k: 2 * lg(k.N),
+    links=lambda N, K, n: Split().tree(N, K, lambda d: 0).tree(N, K, lambda d: 0)),
           textbook=Textbook("2(N-1)", "total", "msgs",
                             lambda n, k: F(2 * (n - 1)), always))
 def barrier_binomial(ctx):
@@ -60,7 +65,9 @@ def barrier_binomial(ctx):
         mask >>= 1
 
 
-@register("barrier", "dissemination", cost=Cost("⌈log2 N⌉α", alpha=lambda k: lg(k.N)),
+@register("barrier", "dissemination", cost=Cost(
+    "⌈log2 N⌉α", alpha=lambda k: lg(k.N),
+    links=lambda N, K, n: Split().shift_all(K, lg(N), 0)),
           textbook=Textbook("ceil(log2 N)", "each", "msgs",
                             lambda n, k: F(ceil_log2(n)), always))
 def barrier_dissemination(ctx):

@@ -12,6 +12,7 @@ from ..core.blocks import offsets, split
 from ..core.registry import register
 from ._common import tree_down
 from .cost import Cost, even, lg, segments
+from .links import Split
 from .textbook import F, Textbook, always, ceil_log2, even_chunks
 
 #: Segment size of the pipelined chain (bytes).
@@ -25,7 +26,8 @@ def bcast_native(ctx, buf, root):
 
 
 @register("bcast", "linear", cost=Cost(
-    "(N-1)(α + nβ)", alpha=lambda k: k.N - 1, beta=lambda k: (k.N - 1) * k.n),
+    "(N-1)(α + nβ)", alpha=lambda k: k.N - 1, beta=lambda k: (k.N - 1) * k.n,
+    links=lambda N, K, n: Split().linear(N, K, n)),
     textbook=Textbook("(N-1)K", "root", "sent",
                       lambda n, k: F((n - 1) * k), always))
 def bcast_linear(ctx, buf, root):
@@ -47,7 +49,8 @@ def binomial_bcast(ctx, buf, root):
 
 
 @register("bcast", "binomial", cost=Cost(
-    "⌈log2 N⌉(α + nβ)", alpha=lambda k: lg(k.N), beta=lambda k: lg(k.N) * k.n),
+    "⌈log2 N⌉(α + nβ)", alpha=lambda k: lg(k.N), beta=lambda k: lg(k.N) * k.n,
+    links=lambda N, K, n: Split().tree(N, K, lambda d: n)),
     textbook=Textbook("ceil(log2 N)K", "root", "sent",
                       lambda n, k: F(ceil_log2(n) * k), always))
 def bcast_binomial(ctx, buf, root):
@@ -61,7 +64,10 @@ def bcast_binomial(ctx, buf, root):
 
 @register("bcast", "scatter_allgather", cost=Cost(
     "(⌈log2 N⌉ + N - 1)α + 2(N-1)/N·nβ", alpha=lambda k: lg(k.N) + k.N - 1,
-    beta=lambda k: 2 * (k.N - 1) * k.n / k.N, exact=even),
+    beta=lambda k: 2 * (k.N - 1) * k.n / k.N, exact=even,
+    # the root (scatter) and the node's last rank (ring) send across nodes
+    links=lambda N, K, n: Split().tree(N, K, lambda d: min(d, N - d) * n / N)
+    .ring(N - 1, n / N).shared(min(K, 2))),
     textbook=Textbook("2(N-1)K/N", "root", "sent",
                       lambda n, k: F(2 * (n - 1) * k, n), even_chunks))
 def bcast_scatter_allgather(ctx, buf, root):
@@ -109,7 +115,8 @@ def _pipeline_exact(k):
     beta=lambda k: (k.N - 2 + _segments(k)) * k.n / _segments(k) if k.N > 1 else 0,
     # the busiest rank is a middle one: it receives and forwards every segment
     msgs=lambda k: (2 if k.N > 2 else 1) * _segments(k),
-    elems=lambda k: (2 if k.N > 2 else 1) * k.n, exact=_pipeline_exact),
+    elems=lambda k: (2 if k.N > 2 else 1) * k.n, exact=_pipeline_exact,
+    links=lambda N, K, n: Split().chain(N, K, n, segments(n, PIPELINE_SEGMENT_BYTES))),
     textbook=Textbook("(N-1)K", "total", "sent",
                       lambda n, k: F((n - 1) * k), always))
 def bcast_pipeline(ctx, buf, root):

@@ -28,6 +28,13 @@ the same as the functions); the functions take a :class:`Call` ``k``:
   checks the cost only where it is exact, and says why elsewhere.
 - ``where``: the text's other symbols (``S`` segments, ``B`` blocks, ...)
   as functions of ``k``, so that the text can be read as a formula.
+- ``links``: the formula's two-level split, ``(N, K, n) ->``
+  :class:`~mpicoll.coll.links.Split` — which of its busiest rank's messages
+  cross nodes when N ranks sit in blocks of K per node, n bytes in the
+  primitive's unit (:mod:`mpicoll.coll.links`). The bench's two-level model
+  (``predict --ranks-per-node``) prices an algorithm from its formula only
+  where it has one; None (the default): priced another way
+  (:mod:`mpicoll.bench.model`).
 
 The bench's cost model (:mod:`mpicoll.bench.formula_prices`) prices an algorithm
 from these declarations, so a formula exists once, here, beside the code it
@@ -128,10 +135,10 @@ class Cost:
     """An algorithm's declared cost (see the module doc)."""
 
     __slots__ = ("text", "alpha", "beta", "gamma", "msgs", "elems", "reduced", "exact",
-                 "load_exact", "where")
+                 "load_exact", "where", "links")
 
     def __init__(self, text, alpha, beta=0, gamma=0, *, msgs=None, elems=None, reduced=None,
-                 exact=None, load_exact=None, where=None):
+                 exact=None, load_exact=None, where=None, links=None):
         self.text = text
         #: the text's symbols beyond N, n, p, m: name -> function of the Call
         self.where = dict(where or {})
@@ -141,6 +148,8 @@ class Cost:
         self.reduced = self.gamma if reduced is None else _fn(reduced)
         self.exact = exact
         self.load_exact = load_exact
+        #: ``(N, K, n) -> Split``: the two-level split (:mod:`mpicoll.coll.links`), or None
+        self.links = links
 
     def terms(self, k):
         """(α, β, γ) coefficients: critical-path messages, elements, elements reduced."""

@@ -13,6 +13,7 @@ from mpi4py import MPI
 from ..core.registry import register
 from ._common import aliases
 from .cost import Cost, lg
+from .links import Split
 from .textbook import F, Textbook, always
 
 
@@ -24,7 +25,8 @@ def gather_native(ctx, sendbuf, recvbuf, root):
 
 
 @register("gather", "linear", cost=Cost(
-    "(N-1)α + (N-1)nβ", alpha=lambda k: k.N - 1, beta=lambda k: (k.N - 1) * k.n),
+    "(N-1)α + (N-1)nβ", alpha=lambda k: k.N - 1, beta=lambda k: (k.N - 1) * k.n,
+    links=lambda N, K, n: Split().linear(N, K, n)),
     textbook=Textbook("(N-1)K/N", "root", "recv",
                       lambda n, k: F((n - 1) * k, n), always))
 def gather_linear(ctx, sendbuf, recvbuf, root):
@@ -72,7 +74,8 @@ def binomial_gather(ctx, sendbuf, recvbuf, root):
 
 
 @register("gather", "binomial", cost=Cost(
-    "⌈log2 N⌉α + (N-1)nβ", alpha=lambda k: lg(k.N), beta=lambda k: (k.N - 1) * k.n),
+    "⌈log2 N⌉α + (N-1)nβ", alpha=lambda k: lg(k.N), beta=lambda k: (k.N - 1) * k.n,
+    links=lambda N, K, n: Split().tree(N, K, lambda d: min(d, N - d) * n)),
     textbook=Textbook("(N-1)K/N", "root", "recv",
                       lambda n, k: F((n - 1) * k, n), always))
 def gather_binomial(ctx, sendbuf, recvbuf, root):

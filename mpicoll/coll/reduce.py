@@ -14,6 +14,7 @@ Algorithms never write ``sendbuf`` and read it before writing ``recvbuf``
 from ..core.blocks import fold_rank, offsets, pof2_below, split, unfold_rank
 from ..core.registry import register
 from .cost import Cost, lg
+from .links import Split
 from .textbook import F, Textbook, always, rabenseifner_root
 
 
@@ -25,7 +26,7 @@ def reduce_native(ctx, sendbuf, recvbuf, op, root):
 
 @register("reduce", "linear", cost=Cost(
     "(N-1)(α + nβ + nγ)", alpha=lambda k: k.N - 1, beta=lambda k: (k.N - 1) * k.n,
-    gamma=lambda k: (k.N - 1) * k.n),
+    gamma=lambda k: (k.N - 1) * k.n, links=lambda N, K, n: Split().linear(N, K, n)),
     textbook=Textbook("(N-1)K", "root", "recv",
                       lambda n, k: F((n - 1) * k), always))
 def reduce_linear(ctx, sendbuf, recvbuf, op, root):
@@ -99,7 +100,7 @@ def _forwarded(k):
 @register("reduce", "binomial", cost=Cost(
     "⌈log2 N⌉(α + nβ + nγ), plus α + nβ when root ≠ 0 and the op does not commute",
     alpha=lambda k: lg(k.N) + _forwarded(k), beta=lambda k: (lg(k.N) + _forwarded(k)) * k.n,
-    gamma=lambda k: lg(k.N) * k.n),
+    gamma=lambda k: lg(k.N) * k.n, links=lambda N, K, n: Split().tree(N, K, lambda d: n)),
     textbook=Textbook("(N-1)K", "total", "sent",
                       lambda n, k: F((n - 1) * k), always))
 def reduce_binomial(ctx, sendbuf, recvbuf, op, root):
@@ -156,7 +157,9 @@ def _root_folded(k):
     beta=lambda k: 2 * (k.p - 1) * k.n / k.p + (k.fold + _root_folded(k)) * k.n,
     gamma=lambda k: (k.p - 1) * k.n / k.p + k.fold * k.n, exact=_rab_exact,
     load_exact=lambda k: None if k.fold == 0 or k.root < 2 * (k.N - k.p) else
-    "the critical path crosses from the folding ranks to the root's"),
+    "the critical path crosses from the folding ranks to the root's",
+    links=lambda N, K, n: Split().fold(N, K, n)
+    .xor(N, K, lambda d: d * n / pof2_below(N)).vtree(N, K, lambda d: d * n / pof2_below(N))),
     textbook=Textbook("(p-1)K/p", "root", "sent",
                       lambda n, k: F((pof2_below(n) - 1) * k, pof2_below(n)),
                       rabenseifner_root))

@@ -13,6 +13,7 @@ Costs: α per message, β per byte, γ per byte reduced, n bytes in total.
 from ..core.blocks import first_rank, fold_rank, offsets, pof2_below, unfold_rank
 from ..core.registry import register
 from .cost import Cost, lg, pof2
+from .links import Split
 from .reduce import binomial_reduce
 from .textbook import F, Textbook, even_chunks, even_or_mean, pof2_even_or_mean
 
@@ -36,16 +37,20 @@ def reduce_scatter_native(ctx, sendbuf, recvbuf, counts, op):
     ctx.mpi.Reduce_scatter(sendbuf, recvbuf, counts, op)
 
 
-def _block_a_step(text):
-    """Ring's and pairwise's cost (as ``text``) and textbook: N-1 steps of one block each."""
+def _block_a_step(text, links):
+    """Ring's and pairwise's cost (as ``text``) and textbook: N-1 steps of one block each.
+
+    ``links``: the cost's two-level split (:mod:`mpicoll.coll.links`).
+    """
     return {"cost": Cost(text, alpha=lambda k: k.N - 1, beta=lambda k: (k.N - 1) * k.n / k.N,
-                         gamma=lambda k: (k.N - 1) * k.n / k.N, exact=_equal),
+                         gamma=lambda k: (k.N - 1) * k.n / k.N, exact=_equal, links=links),
             "textbook": Textbook("(N-1)K/N", "each", "sent",
                                  lambda n, k: F((n - 1) * k, n), even_or_mean)}
 
 
 @register("reduce_scatter", "ring", commutative_only=True,
-          **_block_a_step("(N-1)(α + (n/N)β + (n/N)γ)"))
+          **_block_a_step("(N-1)(α + (n/N)β + (n/N)γ)",
+                          lambda N, K, n: Split().ring(N - 1, n / N)))
 def reduce_scatter_ring(ctx, sendbuf, recvbuf, counts, op):
     """Ring: partial sums of block rank-s-1 travel rightwards, one hop a step.
 
@@ -81,7 +86,9 @@ def reduce_scatter_ring(ctx, sendbuf, recvbuf, counts, op):
     "⌈log2 p⌉α + (p-1)/p·nβ + (p-1)/p·nγ, plus 2α + (N+1)/N·nβ + nγ when N ≠ p",
     alpha=lambda k: lg(k.p) + 2 * k.fold,
     beta=lambda k: (k.p - 1) * k.n / k.p + k.fold * (k.N + 1) * k.n / k.N,
-    gamma=lambda k: (k.p - 1) * k.n / k.p + k.fold * k.n, exact=_equal_pow2),
+    gamma=lambda k: (k.p - 1) * k.n / k.p + k.fold * k.n, exact=_equal_pow2,
+    links=lambda N, K, n: Split().fold(N, K, n).fold(N, K, n / N)
+    .xor(N, K, lambda d: d * n / pof2_below(N))),
     textbook=Textbook("(N-1)K/N", "each", "sent",
                       lambda n, k: F((n - 1) * k, n), pof2_even_or_mean))
 def reduce_scatter_recursive_halving(ctx, sendbuf, recvbuf, counts, op):
@@ -134,7 +141,8 @@ def reduce_scatter_recursive_halving(ctx, sendbuf, recvbuf, counts, op):
 
 
 @register("reduce_scatter", "pairwise", commutative_only=True,
-          **_block_a_step("(N-1)α + (N-1)/N·nβ + (N-1)/N·nγ"))
+          **_block_a_step("(N-1)α + (N-1)/N·nβ + (N-1)/N·nγ",
+                          lambda N, K, n: Split().shift_all(K, N - 1, n / N)))
 def reduce_scatter_pairwise(ctx, sendbuf, recvbuf, counts, op):
     """Pairwise exchange: in step i, send block rank+i, receive from rank-i.
 
@@ -155,7 +163,7 @@ def reduce_scatter_pairwise(ctx, sendbuf, recvbuf, counts, op):
 @register("reduce_scatter", "reduce_scatterv", cost=Cost(
     "⌈log2 N⌉(α + nβ + nγ) + (N-1)α + (N-1)/N·nβ", alpha=lambda k: lg(k.N) + k.N - 1,
     beta=lambda k: lg(k.N) * k.n + (k.N - 1) * k.n / k.N, gamma=lambda k: lg(k.N) * k.n,
-    exact=_equal),
+    exact=_equal, links=lambda N, K, n: Split().tree(N, K, lambda d: n).linear(N, K, n / N)),
     textbook=Textbook("(N-1)K + (N-1)K/N", "total", "sent",
                       lambda n, k: F((n - 1) * k) + F((n - 1) * k, n), even_chunks))
 def reduce_scatter_reduce_scatterv(ctx, sendbuf, recvbuf, counts, op):

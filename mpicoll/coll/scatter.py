@@ -9,6 +9,7 @@ Costs: α per message, β per byte, n bytes per block.
 """
 from ..core.registry import register
 from .cost import Cost, lg
+from .links import Split
 from .textbook import F, Textbook, always
 
 
@@ -19,7 +20,8 @@ def scatter_native(ctx, sendbuf, recvbuf, root):
 
 
 @register("scatter", "linear", cost=Cost(
-    "(N-1)(α + nβ)", alpha=lambda k: k.N - 1, beta=lambda k: (k.N - 1) * k.n),
+    "(N-1)(α + nβ)", alpha=lambda k: k.N - 1, beta=lambda k: (k.N - 1) * k.n,
+    links=lambda N, K, n: Split().linear(N, K, n)),
     textbook=Textbook("(N-1)K/N", "root", "sent",
                       lambda n, k: F((n - 1) * k, n), always))
 def scatter_linear(ctx, sendbuf, recvbuf, root):
@@ -37,7 +39,8 @@ def scatter_linear(ctx, sendbuf, recvbuf, root):
 
 
 @register("scatter", "binomial", cost=Cost(
-    "⌈log2 N⌉α + (N-1)nβ", alpha=lambda k: lg(k.N), beta=lambda k: (k.N - 1) * k.n),
+    "⌈log2 N⌉α + (N-1)nβ", alpha=lambda k: lg(k.N), beta=lambda k: (k.N - 1) * k.n,
+    links=lambda N, K, n: Split().tree(N, K, lambda d: min(d, N - d) * n)),
     textbook=Textbook("(N-1)K/N", "root", "sent",
                       lambda n, k: F((n - 1) * k, n), always))
 def scatter_binomial(ctx, sendbuf, recvbuf, root):
