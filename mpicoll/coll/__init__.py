@@ -4,7 +4,10 @@ Each algorithm is a function ``fn(ctx, *buffers_and_args)`` registered with
 :func:`mpicoll.register`; its docstring states its α-β-γ cost and its limits.
 Point-to-point algorithms talk only through ``ctx`` and are recorded as plans
 (:mod:`mpicoll.sched`); :mod:`.shm` reads peers' memory on a node instead;
-:mod:`.hierarchical` composes flat algorithms across nodes.
+:mod:`.hierarchical` composes flat algorithms across nodes. Each registration
+declares its cost (:mod:`.cost`; its split between nodes with :mod:`.links`) and
+its textbook claim (:mod:`.textbook`); ``_common`` and ``_vcommon`` hold the
+tree walks several algorithms share.
 
 May import: ``device``, ``core``.
 """
