@@ -32,6 +32,8 @@ algorithm (the algorithms live in :mod:`mpicoll.coll`):
   a :class:`mpicoll.verify.spec.Symbolic` (the case, its symbolic values, helpers),
   every rank's algorithm arguments, its buffers' initial and expected final values
   and their roles. None: the verifier cannot check this primitive's algorithms.
+  It and the spec's expected output must agree (``tests/test_specs_agree.py``
+  evaluates it on the spec's input data).
 - ``soak(k)``: one random case of ``python -m mpicoll.testing.soak``: given a
   :class:`mpicoll.testing.soak.SoakCase` (the drawn case, this rank's input, the
   public functions, helpers that make the soak's seeded draws), the call run with
