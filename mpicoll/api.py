@@ -38,14 +38,14 @@ from .calls import DEFINED, define
 from .engine import memo
 from .engine.faces import init
 from .engine.nonblocking import PersistentRequest, Request, testall, waitall
+from .faces import *  # noqa: F403  (the written-out functions, listed in faces.__all__)
 
 __all__ = ["Request", "PersistentRequest", "waitall", "testall", "define_primitive",
-           "FUNCTIONS"]
+           "FUNCTIONS", *faces.__all__]
 
-#: name -> function (blocking, ``i...`` and ``..._init`` forms of every binder).
+#: name -> function (blocking, ``i...`` and ``..._init`` forms of every binder; a plug-in's
+#: join it through :func:`define_primitive`).
 FUNCTIONS = dict(faces.FUNCTIONS)
-globals().update(FUNCTIONS)
-__all__ += list(FUNCTIONS)
 
 
 def _faces(primitive, binder):

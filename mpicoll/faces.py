@@ -696,3 +696,13 @@ FUNCTIONS = {
     'iexscan': iexscan,
     'exscan_init': exscan_init,
 }
+
+__all__ = [
+    'bcast', 'ibcast', 'bcast_init', 'reduce', 'ireduce', 'reduce_init', 'allreduce',
+    'iallreduce', 'allreduce_init', 'gather', 'igather', 'gather_init', 'allgather', 'iallgather',
+    'allgather_init', 'scatter', 'iscatter', 'scatter_init', 'reduce_scatter_block',
+    'ireduce_scatter_block', 'reduce_scatter_block_init', 'reduce_scatter', 'ireduce_scatter',
+    'reduce_scatter_init', 'alltoall', 'ialltoall', 'alltoall_init', 'barrier', 'ibarrier',
+    'barrier_init', 'gatherv', 'igatherv', 'gatherv_init', 'scatterv', 'iscatterv',
+    'scatterv_init', 'allgatherv', 'iallgatherv', 'allgatherv_init', 'alltoallv', 'ialltoallv',
+    'alltoallv_init', 'scan', 'iscan', 'scan_init', 'exscan', 'iexscan', 'exscan_init']

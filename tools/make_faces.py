@@ -189,6 +189,8 @@ def faces_source(defined):
     text = text.replace('"""\n\nfrom mpi4py', '"""\nfrom mpi4py', 1)
     text += "\n\n#: Every function above, by name.\nFUNCTIONS = {\n"
     text += "".join(f"    {n!r}: {n},\n" for n in names) + "}\n"
+    # a literal list: what mpicoll.api's star import takes, as type checkers and IDEs read it
+    text += "\n" + _wrap("__all__ = [", [repr(n) for n in names], "]", 0) + "\n"
     return text
 
 
@@ -255,7 +257,7 @@ def methods_source(defined):
     return "\n".join(_sorted_imports(out)) + "\n"
 
 
-_BOOT_FACES = "FUNCTIONS = {}\n"
+_BOOT_FACES = "FUNCTIONS = {}\n__all__ = []\n"
 _BOOT_METHODS = "class P2PMethods:\n    __slots__ = ()\n"
 
 
