@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 import pytest
+from bench_cases import every_rank
 from launch import run_mpi
 
 import mpicoll
@@ -315,32 +316,13 @@ def test_explicit_sizes_replace_the_sweep(tmp_path):
     assert bad.returncode == 2 and "--sizes: expected a comma list of sizes" in bad.stderr
 
 
-class _FakeComm:
-    def __init__(self, n, rank):
-        self.n, self.rank = n, rank
-
-    def Get_size(self):
-        return self.n
-
-    def Get_rank(self):
-        return self.rank
-
-
-def _cases(prim, n, nbytes, dtype, opname, root=0):
-    from mpi4py import MPI
-    am = specs.ArrayModule("numpy")
-    op = getattr(MPI, opname.upper())
-    return [specs.Case(specs.SPECS[prim], nbytes, dtype=dtype, op=op, opname=opname, root=root,
-                       comm=_FakeComm(n, r), am=am) for r in range(n)]
-
-
 @pytest.mark.parametrize("dtype", ["int8", "uint8", "float16", "float32", "int64"])
 @pytest.mark.parametrize("opname", ["sum", "prod", "min", "max"])
 def test_reduction_check_data_are_exact(dtype, opname):
     """The closed-form expected result equals the reduction of every rank's input."""
     ufunc = {"sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum}[opname]
     for n in (1, 2, 3, 5, 8, 13):
-        cases = _cases("allreduce", n, 4096, dtype, opname)
+        cases = every_rank("allreduce", n, 4096, dtype, opname)
         g = np.arange(cases[0].count, dtype=np.int64)
         acc = cases[0].red_input(g)
         for c in cases[1:]:
@@ -360,7 +342,7 @@ def test_the_check_counts_each_wrong_element(prim):
     symbolic spec evaluated on the same input gives them.
     """
     n, root = 3, 1
-    for c in _cases(prim, n, 4096, "float32", "sum", root):
+    for c in every_rank(prim, n, 4096, "float32", "sum", root):
         c.prepare_check()
         inp, out = specs.SPECS[prim].io(c)
         if out is not None and out is not inp:
@@ -777,7 +759,7 @@ def test_nccl_calls_give_the_checked_result(prim, dtype, opname):
     """The calls the column makes, run with NCCL's semantics, pass the bench's own check."""
     from mpicoll.bench import nccl
     n, root = 3, 1
-    cases = _cases(prim, n, 4096, dtype, opname, root)
+    cases = every_rank(prim, n, 4096, dtype, opname, root)
     fake, am = _FakeNccl(), _FakeAM()
     comms = [_FakeNcclComm(n, (), r) for r in range(n)]
     for c, ncomm in zip(cases, comms, strict=True):
@@ -802,7 +784,7 @@ def test_nccl_column_skips_primitives_without_a_collective():
         assert col.skip_reason(specs.SPECS[prim], MPI.SUM) == \
             f"nccl: no NCCL collective for {prim}; skipped"
         with pytest.raises(nccl.Unsupported):
-            nccl.call_args(_cases(prim, 2, 64, "float32", "sum")[0], 7, 0, 0)
+            nccl.call_args(every_rank(prim, 2, 64, "float32", "sum")[0], 7, 0, 0)
     assert col.skip_reason(specs.SPECS["allreduce"], MPI.SUM) is None
     assert col.skip_reason(specs.SPECS["bcast"], MPI.BAND) is None     # no reduction
     assert "allreduce skipped" in col.skip_reason(specs.SPECS["allreduce"], MPI.BAND)
@@ -818,7 +800,7 @@ def test_nccl_calls_are_the_primitives_own():
                                   "reduce_scatter": "reduceScatter"}
     for prim in ("scan", "exscan", "gatherv", "scatterv", "allgatherv", "alltoallv"):
         with pytest.raises(nccl.Unsupported, match=f"no NCCL collective for {prim}"):
-            nccl.call_args(_cases(prim, 2, 64, "float32", "sum")[0], 7, 0, 0)
+            nccl.call_args(every_rank(prim, 2, 64, "float32", "sum")[0], 7, 0, 0)
 
 
 def test_nccl_is_wanted_when_listed_or_all_on_gpus():

@@ -14,28 +14,14 @@ from functools import partial
 
 import numpy as np
 import pytest
-from mpi4py import MPI
+from bench_cases import every_rank
 
-from mpicoll.bench import specs
 from mpicoll.calls import DEFINED
 from mpicoll.calls.spec import sentinel
 from mpicoll.verify.spec import Case, Symbolic, op_object
 from mpicoll.verify.values import UNDEF, Ordered
 
 UFUNC = {"sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum}
-
-
-class _Rank:
-    """What a bench case reads of its communicator: its size and rank."""
-
-    def __init__(self, n, rank):
-        self.n, self.rank = n, rank
-
-    def Get_size(self):
-        return self.n
-
-    def Get_rank(self):
-        return self.rank
 
 
 def with_both_specs():
@@ -94,10 +80,7 @@ def test_the_symbolic_spec_on_the_check_data_gives_the_check_output(prim, dtype,
     spec = primitive.spec
     compared = 0
     for n, nbytes, root in cases(prim):
-        am = specs.ArrayModule("numpy")
-        bench = [specs.Case(spec, nbytes, dtype=dtype, op=getattr(MPI, opname.upper()),
-                            opname=opname, root=root, comm=_Rank(n, r), am=am)
-                 for r in range(n)]
+        bench = every_rank(prim, n, nbytes, dtype, opname, root)
         inputs = [spec.input_fn(c) for c in bench]
         opk = "sum" if primitive.reduces else None
         case = Case(prim, "native", n, spec.call_count(bench[0]), root=root, op=opk)
