@@ -1,6 +1,7 @@
 """allgather: every rank's block into every rank's buffer, in rank order (``MPI_Allgather``)."""
 from ..args.buffers import as_array, is_in_place, recv_array, whole_blocks
 from ..args.bufspec import parse_bufspec, recv_spec
+from ..core.blocks import pof2_below
 from ..core.rules import Auto, KiB, N, Rule, n
 from ..engine.launch import run_call
 from ..sched.inspect import Len
@@ -81,6 +82,17 @@ class AllgatherSpec(GatherSpec):
     def torch_call(self, c, fn, send, recv, op, group):
         """``dist.all_gather_into_tensor(output, input)``."""
         return lambda: fn(recv, send, group=group)
+
+    def smpi_actions(self, rank, n, nbytes, root):
+        """``<rank> allgather <block> <block>``: ``nbytes`` is all N blocks."""
+        b = nbytes // n
+        return [f"{rank} allgather {b} {b}"]
+
+    def mpich_choice(self, n, nbytes, itemsize):
+        """Recursive doubling below 512 KiB at a power-of-two N, else Bruck to 80 KiB, or ring."""
+        if n == pof2_below(n) and nbytes < 524288:
+            return "rdb"
+        return "bruck" if nbytes <= 81920 else "ring"
 
 
 def symbolic(k):

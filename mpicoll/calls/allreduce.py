@@ -4,6 +4,7 @@ from mpi4py import MPI
 from ..args.buffers import is_in_place
 from ..args.bufspec import parse_bufspec, recv_spec
 from ..args.user_ops import wrap as wrap_user_op
+from ..core.blocks import pof2_below
 from ..core.ops import check_op
 from ..core.rules import SHORT, Auto, Rule, n, non_commutative
 from ..engine.launch import run_call
@@ -89,6 +90,14 @@ class AllreduceSpec(ReduceSpec):
     def torch_call(self, c, fn, send, recv, op, group):
         """``dist.all_reduce(tensor, op)``, in place: on a copy of the input."""
         return in_place_torch(fn, send, recv, op=op, group=group)     # all_reduce is in place
+
+    def smpi_actions(self, rank, n, nbytes, root):
+        """``<rank> allreduce <bytes> 0``: the whole vector."""
+        return [f"{rank} allreduce {nbytes} 0"]
+
+    def mpich_choice(self, n, nbytes, itemsize):
+        """Rabenseifner past 2 KiB with an element per power-of-two rank, else rec. doubling."""
+        return "rab_rdb" if nbytes > 2048 and nbytes // itemsize >= pof2_below(n) else "rdb"
 
 
 def symbolic(k):

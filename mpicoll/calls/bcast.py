@@ -90,6 +90,20 @@ class BcastSpec(Spec):
         """``dist.broadcast(buf, src=root)``."""
         return lambda: fn(recv, src=c.root, group=group)
 
+    def smpi_actions(self, rank, n, nbytes, root):
+        """``<rank> bcast <bytes> <root>``."""
+        return [f"{rank} bcast {nbytes} {root}"]
+
+    def mpich_choice(self, n, nbytes, itemsize):
+        """A binomial tree below 12 KiB or at N <= 8, else scatter then allgather.
+
+        The allgather by recursive doubling below 512 KiB at an even N, else by the ring.
+        """
+        if nbytes < 12288 or n <= 8:
+            return "binomial_tree"
+        return "scatter_rdb_allgather" if nbytes < 524288 and n % 2 == 0 else \
+            "scatter_LR_allgather"
+
 
 def symbolic(k):
     """The verifier's spec: every rank's buffer ends as the root's input."""

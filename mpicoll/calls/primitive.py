@@ -23,7 +23,8 @@ algorithm (the algorithms live in :mod:`mpicoll.coll`):
 - ``spec``: its bench and test spec (:class:`mpicoll.calls.spec.Spec`): buffer
   layout, exact input and expected output, bus-bandwidth factor, and how
   mpi4py, NCCL and torch.distributed run the same collective and what the MPI
-  libraries call it (the bench's reference columns and ``--native-algorithm``).
+  libraries call it (the bench's reference columns and ``--native-algorithm``), and
+  SMPI's trace action and MPICH's rule for it (``bench simulate``'s native rows).
 - ``auto``: the rule ``algorithm="auto"`` follows where the tuning table does not
   decide (:class:`mpicoll.core.rules.Auto`: ordered ``Rule(algorithm, condition)``
   entries whose description, :data:`mpicoll.DEFAULTS_TABLE`, is written from the

@@ -4,6 +4,7 @@ from mpi4py import MPI
 from ..args.buffers import as_array, is_in_place, not_in_place
 from ..args.bufspec import is_rank, parse_bufspec, recv_spec
 from ..args.user_ops import wrap as wrap_user_op
+from ..core.blocks import pof2_below
 from ..core.ops import check_op
 from ..core.rules import POF2, SHORT, Auto, N, Rule, commutative, count, n
 from ..engine.launch import run_call
@@ -108,6 +109,15 @@ class ReduceSpec(Spec):
         # scratch (gloo leaves scratch values in the tensor there)
         target = recv if recv is not None else send.new_empty(send.shape)
         return in_place_torch(fn, send, target, dst=c.root, op=op, group=group)
+
+    def smpi_actions(self, rank, n, nbytes, root):
+        """``<rank> reduce <bytes> 0 <root>``: the whole vector."""
+        return [f"{rank} reduce {nbytes} 0 {root}"]
+
+    def mpich_choice(self, n, nbytes, itemsize):
+        """Binomial below 2 KiB or one element per power-of-two rank, else scatter then gather."""
+        small = nbytes // itemsize < pof2_below(n) or nbytes < 2048
+        return "binomial" if small else "scatter_gather"
 
 
 def symbolic(k):

@@ -184,6 +184,15 @@ class ReduceScatterSpec(Spec):
         """``dist.reduce_scatter_tensor(output, input, op)``."""
         return lambda: fn(recv, send, op=op, group=group)
 
+    def smpi_actions(self, rank, n, nbytes, root):
+        """``<rank> reducescatter <block> ... <block> 0``: ``nbytes`` is all N blocks."""
+        b = nbytes // n
+        return [f"{rank} reducescatter " + " ".join([str(b)] * n) + " 0"]
+
+    def mpich_choice(self, n, nbytes, itemsize):
+        """Pairwise exchange past 512 KiB, else recursive halving."""
+        return "mpich_pair" if nbytes > 524288 else "mpich_rdb"
+
 
 def symbolic(k):
     """The verifier's spec: rank r's recvbuf ends as block r of all ranks' inputs reduced."""

@@ -24,7 +24,9 @@ reference columns: the plain mpi4py call (:attr:`Spec.raw`,
 :meth:`Spec.raw_call`), the collective's name in the MPI libraries' algorithm
 variables (:attr:`Spec.native_coll`), NCCL's call (:attr:`Spec.nccl_method`,
 :meth:`Spec.nccl_args`), torch.distributed's (:attr:`Spec.torch_fn`,
-:meth:`Spec.torch_call`). These are the primitive's own (:data:`OWN`): a
+:meth:`Spec.torch_call`), and SMPI's (the trace action of ``bench simulate``'s native
+rows, :meth:`Spec.smpi_actions`, and MPICH's choice of algorithm as SMPI writes its rules,
+:meth:`Spec.mpich_choice`). These are the primitive's own (:data:`OWN`): a
 subclass does not inherit them, since a spec subclassed for its layout (scan
 from allreduce, a plug-in's twin) is another collective.
 """
@@ -37,7 +39,7 @@ PRIME = 7919           # block stride of the data pattern: neighbouring blocks d
 
 #: The attributes a spec class declares for its own primitive only (not inherited).
 OWN = ("raw", "raw_call", "native_coll", "nccl_method", "nccl_args", "torch_fn",
-       "torch_call")
+       "torch_call", "smpi_actions", "mpich_choice")
 
 
 def cap(dtype):
@@ -157,6 +159,22 @@ class Spec:
         """
         raise NotImplementedError(f"{self.name or type(self).__name__}: its spec declares no "
                                   f"torch.distributed call (Spec.torch_fn and Spec.torch_call)")
+
+    def smpi_actions(self, rank, n, nbytes, root):
+        """SMPI's time-independent trace lines of one call on ``rank`` (None: none written).
+
+        ``nbytes``: the bench's size (the vector, or all ranks' blocks together), in the
+        replay's ``MPI_BYTE``; ``bench simulate``'s ``native[...]`` rows replay them.
+        """
+        return None
+
+    def mpich_choice(self, n, nbytes, itemsize):
+        """MPICH's algorithm for one call, as SMPI writes MPICH's rules (None: none written).
+
+        The name of SMPI's implementation (``--cfg=smpi/<primitive>:<name>``), from
+        SimGrid's ``smpi_mpich_selector.cpp``; ``nbytes`` as in :meth:`smpi_actions`.
+        """
+        return None
 
 
 def all_but_own(self, n):

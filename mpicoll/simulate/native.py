@@ -12,40 +12,47 @@ replay's ``MPI_BYTE``), which SMPI runs with the algorithm its settings name:
   SMP communicators and dereferences the replay's ``MPI_OP_NULL``), so its
   flat branch — what MPICH runs on one rank per node — is taken.
 
+Each primitive's spec declares its action and MPICH's rule for it
+(:meth:`mpicoll.calls.spec.Spec.smpi_actions`, :meth:`~mpicoll.calls.spec.Spec.mpich_choice`
+in ``mpicoll/calls/<primitive>.py``); a primitive without them has no native rows.
+
 SMPI's replay reduces nothing (its op is ``MPI_OP_NULL``): the reduction
 work of a native reducing call is added as one local step after it, of the
 bytes its algorithm reduces on the critical path (:func:`reduced_bytes`; an
 estimate for Open MPI's choices: ``n(p-1)/p``).
 """
+from mpicoll.calls import DEFINED
+from mpicoll.calls.spec import Spec
+from mpicoll.core.views import LiveView
+
 __all__ = ["SELECTORS", "mpich_choice", "actions", "settings", "reduced_bytes", "PRIMITIVES"]
 
 SELECTORS = ("mpich", "ompi")
-PRIMITIVES = ("allreduce", "bcast", "allgather", "reduce_scatter", "reduce")
 
 
-def _pof2(n):
-    return 1 << (n.bit_length() - 1)
+def _writes_actions(p):
+    spec = DEFINED[p].spec
+    return spec is not None and type(spec).smpi_actions is not Spec.smpi_actions
+
+
+#: The primitives whose spec writes SMPI's action for them (native rows), read at each use.
+PRIMITIVES = LiveView(lambda: DEFINED, lambda p: True if p in DEFINED and _writes_actions(p)
+                      else None, "Primitives with native rows in the simulation.")
+
+
+def _spec(primitive):
+    if primitive not in PRIMITIVES:
+        raise ValueError(f"native: no SMPI action written for {primitive} "
+                         f"(supported: {', '.join(PRIMITIVES)})")
+    return DEFINED[primitive].spec
 
 
 def mpich_choice(primitive, nranks, nbytes, itemsize):
     """SMPI's MPICH algorithm for one call (``nbytes``: the bench's unit, :func:`actions`)."""
-    N, count = nranks, nbytes // itemsize
-    if primitive == "allreduce":
-        return "rab_rdb" if nbytes > 2048 and count >= _pof2(N) else "rdb"
-    if primitive == "bcast":
-        if nbytes < 12288 or N <= 8:
-            return "binomial_tree"
-        return "scatter_rdb_allgather" if nbytes < 524288 and N % 2 == 0 else \
-            "scatter_LR_allgather"
-    if primitive == "allgather":
-        if N == _pof2(N) and nbytes < 524288:
-            return "rdb"
-        return "bruck" if nbytes <= 81920 else "ring"
-    if primitive == "reduce_scatter":
-        return "mpich_pair" if nbytes > 524288 else "mpich_rdb"
-    if primitive == "reduce":
-        return "binomial" if count < _pof2(N) or nbytes < 2048 else "scatter_gather"
-    raise ValueError(f"native[mpich]: no rules for {primitive}")
+    alg = _spec(primitive).mpich_choice(nranks, nbytes, itemsize)
+    if alg is None:
+        raise ValueError(f"native[mpich]: no rules for {primitive}")
+    return alg
 
 
 def settings(primitive, selector, nranks, nbytes, itemsize):
@@ -61,7 +68,7 @@ def settings(primitive, selector, nranks, nbytes, itemsize):
 def reduced_bytes(primitive, algorithm, nranks, nbytes):
     """Bytes one rank reduces along the critical path of a native reducing call (0: none)."""
     N = nranks
-    if primitive not in ("allreduce", "reduce_scatter", "reduce") or N < 2:
+    if not DEFINED[primitive].reduces or N < 2:
         return 0
     lg = (N - 1).bit_length()
     if algorithm in ("rdb", "binomial"):
@@ -75,18 +82,4 @@ def actions(primitive, rank, nranks, nbytes, root=0):
     ``nbytes``: the bench's size — the vector (allreduce, bcast, reduce), all
     ranks' blocks together (allgather, reduce_scatter).
     """
-    N = nranks
-    if primitive == "allreduce":
-        return [f"{rank} allreduce {nbytes} 0"]
-    if primitive == "bcast":
-        return [f"{rank} bcast {nbytes} {root}"]
-    if primitive == "reduce":
-        return [f"{rank} reduce {nbytes} 0 {root}"]
-    if primitive == "allgather":
-        b = nbytes // N
-        return [f"{rank} allgather {b} {b}"]
-    if primitive == "reduce_scatter":
-        b = nbytes // N
-        return [f"{rank} reducescatter " + " ".join([str(b)] * N) + " 0"]
-    raise ValueError(f"native: no SMPI action written for {primitive} "
-                     f"(supported: {', '.join(PRIMITIVES)})")
+    return _spec(primitive).smpi_actions(rank, nranks, nbytes, root)
