@@ -31,6 +31,7 @@ import pytest
 import mpicoll
 from mpicoll.coll.cost import Phases
 from mpicoll.core.registry import _REGISTRY, lookup
+from mpicoll.verify.__main__ import main as verify_main
 from mpicoll.verify.check import verify
 from mpicoll.verify.declared import call_of, cost_of
 from mpicoll.verify.formula import terms
@@ -436,18 +437,9 @@ def bcast_wrong_binomial(ctx, buf, root):
 def test_a_failing_plug_in_ends_a_parallel_sweep_with_its_smallest_case(tmp_path):
     # several worker processes send the failures back to the parent (they once could not be
     # unpickled there, and the sweep hung): the run must end, within the timeout, with exit 1
-    (tmp_path / "wrong.py").write_text(WRONG_BINOMIAL)
-    cmd = [sys.executable, "-m", "mpicoll.verify", "--import", "wrong.py", "--max-n", "8",
-           "--primitive", "bcast", "--algorithm", "t_wrong_binomial", "--jobs", "3"]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)     # the workers too
-        out, err = proc.communicate()
-        pytest.fail(f"the sweep did not end within 120 s:\n{out}\n{err}")
-    assert proc.returncode == 1, out + err
+    code, out, err = _verify_cli(tmp_path, WRONG_BINOMIAL, "--max-n", "8", "--primitive",
+                                 "bcast", "--algorithm", "t_wrong_binomial", "--jobs", "3")
+    assert code == 1, out + err
     # N = 1 and 2 have no rank with rel + mask == size; from N = 3 a rank sends to the root
     assert "bcast/t_wrong_binomial" in out and "FAIL N=3" in out
     line = [x for x in out.splitlines() if "--case" in x][0]
@@ -458,6 +450,67 @@ def test_a_failing_plug_in_ends_a_parallel_sweep_with_its_smallest_case(tmp_path
     assert progress and "\r" not in err
     done, total = progress[-1].split()[1].split("/")
     assert done == total and int(total) >= 50       # enough cases for the worker pool
+
+
+ENDING_PLUG_IN = '''
+import os
+import sys
+
+from mpicoll import register
+
+
+@register("bcast", "t_ending_linear")
+def bcast_ending_linear(ctx, buf, root):
+    """Test only: a linear bcast whose code ends its process at N = 6 ({how})."""
+    if ctx.size == 6:
+        {how}
+    if ctx.rank == root:
+        for peer in range(ctx.size):
+            if peer != root:
+                ctx.send(buf, peer)
+    else:
+        ctx.recv(buf, root)
+'''
+
+
+def _verify_cli(tmp_path, plug_in, *args, timeout=120):
+    (tmp_path / "plug.py").write_text(plug_in)
+    cmd = [sys.executable, "-m", "mpicoll.verify", "--import", "plug.py", *args]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)     # the workers too
+        out, err = proc.communicate()
+        pytest.fail(f"the sweep did not end within {timeout} s:\n{out}\n{err}")
+    return proc.returncode, out, err
+
+
+@pytest.mark.parametrize("jobs", ["1", "3"])
+def test_a_plug_in_that_calls_sys_exit_fails_its_case(tmp_path, jobs):
+    # SystemExit is no Exception: it once ended the serial sweep with no report and hung a
+    # parallel one (its worker died with the case)
+    code, out, err = _verify_cli(
+        tmp_path, ENDING_PLUG_IN.format(how="sys.exit(3)"), "--max-n", "8", "--primitive",
+        "bcast", "--algorithm", "t_ending_linear", "--jobs", jobs)
+    assert code == 1, out + err
+    assert "bcast/t_ending_linear" in out and "FAIL N=6" in out
+    assert "the check raised SystemExit: 3" in out
+
+
+def test_a_plug_in_that_ends_its_worker_ends_the_sweep(tmp_path):
+    code, out, err = _verify_cli(
+        tmp_path, ENDING_PLUG_IN.format(how="os._exit(3)"), "--max-n", "8", "--primitive",
+        "bcast", "--algorithm", "t_ending_linear", "--jobs", "3")
+    assert code == 1, out + err
+    assert "case 'bcast/t_ending_linear N=6" in err and "ends the process" in err
+
+
+def test_the_sweep_takes_no_fewer_than_one_job():
+    with pytest.raises(SystemExit) as exc:
+        verify_main(["--jobs", "0"])
+    assert exc.value.code == 2
 
 
 def test_a_verified_plan_drawn_step_by_step():

@@ -2,16 +2,17 @@
 
 Usage::
 
-    python -m mpicoll.verify [--primitive P] [--algorithm A] [--max-n 1024] [--seed S]
-                             [--import MODULE] [--jobs J]
+    python -m mpicoll.verify [--primitive P] [--algorithm A] [--min-n 1] [--max-n 1024]
+                             [--seed S] [--import MODULE] [--jobs J]
     python -m mpicoll.verify --case "allreduce/ring N=5 count=7 op=sum" [--draw]
     python -m mpicoll.verify --mutations [--max-n 64]
 
 The first form sweeps (see :mod:`mpicoll.verify.sweep`) and prints a table
 of algorithm x range of N: the number of cases passed, or the smallest N that
 failed; then each failing algorithm's smallest case. Exit status 1 on any
-failure. Progress goes to stderr: a line redrawn on a terminal, else a plain
-line every 10 s.
+failure, and when a worker process ends without answering (the code under
+test ended it); 2 on bad arguments. Progress goes to stderr: a line redrawn on
+a terminal, else a plain line every 10 s.
 ``--case`` re-runs one case and says what it checked; ``--draw`` prints its
 verified plan step by step. ``--mutations`` seeds faults into copies of
 algorithms and shows each one caught (:mod:`mpicoll.verify.mutations`).
@@ -24,6 +25,13 @@ import time
 __all__ = ["main"]
 
 
+def _positive(text):
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text}")
+    return n
+
+
 def _parser():
     ap = argparse.ArgumentParser(
         prog="python -m mpicoll.verify",
@@ -31,14 +39,15 @@ def _parser():
                     "together, and check results, matching, deadlock freedom and declared costs.")
     ap.add_argument("--primitive", help="only this primitive")
     ap.add_argument("--algorithm", help="only this algorithm (and its configured variants)")
-    ap.add_argument("--max-n", type=int, default=1024, help="largest N (default 1024)")
-    ap.add_argument("--min-n", type=int, default=1, help="smallest N (default 1)")
+    ap.add_argument("--max-n", type=_positive, default=1024, help="largest N (default 1024)")
+    ap.add_argument("--min-n", type=_positive, default=1, help="smallest N (default 1)")
     ap.add_argument("--seed", type=int, default=0,
                     help="seed of the sampled roots and of the fingerprints (default 0)")
     ap.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                     help="a module or .py file that registers algorithms (repeatable)")
-    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
-                    help="processes (default: the CPUs)")
+    ap.add_argument("--jobs", type=_positive, default=os.cpu_count() or 1,
+                    help="processes of the sweep (default: the CPUs; a sweep of under 50 "
+                         "cases runs in one)")
     ap.add_argument("--case", help="verify one case, e.g. \"allreduce/ring N=5 count=7 op=sum\"")
     ap.add_argument("--draw", action="store_true", help="with --case: print the verified plan")
     ap.add_argument("--mutations", action="store_true",
@@ -89,17 +98,22 @@ def main(argv=None):
         from .mutations import report_mutations, run_mutations
         rows = run_mutations(max_n=min(args.max_n, 64), seed=args.seed)
         return 0 if report_mutations(rows) else 1
-    from .sweep import algorithms, report, sweep
+    from .sweep import WorkerLost, algorithms, report, sweep
     if not algorithms(args.primitive, args.algorithm):
         print(f"no registered algorithm matches --primitive {args.primitive} "
               f"--algorithm {args.algorithm}", file=sys.stderr)
         return 2
     print(f"# python -m mpicoll.verify --max-n {args.max_n} --seed {args.seed}"
+          + (f" --min-n {args.min_n}" if args.min_n != 1 else "")
           + (f" --primitive {args.primitive}" if args.primitive else "")
           + (f" --algorithm {args.algorithm}" if args.algorithm else "")
           + "".join(f" --import {m}" for m in args.imports))
-    summary = sweep(args.primitive, args.algorithm, args.max_n, args.seed, args.jobs,
-                    args.imports, _progress(args.quiet), args.min_n)
+    try:
+        summary = sweep(args.primitive, args.algorithm, args.max_n, args.seed, args.jobs,
+                        args.imports, _progress(args.quiet), args.min_n)
+    except WorkerLost as exc:
+        print(f"python -m mpicoll.verify: {exc}", file=sys.stderr)
+        return 1
     ok = report(summary)
     return 0 if ok else 1
 

@@ -151,7 +151,7 @@ def _plans_shape(primitive, algorithm, itemsize):
                 (x.buf, x.start, x.stop) if hasattr(x, "buf") else x for x in op[1:])
                 for op in p.ops))
         return tuple(out)
-    except Exception as exc:          # unrecordable: the sweep reports it
+    except (Exception, SystemExit) as exc:    # unrecordable: the sweep reports it
         return repr(exc)
 
 
@@ -179,7 +179,7 @@ def plan_ops(primitive, algorithm, N):
             lens.sort()
             # the typical rank times N, plus the busiest one (a root) on top
             _OPS_AT[key] = lens[len(lens) // 2] * N + lens[-1]
-        except Exception:
+        except (Exception, SystemExit):   # (the sweep's case reports it)
             _OPS_AT[key] = 0
     return _OPS_AT[key]
 
@@ -262,7 +262,16 @@ def cases(primitive, algorithm, max_n=1024, seed=0, min_n=1):
 
 # -- running -----------------------------------------------------------------
 
-def _init(imports):
+_IN_HAND = None        # a worker's slot of the shared array of cases in hand (see run)
+
+
+def _init(imports, in_hand=None, workers=None):
+    global _IN_HAND
+    if in_hand is not None:
+        with workers.get_lock():
+            slot = workers.value % len(in_hand)
+            workers.value += 1
+        _IN_HAND = (in_hand, slot)
     if imports:
         from ._mpicoll import import_modules
         import_modules(imports)
@@ -273,18 +282,27 @@ def _one(args):
 
     A worker's answer that the parent cannot unpickle kills the pool's result thread and
     leaves the parent waiting forever, so nothing of the plug-in's (its exceptions, its
-    objects) crosses: anything the check itself raises becomes a failure of kind ``error``.
+    objects) crosses: anything the check itself raises becomes a failure of kind ``error``,
+    ``SystemExit`` included (a plug-in's ``sys.exit`` would otherwise end the worker, or the
+    serial sweep, without a report).
     """
-    case, seed = args
+    case, seed, index = args
+    if _IN_HAND is not None:          # which case this worker holds, should it not come back
+        _IN_HAND[0][_IN_HAND[1]] = index
     try:
         r = verify(case, seed)
         fail = (str(r.failure.kind), str(r.failure.text)) if r.failure is not None else None
         traffic = tuple(r.traffic) if r.traffic is not None else None
         path = tuple(r.path) if r.path is not None else None
         return (str(r.status), fail, str(r.reason), traffic, path, str(r.cost))
-    except Exception as exc:          # the check's own error: this case's failure
+    except (Exception, SystemExit) as exc:    # the check's own error: this case's failure
         return ("fail", ("error", f"the check raised {type(exc).__name__}: {exc}"), "", None,
                 None, "")
+
+
+def _probe(args, imports):
+    _init(imports)
+    _one(args)
 
 
 def _result(case, answer):
@@ -292,9 +310,44 @@ def _result(case, answer):
     return Result(case, status, Failure(*fail) if fail else None, reason, traffic, path, cost)
 
 
+class WorkerLost(RuntimeError):
+    """A worker process of a parallel sweep ended without answering (never a hang)."""
+
+
+def _lost(ctx, work, in_hand, imports, done):
+    """The error for a worker that died, naming the case that ends a process.
+
+    The cases the workers held when the pool broke are re-run, each in a process of its own.
+    """
+    held = sorted({i for i in in_hand if i >= 0})
+    for i in held:
+        child = ctx.Process(target=_probe, args=(work[i], list(imports)))
+        child.start()
+        child.join(60)
+        if child.is_alive():
+            child.kill()
+            child.join()
+            continue
+        if child.exitcode != 0:
+            return WorkerLost(
+                f"case {work[i][0].text()!r} ends the process that verifies it (exit code "
+                f"{child.exitcode}: os._exit, a signal or a crash in the code under test); the "
+                f"sweep stopped after {done} of {len(work)} cases")
+    return WorkerLost(
+        f"a worker process ended without answering after {done} of {len(work)} cases; the "
+        f"cases the workers held, each re-run alone, ended normally: "
+        f"{', '.join(repr(work[i][0].text()) for i in held) or 'none'}")
+
+
 def run(all_cases, seed=0, jobs=1, imports=(), progress=None):
-    """Verify ``all_cases``; a list of :class:`~.check.Result` in the same order."""
-    work = [(c, seed) for c in all_cases]
+    """Verify ``all_cases``; a list of :class:`~.check.Result` in the same order.
+
+    With ``jobs`` > 1 (and 50 cases or more) the cases run in a pool of processes. A worker
+    that ends without answering (``os._exit``, a signal, a crash in the code under test)
+    raises :class:`WorkerLost` naming the case that ends its process, instead of leaving the
+    parent waiting for an answer that never comes (as ``multiprocessing.Pool`` does).
+    """
+    work = [(c, seed, i) for i, c in enumerate(all_cases)]
     if jobs <= 1 or len(work) < 50:
         out = []
         for i, w in enumerate(work):
@@ -303,18 +356,28 @@ def run(all_cases, seed=0, jobs=1, imports=(), progress=None):
                 progress(i + 1, len(work))
         return out
     import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
     # the largest cases first, so that no process is left with one at the end
     order = sorted(range(len(work)), key=lambda i: -(work[i][0].N * max(1, work[i][0].count)))
     res = [None] * len(work)
     ctx = mp.get_context("fork" if hasattr(os, "fork") else "spawn")
-    with ctx.Pool(jobs, initializer=_init, initargs=(list(imports),)) as pool:
-        done = 0
-        results = pool.imap(_one, [work[i] for i in order], chunksize=8)
-        for i, r in zip(order, results, strict=True):
-            res[i] = _result(work[i][0], r)
-            done += 1
-            if progress:
-                progress(done, len(work))
+    in_hand = ctx.Array("q", [-1] * jobs, lock=False)
+    done, lost = 0, None
+    # (the executor, unlike Pool, fails its waiting results when a worker dies)
+    with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init,
+                             initargs=(list(imports), in_hand, ctx.Value("i", 0))) as pool:
+        try:
+            results = pool.map(_one, [work[i] for i in order], chunksize=8)
+            for i, r in zip(order, results, strict=True):
+                res[i] = _result(work[i][0], r)
+                done += 1
+                if progress:
+                    progress(done, len(work))
+        except BrokenProcessPool:
+            lost = _lost(ctx, work, list(in_hand), imports, done)
+    if lost is not None:
+        raise lost
     return res
 
 
