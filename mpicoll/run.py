@@ -30,6 +30,24 @@ __all__ = ["main", "main_guarded"]
 
 _USAGE = ("usage: python -m mpicoll.run [--timeout SECONDS] (script.py | -m module | -c code) "
           "[args...]")
+#: ``--help``'s text, plain (the module docstring is reST, for the documentation)
+_HELP = f"""{_USAGE}
+
+Start an mpicoll program (on every rank) so that one rank's failure ends the whole job:
+a rank that raises an uncaught exception, or exits with a non-zero status, prints its
+traceback once, prefixed with its rank, and calls MPI_Abort, so mpirun ends every rank
+within about a second and a half instead of leaving the others waiting forever.
+
+options:
+  --timeout SECONDS  also report, and end the job on, a collective that has not completed
+                     in that time (sets MPICOLL_TIMEOUT)
+  --help             show this help and exit
+
+examples:
+  mpirun -n 4 python -m mpicoll.run script.py [args...]
+  mpirun -n 4 python -m mpicoll.run -m package.module [args...]
+  mpirun -n 4 python -m mpicoll.run -c "import mpicoll; ..."
+  mpirun -n 4 python -m mpicoll.run --timeout 600 script.py"""
 
 
 def main_guarded(fn, *args, **kwargs):
@@ -43,8 +61,8 @@ def _parse(argv):
     i = 0
     while i < len(argv) and argv[i].startswith("--"):
         opt = argv[i]
-        if opt in ("--help",):
-            print(__doc__)
+        if opt in ("--help", "-h"):
+            print(_HELP)
             raise SystemExit(0)
         if opt == "--timeout" or opt.startswith("--timeout="):
             value = opt.partition("=")[2] if "=" in opt else (argv[i + 1] if i + 1 < len(argv)

@@ -73,6 +73,10 @@ def test_env_without_the_wheel_fails_with_the_reason(tmp_path, monkeypatch):
 
 
 def test_usage_on_anything_else():
+    # on stderr, so that eval "$(python -m mpicoll.gpu nonsense)" runs nothing
     out = subprocess.run([sys.executable, "-m", "mpicoll.gpu", "nonsense"], capture_output=True,
                          text=True, timeout=60)
-    assert out.returncode == 2 and "usage" in out.stdout
+    assert out.returncode == 2 and "usage" in out.stderr and out.stdout == ""
+    out = subprocess.run([sys.executable, "-m", "mpicoll.gpu", "--help"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0 and "usage" in out.stdout

@@ -48,7 +48,11 @@ def add_parser(sub):
     """Add the ``simulate`` command to ``sub`` (the bench's subcommands)."""
     p = sub.add_parser("simulate", help="replay every algorithm in SimGrid/SMPI on a described "
                                         "cluster (simulated rows)",
-                       description=__doc__.split("\n\n")[0])
+                       description="Every algorithm's call replayed by SimGrid/SMPI on a "
+                                   "described cluster: the hand-written algorithms' verified "
+                                   "plans as traces, the MPI libraries' collectives as SMPI's "
+                                   "(native[mpich], native[ompi]). Needs SimGrid "
+                                   "(libsimgrid-dev, smpirun).")
     p.add_argument("--primitive", default=",".join(DEFAULT_PRIMITIVES), metavar="LIST",
                    help="comma list of primitives (default %(default)s)")
     p.add_argument("--algorithm", "-a", default="all", metavar="LIST",

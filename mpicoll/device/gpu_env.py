@@ -24,6 +24,7 @@ N = 2, on one H200 (the measurement, and what is not yet measured, are in
 import importlib.util
 import os
 import shlex
+import sys
 
 __all__ = ["ucx_dir", "aware_env", "ucx_setup", "main"]
 
@@ -84,9 +85,14 @@ def ucx_setup():
 
 def main(argv):
     """``python -m mpicoll.gpu env``: print the exports of :func:`aware_env`; the exit status."""
+    usage = ("usage: python -m mpicoll.gpu env   (prints the exports for CUDA-aware MPICH "
+             "from PyPI; use: eval \"$(python -m mpicoll.gpu env)\")")
+    if argv in (["--help"], ["-h"]):
+        print(usage)
+        return 0
     if argv[:1] != ["env"] or len(argv) > 1:
-        print("usage: python -m mpicoll.gpu env   (prints the exports for CUDA-aware MPICH "
-              "from PyPI; use: eval \"$(python -m mpicoll.gpu env)\")")
+        # (to stderr: eval "$(python -m mpicoll.gpu envv)" must not run the usage line)
+        print(usage, file=sys.stderr)
         return 2
     try:
         env = aware_env()

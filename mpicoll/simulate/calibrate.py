@@ -154,7 +154,10 @@ def main(argv=None):
     """
     import argparse
     p = argparse.ArgumentParser(prog="python -m mpicoll.simulate.calibrate",
-                                description=main.__doc__.split("\n\n")[0])
+                                description="Measure what local work (copies, "
+                                            "reductions; under mpiexec -n 2 also rounds and "
+                                            "calls) costs here, for bench simulate "
+                                            "--calibration FILE.")
     p.add_argument("-o", "--output", required=True)
     args = p.parse_args(argv)
     cc, cb, rc, rb = measure_numpy()
