@@ -15,7 +15,7 @@
 #   MPICOLL_BENCH_PRIMITIVES  primitive(s) or "all"                    (all)
 #   MPICOLL_BENCH_ALGORITHMS  --algorithm value                        (all: every one, native included)
 #   MPICOLL_BENCH_SIZES       sweep: -b MIN -e MAX -f FACTOR -n ITERS -w WARMUP -c CHECK
-#                                                                      (-b 8 -e 1M -f 4 -n 20 -w 5 -c 1)
+#                                                                      (-b 16 -e 1M -f 4 -n 20 -w 5 -c 1)
 #   MPICOLL_BENCH_ARGS        more arguments for `python -m mpicoll.bench`
 # Results: results/mpicoll-bench-cpu-<job id>/: bench.jsonl (one record per measurement), bench.csv,
 # report.md (tables), plot.png (needs matplotlib), provenance.json, mpi.json, summary.json, job.log.
@@ -37,7 +37,7 @@ mpicoll_check_launcher
 
 R=$MPICOLL_RESULTS
 sizes=() extra=()
-eval "sizes=(${MPICOLL_BENCH_SIZES:--b 8 -e 1M -f 4 -n 20 -w 5 -c 1})"
+eval "sizes=(${MPICOLL_BENCH_SIZES:--b 16 -e 1M -f 4 -n 20 -w 5 -c 1})"
 eval "extra=(${MPICOLL_BENCH_ARGS:-})"
 mpicoll_par bench "$MPICOLL_PYTHON" -m mpicoll.bench "${MPICOLL_BENCH_PRIMITIVES:-all}" "${sizes[@]}" \
     --algorithm "${MPICOLL_BENCH_ALGORITHMS:-all}" -J "$R/bench.jsonl" --csv "$R/bench.csv" "${extra[@]}"

@@ -22,7 +22,7 @@
 # (--algorithm all takes every registered one: hand-written, native and nccl).
 # Without a GPU the job stops at once with exit 3 and says why.
 # Settings (besides jobs/env.sh): MPICOLL_BENCH_PRIMITIVES (all), MPICOLL_BENCH_ALGORITHMS (all),
-#   MPICOLL_BENCH_SIZES (-b 8 -e 64M -f 4 -n 20 -w 5 -c 1), MPICOLL_BENCH_ARGS,
+#   MPICOLL_BENCH_SIZES (-b 16 -e 64M -f 4 -n 20 -w 5 -c 1), MPICOLL_BENCH_ARGS,
 #   MPICOLL_GPU_BIND (1: each rank sees only its own GPU, CUDA_VISIBLE_DEVICES by local rank % GPUs;
 #   0: leave it, the bench picks GPU local rank % GPUs), MPICOLL_DEVICE (force one device id)
 # Results: results/mpicoll-bench-gpu-<job id>/: bench.jsonl, bench.csv, report.md, plot.png,
@@ -87,7 +87,7 @@ fi
 
 R=$MPICOLL_RESULTS
 sizes=() extra=()
-eval "sizes=(${MPICOLL_BENCH_SIZES:--b 8 -e 64M -f 4 -n 20 -w 5 -c 1})"
+eval "sizes=(${MPICOLL_BENCH_SIZES:--b 16 -e 64M -f 4 -n 20 -w 5 -c 1})"
 eval "extra=(${MPICOLL_BENCH_ARGS:-})"
 MPICOLL_GPU_BIND=${MPICOLL_GPU_BIND:-1} mpicoll_par bench "$MPICOLL_JOBS_DIR/lib/task.sh" \
     "$MPICOLL_PYTHON" -m mpicoll.bench "${MPICOLL_BENCH_PRIMITIVES:-all}" "${sizes[@]}" --xp cupy \

@@ -17,7 +17,7 @@
 #                             MPI family in use; the library's names: `mpivars` for MPICH,
 #                             `ompi_info --all | grep coll_tuned_.*_algorithm` for Open MPI)
 #   MPICOLL_FORCED_PRIMITIVES only these primitives of the pairs, comma list (default: all of them)
-#   MPICOLL_BENCH_SIZES       sweep (-b 8 -e 1M -f 4 -n 20 -w 5 -c 1)
+#   MPICOLL_BENCH_SIZES       sweep (-b 16 -e 1M -f 4 -n 20 -w 5 -c 1)
 #   MPICOLL_BENCH_ARGS        more arguments for `python -m mpicoll.bench`
 # Results: results/mpicoll-bench-forced-<job id>/: forced-<primitive>.jsonl and .csv (one run per
 # primitive), report.md and plot.png over all of them, pairs.txt, provenance.json, summary.json.
@@ -79,7 +79,7 @@ done
 
 R=$MPICOLL_RESULTS
 sizes=() extra=() files=()
-eval "sizes=(${MPICOLL_BENCH_SIZES:--b 8 -e 1M -f 4 -n 20 -w 5 -c 1})"
+eval "sizes=(${MPICOLL_BENCH_SIZES:--b 16 -e 1M -f 4 -n 20 -w 5 -c 1})"
 eval "extra=(${MPICOLL_BENCH_ARGS:-})"
 : >"$R/pairs.txt"
 for p in "${order[@]}"; do

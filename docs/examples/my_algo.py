@@ -3,7 +3,7 @@
 Load it with ``--import docs/examples/my_algo.py`` (demo, bench) or import it
 before the first call; then ``mpicoll.allreduce(x, algorithm="star")``.
 """
-from mpicoll.core.registry import register
+from mpicoll import register
 
 
 @register("allreduce", "star")

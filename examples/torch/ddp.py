@@ -5,9 +5,10 @@ Run: mpirun -n 4 python -m mpicoll.run examples/torch/ddp.py [--steps 20] [--bac
 Every rank trains the same model (DDP broadcasts rank 0's parameters at start)
 on its own shard of a synthetic regression problem; DDP averages the gradients
 with all_reduce after every backward pass, so the parameters stay identical on
-every rank. Each rank prints its loss per step; rank 0 prints the steps per
-second and a checksum of the final parameters, which is the same over any
-backend (gloo included) up to float rounding.
+every rank. Each rank's loss per step is printed after the training, in rank
+order (print_ranks, _rankprint.py: collected outside the timed steps); rank 0
+prints the steps per second and a checksum of the final parameters, which is
+the same over any backend (gloo included) up to float rounding.
 """
 import argparse
 import time
@@ -17,6 +18,8 @@ import torch.distributed as dist
 import torch.nn as nn
 
 import mpicoll.torch  # noqa: F401  (registers the "mpicoll" backend)
+
+from _rankprint import print_ranks
 
 
 def main():
@@ -43,17 +46,20 @@ def main():
     true_w = torch.linspace(-1, 1, 64)
     dist.barrier()
     t0 = time.perf_counter()
-    for step in range(args.steps):
+    losses = []
+    for _ in range(args.steps):
         x = torch.randn(args.batch, 64, generator=gen)
         y = (x @ true_w).unsqueeze(1) + 0.1 * torch.randn(args.batch, 1, generator=gen)
         opt.zero_grad()
         loss = nn.functional.mse_loss(ddp(x.to(device)), y.to(device))
         loss.backward()
         opt.step()
-        if not args.quiet:
-            print(f"rank {rank} step {step} loss {loss.item():.6f}", flush=True)
+        losses.append(loss.detach())
     dist.barrier()
     elapsed = time.perf_counter() - t0
+    if not args.quiet:
+        print_ranks("\n".join(f"rank {rank} step {step} loss {loss.item():.6f}"
+                               for step, loss in enumerate(losses)))
     flat = torch.cat([q.detach().reshape(-1).double().cpu() for q in model.parameters()])
     if rank == 0:
         print(f"{args.backend}: {world} ranks, {args.steps} steps in {elapsed:.3f} s "

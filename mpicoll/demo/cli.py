@@ -61,8 +61,9 @@ def build_parser():
         prog="python -m mpicoll.demo",
         description="Walk through the seed's collectives on mpicoll's hand-written algorithms: "
                     "before/after per rank (in rank order, checked against the MPI library's own "
-                    "collective), the ring allreduce step by step, the barrier experiment and the "
-                    "traffic each algorithm sends (measured vs exact vs textbook). Run it as "
+                    "collective), then mpicoll's scan, the ring allreduce step by step, the "
+                    "node-aware allreduce, the barrier experiment and the traffic each "
+                    "algorithm sends (measured vs exact vs textbook). Run it as "
                     "'mpirun -n 4 python -m mpicoll.demo'; any N >= 1 works, plain 'python -m "
                     "mpicoll.demo' is N = 1. Exit status: 0 all checks passed, 1 a result or "
                     "traffic count disagreed, 2 bad flags, 3 --device gpu without a usable GPU.")
@@ -77,9 +78,8 @@ def build_parser():
                         "choice in the walkthrough and every hand-written algorithm in the table")
     p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="import a module or .py file first, e.g. one registering an algorithm "
-                        "with @mpicoll.core.registry.register: it then takes part like the "
-                        "built-in "
-                        "ones (walkthrough with --algorithm, traffic table); repeatable")
+                        "with @mpicoll.register: it then takes part like the built-in ones "
+                        "(walkthrough with --algorithm, traffic table); repeatable")
     p.add_argument("--impl", choices=("p2p", "native"), default="p2p",
                    help="p2p: mpicoll's hand-written algorithms (default); native: the MPI "
                         "library's own collectives (their traffic is invisible to mpicoll)")

@@ -29,9 +29,9 @@ def show_nodes(out, comm, k, dtype, dev):
                 "inside (mpicoll.allreduce, algorithm hierarchical)")
     out.say(f"nodes: {lay.describe()}")
     if lay.n_nodes == 1:
-        out.say("one node here, so nothing crosses nodes. Simulate nodes with "
-                "'MPICOLL_NODES=2 mpirun -n 4 python -m mpicoll.demo --only nodes', or run on "
-                "real ones (scripts/netns_cluster.sh makes several on one machine)")
+        out.say("one node here, so nothing crosses nodes. Simulate nodes with\n"
+                "  MPICOLL_NODES=2 mpirun -n 4 python -m mpicoll.demo --only nodes\n"
+                "or run on real ones (scripts/netns_cluster.sh makes several on one machine)")
     mine = np.array([rank + 1] * k, dtype=dtype)
     nbytes = mine.nbytes
     for line in phases("allreduce", lay, nbytes):
@@ -62,8 +62,8 @@ def show_nodes(out, comm, k, dtype, dev):
             return "nothing sent"
         return (f"inside the node {rec.intra_sent_msgs} msgs {rec.intra_sent_bytes} B, "
                 f"across nodes {rec.inter_sent_msgs} msgs {rec.inter_sent_bytes} B")
-    out.ranked(f"rank {rank} (node {lay.nodes[rank]}, {role}): hierarchical: {row(h)}; "
-               f"flat {FLAT}: {row(f)}")
+    out.ranked(f"rank {rank} (node {lay.nodes[rank]}, {role}):\n"
+               f"  hierarchical: {row(h)}\n  flat {FLAT}: {row(f)}")
     mine_crossed = np.array([h.inter_sent_msgs if h else 0, f.inter_sent_msgs if f else 0])
     crossed = comm.reduce(mine_crossed, op=MPI.SUM, root=0)
     if rank == 0 and lay.n_nodes > 1:
