@@ -86,7 +86,8 @@ def _faces(primitive, binder):
              f"\n\n{first}")):
         fn.__name__ = fn.__qualname__ = fname
         fn.__doc__ = doc
-        fn.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *kw])
+        fn.__signature__ = sig.replace(  # type: ignore[attr-defined]
+            parameters=[*sig.parameters.values(), *kw])
         made.append(fn)
     return made
 

@@ -144,7 +144,8 @@ def method_faces(primitive, method):
                             (init, name + "_init", (info,))):
         f.__name__ = fname
         f.__qualname__ = f"P2PComm.{fname}"
-        f.__signature__ = inspect.Signature([self_param, *params, *extra])
+        f.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [self_param, *params, *extra])
         faces.append(f)
     faces[0].__doc__ = f"mpi4py's ``{name}``, run by mpicoll's {primitive.name} algorithm."
     faces[1].__doc__ = (f"Nonblocking ``{name}``: returns an :class:`mpicoll.Request` "

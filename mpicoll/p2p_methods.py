@@ -3,6 +3,8 @@
 Blocking, nonblocking (``I...``) and persistent (``..._init``) forms of every
 mpi4py-style method in :mod:`mpicoll.calls`; :mod:`mpicoll.comm` says what they do.
 """
+from collections.abc import Callable
+
 from mpi4py import MPI
 
 from .core import watchdog as _wd
@@ -23,6 +25,8 @@ class P2PMethods:
     """The collective methods :class:`mpicoll.P2PComm` overrides (a mixin)."""
 
     __slots__ = ()
+    # P2PComm's (for the type check: a mixin's methods call it on self)
+    _algo: Callable[[str], str]
 
     def Bcast(self, buf, root=0):
         """mpi4py's ``Bcast``, run by mpicoll's bcast algorithm."""

@@ -59,9 +59,33 @@ def test_no_exec_at_import():
         assert "exec(" not in text, mod
 
 
+FACE_MODULES = [os.path.join("mpicoll", f + ".py")
+                for f in ("api", "comm", "faces", "p2p_methods", "p2p_calls")]
+
+
 def test_the_faces_type_check():
     pytest.importorskip("mypy", reason="mypy is not installed (pip install -e '.[test]')")
-    files = [os.path.join("mpicoll", f + ".py")
-             for f in ("api", "comm", "faces", "p2p_methods", "p2p_calls")]
-    proc = run("-m", "mypy", "--config-file", "pyproject.toml", *files)
+    proc = run("-m", "mypy", "--config-file", "pyproject.toml", "--no-incremental",
+               *FACE_MODULES)
     assert proc.returncode == 0, proc.stdout[-6000:]
+
+
+@pytest.mark.parametrize("module, at", [("faces", "\ndef allreduce("),
+                                        ("p2p_methods", "\n    def Allreduce(")])
+def test_the_type_check_reads_the_generated_bodies(tmp_path, module, at):
+    # The generated functions carry no annotations, and mypy skips the bodies of such
+    # functions unless told otherwise: an error in one must be found all the same.
+    pytest.importorskip("mypy", reason="mypy is not installed (pip install -e '.[test]')")
+    path = os.path.join("mpicoll", module + ".py")
+    with open(os.path.join(ROOT, path)) as f:
+        text = f.read()
+    start = text.index(at)
+    body = text.index('"""\n', text.index('"""', start) + 3) + 4     # after its docstring
+    indent = " " * (at.index("def") - 1 + 4)
+    shadow = tmp_path / (module + ".py")
+    shadow.write_text(text[:body] + f"{indent}_wrong: int = 'a text' + 1\n" + text[body:])
+    proc = run("-m", "mypy", "--config-file", "pyproject.toml", "--no-incremental",
+               "--shadow-file", path, str(shadow), *FACE_MODULES)
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert f"{path}:" in proc.stdout and "Unsupported operand types" in proc.stdout, \
+        proc.stdout[-3000:]

@@ -201,6 +201,8 @@ def methods_source(defined):
            "Blocking, nonblocking (``I...``) and persistent (``..._init``) forms of every",
            "mpi4py-style method in :mod:`mpicoll.calls`; :mod:`mpicoll.comm` says what they do.",
            '"""',
+           "from collections.abc import Callable",
+           "",
            "from mpi4py import MPI",
            "",
            "from .engine.faces import ID_NONE as _ID_NONE",
@@ -219,7 +221,9 @@ def methods_source(defined):
            "class P2PMethods:",
            '    """The collective methods :class:`mpicoll.P2PComm` overrides (a mixin)."""',
            "",
-           "    __slots__ = ()"]
+           "    __slots__ = ()",
+           "    # P2PComm's (for the type check: a mixin's methods call it on self)",
+           "    _algo: Callable[[str], str]"]
     for pname, prim in defined.items():
         for method in prim.methods:
             name = method.__name__
