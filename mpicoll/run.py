@@ -59,7 +59,7 @@ def _parse(argv):
     """(kind, target, rest, timeout) from this module's command line; SystemExit(2) on junk."""
     timeout = None
     i = 0
-    while i < len(argv) and argv[i].startswith("--"):
+    while i < len(argv) and (argv[i].startswith("--") or argv[i] == "-h"):
         opt = argv[i]
         if opt in ("--help", "-h"):
             print(_HELP)

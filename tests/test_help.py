@@ -22,13 +22,14 @@ COMMANDS = ["mpicoll.run", "mpicoll.demo", "mpicoll.verify", "mpicoll.bench", "m
 
 
 @pytest.mark.parametrize("module", COMMANDS)
-def test_a_command_s_help_is_plain_text(module):
-    proc = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True,
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_a_command_s_help_is_plain_text(module, flag):
+    proc = subprocess.run([sys.executable, "-m", module, flag], capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip(), f"python -m {module} --help printed nothing"
+    assert proc.stdout.strip(), f"python -m {module} {flag} printed nothing"
     found = REST.search(proc.stdout)
-    assert found is None, f"python -m {module} --help shows reST: {found.group(0)!r}"
+    assert found is None, f"python -m {module} {flag} shows reST: {found.group(0)!r}"
 
 
 def test_the_bench_commands_help_is_plain_text():
