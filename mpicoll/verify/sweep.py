@@ -48,7 +48,7 @@ from .check import Result, record, verify
 from .executor import Failure
 from .spec import COUNTED, DATALESS, IN_PLACE, REDUCING, ROOTED, V_PRIMITIVES, VECTOR, Case, setup
 
-__all__ = ["algorithms", "cases", "run", "report", "sizes", "Summary", "BIG"]
+__all__ = ["algorithms", "cases", "run", "report", "sizes", "Summary", "BIG", "WorkerLost"]
 
 #: Above N = 64, algorithms with more plan operations than this in all (at the next power
 #: of two) are swept at fewer counts and ops.
@@ -139,6 +139,11 @@ def itemsize_matters(primitive, algorithm):
     return _ITEMSIZE_MATTERS[key]
 
 
+#: what the code under test may raise that the sweep reports instead of ending: a plug-in's
+#: ``sys.exit`` too (SystemExit is no Exception; it would end a worker, or the serial sweep)
+REPORTED = (Exception, SystemExit)
+
+
 def _plans_shape(primitive, algorithm, itemsize):
     case = Case(primitive, algorithm, 5, 17, op="sum" if primitive in REDUCING else None,
                 itemsize=itemsize, layout="block:2" if _node_aware(primitive, algorithm) else None)
@@ -151,7 +156,7 @@ def _plans_shape(primitive, algorithm, itemsize):
                 (x.buf, x.start, x.stop) if hasattr(x, "buf") else x for x in op[1:])
                 for op in p.ops))
         return tuple(out)
-    except (Exception, SystemExit) as exc:    # unrecordable: the sweep reports it
+    except REPORTED as exc:           # unrecordable: the sweep reports it
         return repr(exc)
 
 
@@ -179,7 +184,7 @@ def plan_ops(primitive, algorithm, N):
             lens.sort()
             # the typical rank times N, plus the busiest one (a root) on top
             _OPS_AT[key] = lens[len(lens) // 2] * N + lens[-1]
-        except (Exception, SystemExit):   # (the sweep's case reports it)
+        except REPORTED:              # (the sweep's case reports it)
             _OPS_AT[key] = 0
     return _OPS_AT[key]
 
@@ -282,9 +287,8 @@ def _one(args):
 
     A worker's answer that the parent cannot unpickle kills the pool's result thread and
     leaves the parent waiting forever, so nothing of the plug-in's (its exceptions, its
-    objects) crosses: anything the check itself raises becomes a failure of kind ``error``,
-    ``SystemExit`` included (a plug-in's ``sys.exit`` would otherwise end the worker, or the
-    serial sweep, without a report).
+    objects) crosses: anything the check itself raises (:data:`REPORTED`) becomes a failure
+    of kind ``error``.
     """
     case, seed, index = args
     if _IN_HAND is not None:          # which case this worker holds, should it not come back
@@ -295,7 +299,7 @@ def _one(args):
         traffic = tuple(r.traffic) if r.traffic is not None else None
         path = tuple(r.path) if r.path is not None else None
         return (str(r.status), fail, str(r.reason), traffic, path, str(r.cost))
-    except (Exception, SystemExit) as exc:    # the check's own error: this case's failure
+    except REPORTED as exc:           # the check's own error: this case's failure
         return ("fail", ("error", f"the check raised {type(exc).__name__}: {exc}"), "", None,
                 None, "")
 
