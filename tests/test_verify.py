@@ -497,6 +497,8 @@ def test_a_plug_in_that_calls_sys_exit_fails_its_case(tmp_path, jobs):
     assert code == 1, out + err
     assert "bcast/t_ending_linear" in out and "FAIL N=6" in out
     assert "the check raised SystemExit: 3" in out
+    total = [x for x in err.splitlines() if x.startswith("verify: ")][-1].split()[1]
+    assert int(total.split("/")[1]) >= 50       # enough cases for the worker pool at --jobs 3
 
 
 def test_a_plug_in_that_ends_its_worker_ends_the_sweep(tmp_path):
